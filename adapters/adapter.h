@@ -1,0 +1,113 @@
+/*
+ * The site adapter interface (DESIGN.md "Sites and adapters"): one vtable
+ * per site kind plus a void *ctx per site (curl's Curl_cftype + ctx).
+ *
+ * Everything is asynchronous on the broker's loop.  The broker calls in
+ * (submit, cancel, adopt, capacity); the adapter reports back through the
+ * one update callback it was opened with, at any later time, from the
+ * loop.  An adapter never touches the database: the broker records every
+ * update as a state transition.
+ *
+ * Exactly-once rule: submit() must be safe to follow with adopt() after
+ * a crash at any point.  The adapter tags what it launches with the
+ * tenbin job id, so adopt() finds it again instead of launching twice.
+ */
+#ifndef TENBIN_ADAPTERS_ADAPTER_H
+#define TENBIN_ADAPTERS_ADAPTER_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/err.h"
+#include "util/jobspec.h"
+
+#define ADAPTER_MAX_POOLS 8
+#define ADAPTER_GPU_TYPE_LEN 32
+
+/* GPUs of one type at a site. */
+struct adapter_gpu_pool {
+  char type[ADAPTER_GPU_TYPE_LEN]; /* "h100"; lowercase */
+  int64_t total;                   /* GPUs that exist */
+  int64_t in_use;                  /* GPUs assigned to running jobs */
+  int64_t per_node;                /* most GPUs of this type on one node */
+};
+
+/* A snapshot of a site's capacity, filled by ops->capacity(). */
+struct adapter_capacity {
+  int reachable;       /* 0 when the site cannot be talked to */
+  int64_t nodes;       /* nodes that can run jobs */
+  int64_t nodes_down;  /* drained or down nodes */
+  int64_t max_jobs;    /* concurrent jobs the site accepts; 0 = no cap */
+  int64_t jobs_active; /* jobs the adapter is running or has submitted */
+  int npools;
+  struct adapter_gpu_pool pools[ADAPTER_MAX_POOLS];
+};
+
+/* One job handed to an adapter; borrowed for the duration of the call. */
+struct adapter_job {
+  int64_t id;                  /* tenbin job id (the tag) */
+  const struct job_spec *spec;
+  /* For adopt() after a restart: what the broker had recorded (each may
+   * be NULL when the crash came before it was stored). */
+  const char *remote_id;
+  const char *alloc;
+  const char *log_path;
+};
+
+/* A change of a job's state at the site, reported to the broker. */
+struct adapter_update {
+  int64_t job_id;
+  enum job_state state;  /* SUBMITTED, RUNNING, a final state, or QUEUED
+                            meaning "never started here, place it again" */
+  const char *remote_id; /* site's id, when known (borrowed) */
+  const char *alloc;     /* GPUs assigned, e.g. "0,1" (borrowed) */
+  const char *log_path;  /* where stdout goes (borrowed) */
+  const char *reason;    /* e.g. "exit code 3", "TIMEOUT" (borrowed) */
+  int exit_code;         /* -1 when not ended by exit */
+  int signal;            /* 0 when not ended by a signal */
+  int64_t at_ms;         /* when it happened, 0 = now */
+};
+
+typedef void (*adapter_update_fn)(void *arg, const struct adapter_update *u);
+
+/* What the broker gives every adapter at open. */
+struct adapter_env {
+  uv_loop_t *loop;
+  const char *site_name;
+  const char *state_dir;   /* the broker's --state dir (job dirs, logs) */
+  const char *self_exe;    /* path of the tenbind executable (for a shim) */
+  adapter_update_fn update;
+  void *update_arg;
+};
+
+struct adapter_ops {
+  const char *kind;  /* "local", "slurm", ... as in the site config */
+  int api_version;   /* bumped when this struct changes */
+
+  /* Validate the site's JSON config (ERR_CONFIG naming the field, e.g.
+   * "gpus.h100: must be a non-negative integer") and open the site.
+   * *ctx is new: released by close(). */
+  int (*open)(const struct adapter_env *env, const json_t *config,
+              void **ctx, struct err *e);
+  /* Start job.  0 means accepted: its progress arrives as updates (the
+   * first one SUBMITTED or RUNNING, or a final state).  ERR_UNAVAILABLE
+   * means "no room right now" and the broker keeps the job queued. */
+  int (*submit)(void *ctx, const struct adapter_job *job, struct err *e);
+  /* Cancel job; idempotent, a job already gone is not an error.  The
+   * final CANCELLED arrives as an update. */
+  int (*cancel)(void *ctx, const struct adapter_job *job, struct err *e);
+  /* Re-attach to a job the broker had placed, submitted or running before
+   * a restart.  Its true state arrives as updates. */
+  int (*adopt)(void *ctx, const struct adapter_job *job, struct err *e);
+  /* Fill out with the site's current capacity. */
+  void (*capacity)(void *ctx, struct adapter_capacity *out);
+  /* Stop watching jobs (they keep running), release ctx, then cb(arg)
+   * from the loop. */
+  void (*close)(void *ctx, void (*cb)(void *arg), void *arg);
+};
+
+/* The adapter for a site kind, or NULL. */
+const struct adapter_ops *adapter_find(const char *kind);
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * The state store: the only module that includes <sqlite3.h>.
+ *
+ * One SQLite file in WAL mode with synchronous=FULL, so a committed
+ * transaction survives kill -9 and power loss.  The schema comes from
+ * db/migrations/NNN_*.sql, compiled into the binary, applied in order and
+ * tracked with PRAGMA user_version (append-only: never edit a released
+ * migration, add a new one).
+ *
+ * Used from the loop thread only.  Statements are prepared once and cached
+ * per handle.  Functions that write do not open transactions themselves:
+ * the caller groups writes with db_begin()/db_commit() (the broker commits
+ * a batch of submissions per loop turn); outside a transaction each write
+ * is its own autocommit transaction.
+ *
+ * Row structs are value types: db fills them with new strings that the
+ * caller frees with the matching _release().
+ */
+#ifndef TENBIN_DB_DB_H
+#define TENBIN_DB_DB_H
+
+#include <stdint.h>
+
+#include "util/err.h"
+#include "util/jobspec.h"
+
+struct db;
+
+/*
+ * Open (creating if needed) the database at path and migrate it to the
+ * latest schema.  *out is new: close with db_close().  A database whose
+ * user_version is newer than this binary knows is refused (ERR_DB with a
+ * message saying so) rather than misread.
+ */
+int db_open(const char *path, struct db **out, struct err *e) WARN_UNUSED;
+/* Finalize statements and close; NULL is a no-op. */
+void db_close(struct db *db);
+/* Schema version after migration (PRAGMA user_version). */
+int db_schema_version(struct db *db);
+
+int db_begin(struct db *db, struct err *e) WARN_UNUSED;
+int db_commit(struct db *db, struct err *e) WARN_UNUSED;
+/* Roll back the open transaction, if any; never fails visibly. */
+void db_rollback(struct db *db);
+
+/* ---- jobs ---- */
+
+struct db_job {
+  int64_t id;           /* assigned by db_job_insert */
+  enum job_state state;
+  char *name;
+  char *project;
+  char *workload;       /* or NULL */
+  char *site;           /* or NULL until placed */
+  char *spec_json;      /* jobspec_to_json() text */
+  int64_t gpus;         /* copies of spec fields, for queries */
+  char *gpu_type;       /* or NULL */
+  int hold;
+  char *idem_key;       /* Idempotency-Key scoped by its owner, or NULL */
+  char *idem_hash;      /* SHA-256 of the request it came with, or NULL */
+  char *remote_id;      /* the site's id for the job, or NULL */
+  char *alloc;          /* GPUs assigned at the site, e.g. "0,1", or NULL */
+  char *reason;         /* why it is in this state (last), or NULL */
+  char *log_path;       /* the job's stdout file, or NULL */
+  int exit_code;        /* -1 until it ends with an exit status */
+  int signal;           /* 0, or the signal that ended it */
+  int64_t created_ms;
+  int64_t updated_ms;
+  int64_t started_ms;   /* 0 until running */
+  int64_t ended_ms;     /* 0 until final */
+};
+
+void db_job_init(struct db_job *j);
+/* Free the strings (NULL-safe) and re-init. */
+void db_job_release(struct db_job *j);
+
+/* Insert j (all fields but id) and set j->id.  ERR_CONFLICT when idem_key
+ * is already used. */
+int db_job_insert(struct db *db, struct db_job *j, struct err *e)
+    WARN_UNUSED;
+/* Fill out (initialised) with job id; ERR_NOT_FOUND naming the id. */
+int db_job_get(struct db *db, int64_t id, struct db_job *out,
+               struct err *e) WARN_UNUSED;
+/* Fill out with the job created with idem_key; ERR_NOT_FOUND if none. */
+int db_job_get_by_idem(struct db *db, const char *idem_key,
+                       struct db_job *out, struct err *e) WARN_UNUSED;
+/*
+ * Write back the mutable columns of j: state, site, remote_id, alloc,
+ * reason, log_path, exit_code, signal, hold, updated/started/ended times.
+ */
+int db_job_update(struct db *db, const struct db_job *j, struct err *e)
+    WARN_UNUSED;
+
+struct db_job_filter {
+  const char *state;     /* exact state name, or NULL */
+  const char *project;   /* or NULL */
+  const char *site;      /* or NULL */
+  char *const *projects; /* NULL-terminated allow-list (token scope), or
+                            NULL for all projects */
+  int64_t before_id;     /* cursor: only ids < before_id; 0 = from newest */
+  int limit;             /* rows wanted, 1..1000 */
+};
+
+/* Called once per row; the row is borrowed for the call.  Return non-zero
+ * to stop early (that value is returned by the list function). */
+typedef int (*db_job_cb)(const struct db_job *j, void *arg);
+
+/* Jobs matching f, newest first (id descending). */
+int db_job_list(struct db *db, const struct db_job_filter *f, db_job_cb cb,
+                void *arg, struct err *e) WARN_UNUSED;
+/* Non-final jobs (queued..running), oldest first; for restart recovery
+ * and the scheduler. Held queued jobs are included only if with_held. */
+int db_job_list_active(struct db *db, int with_held, db_job_cb cb,
+                       void *arg, struct err *e) WARN_UNUSED;
+/* Queued, non-held jobs, oldest first, at most limit of them (the
+ * scheduler's queue scan; served by a partial index). */
+int db_job_list_runnable(struct db *db, int limit, db_job_cb cb, void *arg,
+                         struct err *e) WARN_UNUSED;
+
+/* Counts of jobs by (site, state); site is "" for unplaced jobs. */
+typedef void (*db_count_cb)(const char *site, enum job_state state,
+                            int64_t count, void *arg);
+int db_job_counts(struct db *db, db_count_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+
+/* ---- job events: every transition, append-only ---- */
+
+struct db_event {
+  int64_t id;
+  int64_t job_id;
+  int64_t at_ms;
+  char *from_state; /* NULL for the creation event */
+  char *to_state;
+  char *detail;     /* human text, or NULL */
+};
+
+void db_event_release(struct db_event *ev);
+int db_event_append(struct db *db, int64_t job_id, int64_t at_ms,
+                    const char *from_state, const char *to_state,
+                    const char *detail, struct err *e) WARN_UNUSED;
+typedef int (*db_event_cb)(const struct db_event *ev, void *arg);
+/* Events of one job in order of id. */
+int db_event_list(struct db *db, int64_t job_id, db_event_cb cb, void *arg,
+                  struct err *e) WARN_UNUSED;
+
+/* ---- workload catalog ---- */
+
+/* Insert or replace workload name with its JSON definition; *created is
+ * set to 1 when it did not exist before (may be NULL). */
+int db_workload_put(struct db *db, const char *name, const char *json,
+                    int64_t now_ms, int *created, struct err *e) WARN_UNUSED;
+/* *json_out is new (free()); ERR_NOT_FOUND naming the workload. */
+int db_workload_get(struct db *db, const char *name, char **json_out,
+                    struct err *e) WARN_UNUSED;
+typedef int (*db_workload_cb)(const char *name, const char *json,
+                              void *arg);
+/* All workloads by name. */
+int db_workload_list(struct db *db, db_workload_cb cb, void *arg,
+                     struct err *e) WARN_UNUSED;
+
+/* ---- API tokens (stored as SHA-256 hex, never in clear) ---- */
+
+struct db_token {
+  int64_t id;
+  char *name;      /* label given at creation, or NULL */
+  char *role;      /* "admin", "submitter" or "viewer" */
+  char **projects; /* NULL-terminated scope, or NULL for every project */
+  int64_t created_ms;
+};
+
+void db_token_release(struct db_token *t);
+int db_token_insert(struct db *db, const char *hash_hex, const char *name,
+                    const char *role, char *const *projects, int64_t now_ms,
+                    int64_t *id_out, struct err *e) WARN_UNUSED;
+/* Fill out for the token whose hash is hash_hex; ERR_NOT_FOUND if none. */
+int db_token_find(struct db *db, const char *hash_hex, struct db_token *out,
+                  struct err *e) WARN_UNUSED;
+/* Number of tokens stored. */
+int db_token_count(struct db *db, int64_t *count, struct err *e)
+    WARN_UNUSED;
+
+#endif

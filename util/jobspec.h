@@ -1,0 +1,106 @@
+/*
+ * The job specification: what a client asked for, the shared vocabulary of
+ * the REST layer, the broker, the placement policy and the site adapters.
+ * A spec is immutable once the job is accepted; it is stored as the JSON
+ * that jobspec_to_json() writes and read back with jobspec_from_json().
+ *
+ * Also the job state names (the state machine itself lives in broker/).
+ *
+ * Value type (git's _init/_release vocabulary): every pointer member is
+ * owned by the struct and freed by jobspec_release().
+ */
+#ifndef TENBIN_UTIL_JOBSPEC_H
+#define TENBIN_UTIL_JOBSPEC_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "err.h"
+
+enum job_state {
+  JOB_QUEUED = 0,
+  JOB_PLACED,
+  JOB_SUBMITTED,
+  JOB_RUNNING,
+  JOB_SUCCEEDED,
+  JOB_FAILED,
+  JOB_CANCELLED,
+  JOB_LOST,
+  JOB_STATE_COUNT
+};
+
+/* "queued", "placed", ... */
+const char *job_state_name(enum job_state s);
+/* Inverse of job_state_name; ERR_INVALID for an unknown name. */
+int job_state_parse(const char *name, enum job_state *out) WARN_UNUSED;
+/* True for succeeded, failed, cancelled and lost. */
+int job_state_is_final(enum job_state s);
+
+/* Limits on what a client controls; each one is named in its error. */
+#define JOBSPEC_MAX_GPUS 4096
+#define JOBSPEC_MAX_NODES 1024
+#define JOBSPEC_MAX_ARGS 256
+#define JOBSPEC_MAX_ARG_LEN 8192
+#define JOBSPEC_MAX_ENV 256
+#define JOBSPEC_MAX_SCRIPT (512 * 1024)
+#define JOBSPEC_MAX_NAME 128
+#define JOBSPEC_MAX_PATH 1024
+
+/*
+ * How the job's environment is built from the site's own environment
+ * (sbatch --export): ALL inherits it, NONE starts empty; both then add
+ * env[] and the TENBIN_* variables.
+ */
+enum jobspec_export { JOBSPEC_EXPORT_ALL = 0, JOBSPEC_EXPORT_NONE };
+
+struct job_spec {
+  char *name;          /* job name; never NULL after validation */
+  char *project;       /* never NULL after validation */
+  char *workload;      /* catalog entry it came from, or NULL */
+  char **argv;         /* NULL-terminated command, or NULL with script */
+  char *script;        /* batch script text, or NULL with argv */
+  char **env;          /* NULL-terminated "KEY=VALUE" list, may be NULL */
+  enum jobspec_export export_mode;
+  char **export_names; /* bare names of --export=A,B (taken from the site) */
+  int64_t gpus;        /* total GPUs over all nodes */
+  char *gpu_type;      /* "h100", or NULL for any type */
+  int64_t nodes;       /* >= 1 */
+  int64_t gpus_per_node; /* 0 when the client gave a total instead */
+  int64_t time_limit_s;  /* 0 = no limit */
+  char *site;          /* pinned site, or NULL */
+  char *chdir;         /* working directory, or NULL */
+  char *stdout_path;   /* sbatch --output pattern, or NULL for default */
+  char *stderr_path;   /* sbatch --error pattern, or NULL = with stdout */
+  char **sbatch_extra; /* directives tenbin does not interpret, verbatim */
+  int hold;            /* stays queued until released */
+  char *dataset;       /* "NAME@VERSION" for later issues, or NULL */
+};
+
+void jobspec_init(struct job_spec *s);
+/* Free every member (NULL-safe) and re-init. */
+void jobspec_release(struct job_spec *s);
+
+/*
+ * Fill s from a validated JSON object (the REST body of POST /v1/jobs
+ * minus the fields the broker consumes itself, or a stored spec).
+ * Unknown or mistyped fields and out-of-range values give ERR_INVALID
+ * naming the field.  When "script" is present its #SBATCH lines fill
+ * every field the JSON left unset (explicit fields win, as sbatch's
+ * command line wins over the script); warnings for directives tenbin
+ * does not interpret are appended to warnings (a JSON array, borrowed)
+ * when it is not NULL.  s must be freshly initialised.
+ */
+int jobspec_from_json(struct job_spec *s, const json_t *obj,
+                      json_t *warnings, struct err *e) WARN_UNUSED;
+/* The spec as a JSON object (new reference); round-trips exactly. */
+json_t *jobspec_to_json(const struct job_spec *s);
+
+/* NULL-terminated string vector helpers used by the spec. */
+size_t strv_len(char *const *v);
+void strv_free(char **v);
+/* New deep copy (NULL gives NULL). */
+char **strv_dup(char *const *v);
+/* Append a copy of s to *v (grows it). */
+void strv_push(char ***v, const char *s);
+
+#endif
