@@ -143,6 +143,16 @@ typedef int (*db_event_cb)(const struct db_event *ev, void *arg);
 int db_event_list(struct db *db, int64_t job_id, db_event_cb cb, void *arg,
                   struct err *e) WARN_UNUSED;
 
+/* ---- placement decisions (for "why is my job here / still queued") ---- */
+
+/* Record the decision for job: verdict "now", "wait" or "never", the
+ * chosen site (or NULL) and every candidate's verdict and reason as JSON
+ * text.  Only the latest decision per job is kept (a waiting job is
+ * re-decided every tick; its history would be noise). */
+int db_placement_put(struct db *db, int64_t job_id, int64_t at_ms,
+                     const char *verdict, const char *site,
+                     const char *candidates_json, struct err *e) WARN_UNUSED;
+
 /* ---- workload catalog ---- */
 
 /* Insert or replace workload name with its JSON definition; *created is

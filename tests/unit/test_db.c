@@ -1,0 +1,1609 @@
+/*
+ * Tests for db/: the migrator, the job store and its queries, events,
+ * placements, the workload catalog and API tokens, on real SQLite files in
+ * a temporary directory (mkdtemp under /tmp, removed at the end).
+ *
+ * Each test opens a fresh database.  Where db.h has no reader (placements,
+ * the journal mode, user_version) the test looks at the file through a
+ * second, raw SQLite connection, which WAL lets it do while db has it
+ * open; db_internal.h gives the migrator on its own and the query plans.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db/db.h"
+#include "db/db_internal.h"
+#include "util/buf.h"
+
+#define MAX_IDS 4096
+
+static char tmpdir[64];
+static unsigned db_counter;
+
+struct fx {
+  char path[PATH_MAX];
+  struct db *db;
+};
+
+/* ---- helpers ---- */
+
+static void
+remove_db_files(const char *path)
+{
+  static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+  char p[PATH_MAX + 16];
+  size_t i;
+
+  for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+    snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
+    unlink(p);
+  }
+}
+
+static int
+group_setup(void **state)
+{
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_db.XXXXXX");
+  if (mkdtemp(tmpdir) == NULL)
+    return -1;
+  return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+  char p[PATH_MAX + 256];
+  struct dirent *d;
+  DIR *dir = opendir(tmpdir);
+
+  if (dir != NULL) {
+    for (d = readdir(dir); d != NULL; d = readdir(dir)) {
+      if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+        continue;
+      snprintf(p, sizeof(p), "%s/%s", tmpdir, d->d_name);
+      unlink(p);
+    }
+    closedir(dir);
+  }
+  return rmdir(tmpdir);
+}
+
+static void
+new_path(char *out, size_t n)
+{
+  snprintf(out, n, "%s/t%u.db", tmpdir, db_counter++);
+}
+
+static int
+setup(void **state)
+{
+  struct fx *fx = calloc(1, sizeof(*fx));
+  struct err e = {0};
+
+  if (fx == NULL)
+    return -1;
+  new_path(fx->path, sizeof(fx->path));
+  if (db_open(fx->path, &fx->db, &e) != 0) {
+    fprintf(stderr, "db_open: %s\n", e.msg);
+    free(fx);
+    return -1;
+  }
+  *state = fx;
+  return 0;
+}
+
+static int
+teardown(void **state)
+{
+  struct fx *fx = *state;
+
+  db_close(fx->db);
+  remove_db_files(fx->path);
+  free(fx);
+  return 0;
+}
+
+static void
+reopen(struct fx *fx)
+{
+  struct err e = {0};
+
+  db_close(fx->db);
+  fx->db = NULL;
+  assert_int_equal(db_open(fx->path, &fx->db, &e), 0);
+}
+
+static sqlite3 *
+raw_open(const char *path)
+{
+  sqlite3 *h = NULL;
+
+  assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL),
+                   SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  return h;
+}
+
+/* First column of the first row of sql as an integer (-1 when none). */
+static int64_t
+raw_int(sqlite3 *h, const char *sql)
+{
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+
+  assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* First column of the first row of sql as new text ("(none)" if none). */
+static char *
+raw_text(sqlite3 *h, const char *sql)
+{
+  sqlite3_stmt *st = NULL;
+  const unsigned char *t = NULL;
+  char *v;
+
+  assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    t = sqlite3_column_text(st, 0);
+  v = strdup(t != NULL ? (const char *)t : "(none)");
+  sqlite3_finalize(st);
+  assert_non_null(v);
+  return v;
+}
+
+static void
+raw_exec(sqlite3 *h, const char *sql)
+{
+  assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+/* A job pointing at string literals (never released). */
+static struct db_job
+job(const char *name, const char *project, const char *site,
+    enum job_state state, int hold)
+{
+  struct db_job j;
+
+  db_job_init(&j);
+  j.name = (char *)name;
+  j.project = (char *)project;
+  j.site = (char *)site;
+  j.spec_json = (char *)"{}";
+  j.state = state;
+  j.hold = hold;
+  j.gpus = 1;
+  j.created_ms = 1000;
+  j.updated_ms = 1000;
+  return j;
+}
+
+static int64_t
+insert(struct db *db, const char *name, const char *project,
+       const char *site, enum job_state state, int hold)
+{
+  struct db_job j = job(name, project, site, state, hold);
+  struct err e = {0};
+
+  assert_int_equal(db_job_insert(db, &j, &e), 0);
+  assert_true(j.id > 0);
+  return j.id;
+}
+
+struct ids {
+  int64_t v[MAX_IDS];
+  size_t n;
+  int stop_after; /* return 7 once this many rows were seen (0: never) */
+};
+
+static int
+collect_cb(const struct db_job *j, void *arg)
+{
+  struct ids *ids = arg;
+
+  assert_true(ids->n < MAX_IDS);
+  ids->v[ids->n++] = j->id;
+  if (ids->stop_after > 0 && (int)ids->n == ids->stop_after)
+    return 7;
+  return 0;
+}
+
+static void
+list_ids(struct db *db, const struct db_job_filter *f, struct ids *out)
+{
+  struct err e = {0};
+
+  out->n = 0;
+  out->stop_after = 0;
+  assert_int_equal(db_job_list(db, f, collect_cb, out, &e), 0);
+}
+
+static int
+str_in(const char *s, char *const *v)
+{
+  size_t i;
+
+  for (i = 0; v[i] != NULL; i++) {
+    if (strcmp(v[i], s) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static int
+str_eq(const char *a, const char *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  return strcmp(a, b) == 0;
+}
+
+/* ---- migrations ---- */
+
+static void
+test_fresh_open_migrates_to_the_latest_version(void **state)
+{
+  struct fx *fx = *state;
+  sqlite3 *h = raw_open(fx->path);
+  char *mode = raw_text(h, "PRAGMA journal_mode");
+
+  assert_true(db__migration_count >= 1);
+  assert_int_equal(db_schema_version(fx->db), (int)db__migration_count);
+  assert_int_equal(raw_int(h, "PRAGMA user_version"),
+                   (int64_t)db__migration_count);
+  assert_string_equal(mode, "wal");
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema WHERE "
+                              "type = 'table' AND name IN ('jobs', "
+                              "'job_events', 'placements', 'workloads', "
+                              "'api_tokens', 'api_token_projects')"),
+                   6);
+  free(mode);
+  sqlite3_close(h);
+}
+
+static void
+test_connection_is_durable_and_checks_foreign_keys(void **state)
+{
+  struct fx *fx = *state;
+  struct err e = {0};
+  char v[32];
+
+  assert_int_equal(db__setting(fx->db, "journal_mode", v, sizeof(v), &e), 0);
+  assert_string_equal(v, "wal");
+  assert_int_equal(db__setting(fx->db, "synchronous", v, sizeof(v), &e), 0);
+  assert_string_equal(v, "2"); /* FULL */
+  assert_int_equal(db__setting(fx->db, "foreign_keys", v, sizeof(v), &e), 0);
+  assert_string_equal(v, "1");
+  assert_int_equal(db__setting(fx->db, "busy_timeout", v, sizeof(v), &e), 0);
+  assert_string_equal(v, "5000");
+}
+
+static void
+test_open_in_a_missing_directory_fails_naming_the_path(void **state)
+{
+  struct db *db = NULL;
+  struct err e = {0};
+  char path[128];
+
+  snprintf(path, sizeof(path), "%s/no/such/dir/x.db", tmpdir);
+  assert_int_equal(db_open(path, &db, &e), ERR_DB);
+  assert_null(db);
+  assert_non_null(strstr(e.msg, path));
+  assert_int_equal(db_open("", &db, &e), ERR_INVALID);
+  db_close(NULL);
+}
+
+static void
+test_reopen_is_idempotent_and_keeps_rows(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job got;
+  struct err e = {0};
+  int64_t id = insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+
+  reopen(fx);
+  reopen(fx);
+  assert_int_equal(db_schema_version(fx->db), (int)db__migration_count);
+  db_job_init(&got);
+  assert_int_equal(db_job_get(fx->db, id, &got, &e), 0);
+  assert_string_equal(got.name, "a");
+  db_job_release(&got);
+  /* The second job gets a new id: the schema was not re-created. */
+  assert_true(insert(fx->db, "b", "p", NULL, JOB_QUEUED, 0) > id);
+}
+
+static void
+test_newer_schema_version_is_refused_saying_so(void **state)
+{
+  struct fx *fx = *state;
+  static char sentinel;
+  struct db *db2 = (struct db *)(void *)&sentinel;
+  struct err e = {0};
+  char sql[64];
+  sqlite3 *h;
+
+  db_close(fx->db);
+  fx->db = NULL;
+  h = raw_open(fx->path);
+  snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+           (int)db__migration_count + 1);
+  raw_exec(h, sql);
+  sqlite3_close(h);
+
+  assert_int_equal(db_open(fx->path, &db2, &e), ERR_DB);
+  assert_null(db2);
+  assert_int_equal(e.code, ERR_DB);
+  assert_non_null(strstr(e.msg, "newer"));
+  assert_non_null(strstr(e.msg, fx->path));
+
+  /* The file was left alone. */
+  h = raw_open(fx->path);
+  assert_int_equal(raw_int(h, "PRAGMA user_version"),
+                   (int64_t)db__migration_count + 1);
+  sqlite3_close(h);
+}
+
+static void
+test_migrations_with_a_gap_or_a_duplicate_are_refused(void **state)
+{
+  static const struct db_migration ok[] = {
+    {1, "001_a", "CREATE TABLE a (x);"}, {2, "002_b", "CREATE TABLE b (x);"}};
+  static const struct db_migration dup[] = {
+    {1, "001_a", "CREATE TABLE a (x);"},
+    {2, "002_b", "CREATE TABLE b (x);"},
+    {2, "002_c", "CREATE TABLE c (x);"}};
+  static const struct db_migration gap[] = {
+    {1, "001_a", "CREATE TABLE a (x);"}, {3, "003_c", "CREATE TABLE c (x);"}};
+  static const struct db_migration late[] = {
+    {2, "002_b", "CREATE TABLE b (x);"}};
+  struct err e = {0};
+  sqlite3 *h = NULL;
+  int version = -1;
+
+  assert_int_equal(db__migrations_check(ok, 2, &e), 0);
+  assert_int_equal(db__migrations_check(db__migrations, db__migration_count,
+                                        &e),
+                   0);
+  assert_int_equal(db__migrations_check(dup, 3, &e), ERR_INTERNAL);
+  assert_non_null(strstr(e.msg, "'002_c'"));
+  assert_non_null(strstr(e.msg, "duplicates"));
+  assert_int_equal(db__migrations_check(gap, 2, &e), ERR_INTERNAL);
+  assert_non_null(strstr(e.msg, "'003_c'"));
+  assert_non_null(strstr(e.msg, "gap"));
+  assert_int_equal(db__migrations_check(late, 1, &e), ERR_INTERNAL);
+
+  /* The migrator refuses before touching the database. */
+  assert_int_equal(sqlite3_open(":memory:", &h), SQLITE_OK);
+  assert_int_equal(db__migrate_with(h, gap, 2, &version, &e), ERR_INTERNAL);
+  assert_int_equal(raw_int(h, "PRAGMA user_version"), 0);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema"), 0);
+  sqlite3_close(h);
+}
+
+static void
+test_failed_migration_leaves_the_previous_version_intact(void **state)
+{
+  static const struct db_migration bad[] = {
+    {1, "001_a", "CREATE TABLE a (x);"},
+    {2, "002_b", "CREATE TABLE b (x); INSERT INTO nosuch VALUES (1);"}};
+  static const struct db_migration good[] = {
+    {1, "001_a", "CREATE TABLE a (x);"},
+    {2, "002_b", "CREATE TABLE b (x); INSERT INTO b VALUES (1);"}};
+  char path[PATH_MAX];
+  struct err e = {0};
+  sqlite3 *h = NULL;
+  int version = -1;
+
+  new_path(path, sizeof(path));
+  assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+  assert_int_equal(db__migrate_with(h, bad, 2, &version, &e), ERR_DB);
+  assert_non_null(strstr(e.msg, "migration '002_b'"));
+  assert_non_null(strstr(e.msg, "nosuch"));
+  assert_int_equal(version, 1);
+  assert_int_equal(raw_int(h, "PRAGMA user_version"), 1);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema "
+                              "WHERE name = 'a'"),
+                   1);
+  /* Migration 2 is all or nothing: its CREATE TABLE was rolled back. */
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema "
+                              "WHERE name = 'b'"),
+                   0);
+
+  assert_int_equal(db__migrate_with(h, good, 2, &version, &e), 0);
+  assert_int_equal(version, 2);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM b"), 1);
+  /* Applied once: running it again changes nothing. */
+  assert_int_equal(db__migrate_with(h, good, 2, &version, &e), 0);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM b"), 1);
+  sqlite3_close(h);
+  remove_db_files(path);
+}
+
+/* ---- jobs ---- */
+
+static void
+test_job_round_trip_keeps_strings_verbatim(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job j;
+  struct db_job got;
+  struct err e = {0};
+
+  db_job_init(&j);
+  j.state = JOB_RUNNING;
+  j.name = (char *)"it's a \"job\"; --";
+  j.project = (char *)"'; DROP TABLE jobs; --";
+  j.workload = (char *)"ワークロード ✓ 🚀";
+  j.site = (char *)"site\\with\\backslashes %s %n";
+  j.spec_json = (char *)"{\"argv\":[\"echo\",\"a'b\\\"c\"],\"x\":\"\\u00e9\"}";
+  j.gpus = 4096;
+  j.gpu_type = (char *)"";
+  j.hold = 1;
+  j.idem_key = (char *)"owner:key with ' and \"";
+  j.idem_hash = (char *)"0123abcd";
+  j.remote_id = (char *)"12345";
+  j.alloc = (char *)"0,1";
+  j.reason = (char *)"line one\nline two\ttab";
+  j.log_path = (char *)"/var/log/é/out.log";
+  j.exit_code = 3;
+  j.signal = 9;
+  j.created_ms = INT64_C(1700000000123);
+  j.updated_ms = INT64_C(1700000000456);
+  j.started_ms = INT64_C(1700000000789);
+  j.ended_ms = INT64_MAX;
+  assert_int_equal(db_job_insert(fx->db, &j, &e), 0);
+
+  db_job_init(&got);
+  assert_int_equal(db_job_get(fx->db, j.id, &got, &e), 0);
+  assert_int_equal(got.id, j.id);
+  assert_int_equal(got.state, JOB_RUNNING);
+  assert_string_equal(got.name, j.name);
+  assert_string_equal(got.project, j.project);
+  assert_string_equal(got.workload, j.workload);
+  assert_string_equal(got.site, j.site);
+  assert_string_equal(got.spec_json, j.spec_json);
+  assert_int_equal(got.gpus, 4096);
+  assert_non_null(got.gpu_type);
+  assert_string_equal(got.gpu_type, "");
+  assert_int_equal(got.hold, 1);
+  assert_string_equal(got.idem_key, j.idem_key);
+  assert_string_equal(got.idem_hash, j.idem_hash);
+  assert_string_equal(got.remote_id, j.remote_id);
+  assert_string_equal(got.alloc, j.alloc);
+  assert_string_equal(got.reason, j.reason);
+  assert_string_equal(got.log_path, j.log_path);
+  assert_int_equal(got.exit_code, 3);
+  assert_int_equal(got.signal, 9);
+  assert_int_equal(got.created_ms, j.created_ms);
+  assert_int_equal(got.updated_ms, j.updated_ms);
+  assert_int_equal(got.started_ms, j.started_ms);
+  assert_int_equal(got.ended_ms, INT64_MAX);
+  /* Filling an already filled struct frees what it held (no leak). */
+  assert_int_equal(db_job_get(fx->db, j.id, &got, &e), 0);
+  db_job_release(&got);
+  assert_null(got.name);
+
+  /* The injection-looking project is only data: it lists as such. */
+  {
+    struct db_job_filter f = {.project = j.project, .limit = 10};
+    struct ids ids;
+
+    list_ids(fx->db, &f, &ids);
+    assert_int_equal(ids.n, 1);
+    assert_int_equal(ids.v[0], j.id);
+  }
+}
+
+static void
+test_unset_optional_fields_stay_null(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job got;
+  struct err e = {0};
+  int64_t id = insert(fx->db, "n", "p", NULL, JOB_QUEUED, 0);
+
+  db_job_init(&got);
+  assert_int_equal(db_job_get(fx->db, id, &got, &e), 0);
+  assert_null(got.workload);
+  assert_null(got.site);
+  assert_null(got.gpu_type);
+  assert_null(got.idem_key);
+  assert_null(got.idem_hash);
+  assert_null(got.remote_id);
+  assert_null(got.alloc);
+  assert_null(got.reason);
+  assert_null(got.log_path);
+  assert_int_equal(got.exit_code, -1);
+  assert_int_equal(got.signal, 0);
+  assert_int_equal(got.started_ms, 0);
+  assert_int_equal(got.ended_ms, 0);
+  db_job_release(&got);
+}
+
+static void
+test_every_job_state_is_stored_and_read_back(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job got;
+  struct err e = {0};
+  int s;
+
+  db_job_init(&got);
+  for (s = 0; s < JOB_STATE_COUNT; s++) {
+    int64_t id = insert(fx->db, "s", "p", NULL, (enum job_state)s, 0);
+
+    assert_int_equal(db_job_get(fx->db, id, &got, &e), 0);
+    assert_int_equal(got.state, s);
+    db_job_release(&got);
+  }
+}
+
+static void
+test_stored_state_names_are_job_state_name(void **state)
+{
+  struct fx *fx = *state;
+  sqlite3 *h = raw_open(fx->path);
+  char sql[96];
+  char *stored;
+  int s;
+
+  for (s = 0; s < JOB_STATE_COUNT; s++) {
+    int64_t id = insert(fx->db, "s", "p", NULL, (enum job_state)s, 0);
+
+    snprintf(sql, sizeof(sql), "SELECT state FROM jobs WHERE id = %" PRId64,
+             id);
+    stored = raw_text(h, sql);
+    assert_string_equal(stored, job_state_name((enum job_state)s));
+    free(stored);
+  }
+  sqlite3_close(h);
+}
+
+static void
+test_job_with_an_unknown_state_or_no_name_is_invalid(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job j = job("x", "p", NULL, JOB_QUEUED, 0);
+  struct err e = {0};
+
+  j.state = JOB_STATE_COUNT;
+  assert_int_equal(db_job_insert(fx->db, &j, &e), ERR_INVALID);
+  j.state = JOB_QUEUED;
+  j.name = NULL;
+  assert_int_equal(db_job_insert(fx->db, &j, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "jobs.name"));
+  j.name = (char *)"x";
+  j.gpus = -1;
+  assert_int_equal(db_job_insert(fx->db, &j, &e), ERR_INVALID);
+}
+
+static void
+test_job_update_writes_back_only_the_mutable_columns(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job j = job("orig", "proj", NULL, JOB_QUEUED, 1);
+  struct db_job got;
+  struct err e = {0};
+
+  assert_int_equal(db_job_insert(fx->db, &j, &e), 0);
+  j.state = JOB_FAILED;
+  j.site = (char *)"aws's \"site\"";
+  j.remote_id = (char *)"r-1";
+  j.alloc = (char *)"2,3";
+  j.reason = (char *)"'; DELETE FROM jobs; --";
+  j.log_path = (char *)"/tmp/x.log";
+  j.exit_code = 137;
+  j.signal = 9;
+  j.hold = 0;
+  j.updated_ms = 2000;
+  j.started_ms = 1500;
+  j.ended_ms = 2000;
+  /* Immutable: must not be written. */
+  j.name = (char *)"changed";
+  j.project = (char *)"changed";
+  j.gpus = 99;
+  assert_int_equal(db_job_update(fx->db, &j, &e), 0);
+
+  db_job_init(&got);
+  assert_int_equal(db_job_get(fx->db, j.id, &got, &e), 0);
+  assert_int_equal(got.state, JOB_FAILED);
+  assert_string_equal(got.site, j.site);
+  assert_string_equal(got.remote_id, "r-1");
+  assert_string_equal(got.alloc, "2,3");
+  assert_string_equal(got.reason, j.reason);
+  assert_string_equal(got.log_path, "/tmp/x.log");
+  assert_int_equal(got.exit_code, 137);
+  assert_int_equal(got.signal, 9);
+  assert_int_equal(got.hold, 0);
+  assert_int_equal(got.updated_ms, 2000);
+  assert_int_equal(got.started_ms, 1500);
+  assert_int_equal(got.ended_ms, 2000);
+  assert_string_equal(got.name, "orig");
+  assert_string_equal(got.project, "proj");
+  assert_int_equal(got.gpus, 1);
+  assert_int_equal(got.created_ms, 1000);
+  db_job_release(&got);
+
+  /* Back to NULL. */
+  j.site = NULL;
+  j.reason = NULL;
+  assert_int_equal(db_job_update(fx->db, &j, &e), 0);
+  assert_int_equal(db_job_get(fx->db, j.id, &got, &e), 0);
+  assert_null(got.site);
+  assert_null(got.reason);
+  db_job_release(&got);
+}
+
+static void
+test_missing_job_is_not_found_naming_its_id(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job j = job("x", "p", NULL, JOB_QUEUED, 0);
+  struct db_job got;
+  struct err e = {0};
+
+  db_job_init(&got);
+  assert_int_equal(db_job_get(fx->db, 424242, &got, &e), ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "job 424242 not found");
+  assert_null(got.name);
+  j.id = 42;
+  assert_int_equal(db_job_update(fx->db, &j, &e), ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "job 42 not found");
+}
+
+static void
+test_duplicate_idem_key_conflicts_and_get_by_idem_finds_the_first(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct db_job a = job("first", "p", NULL, JOB_QUEUED, 0);
+  struct db_job b = job("second", "p", NULL, JOB_QUEUED, 0);
+  struct db_job got;
+  struct err e = {0};
+
+  a.idem_key = (char *)"tok1:k'1";
+  b.idem_key = (char *)"tok1:k'1";
+  assert_int_equal(db_job_insert(fx->db, &a, &e), 0);
+  assert_int_equal(db_job_insert(fx->db, &b, &e), ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "'tok1:k'1'"));
+
+  db_job_init(&got);
+  assert_int_equal(db_job_get_by_idem(fx->db, "tok1:k'1", &got, &e), 0);
+  assert_int_equal(got.id, a.id);
+  assert_string_equal(got.name, "first");
+  db_job_release(&got);
+  assert_int_equal(db_job_get_by_idem(fx->db, "tok1:other", &got, &e),
+                   ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "'tok1:other'"));
+
+  /* Jobs without a key never collide. */
+  insert(fx->db, "nokey1", "p", NULL, JOB_QUEUED, 0);
+  insert(fx->db, "nokey2", "p", NULL, JOB_QUEUED, 0);
+  /* The key is scoped by the caller, so another owner may reuse it. */
+  b.idem_key = (char *)"tok2:k'1";
+  assert_int_equal(db_job_insert(fx->db, &b, &e), 0);
+}
+
+/* The data set for the list and count tests. */
+#define NJOBS 60
+static const char *const projects[] = {"alpha", "beta", "gamma"};
+static const char *const sites[] = {"local", "aws", NULL};
+
+struct dataset {
+  int64_t id[NJOBS];
+  const char *project[NJOBS];
+  const char *site[NJOBS];
+  enum job_state state[NJOBS];
+  int hold[NJOBS];
+};
+
+static void
+fill(struct db *db, struct dataset *ds)
+{
+  struct err e = {0};
+  int i;
+
+  assert_int_equal(db_begin(db, &e), 0);
+  for (i = 0; i < NJOBS; i++) {
+    ds->project[i] = projects[i % 3];
+    ds->site[i] = sites[(i / 3) % 3];
+    ds->state[i] = (enum job_state)((i * 5) % JOB_STATE_COUNT);
+    ds->hold[i] = ds->state[i] == JOB_QUEUED && i % 4 == 0;
+    ds->id[i] = insert(db, "j", ds->project[i], ds->site[i], ds->state[i],
+                       ds->hold[i]);
+  }
+  assert_int_equal(db_commit(db, &e), 0);
+}
+
+static const char *const state_str[JOB_STATE_COUNT] = {
+  "queued", "placed", "submitted", "running",
+  "succeeded", "failed", "cancelled", "lost"};
+
+static int
+matches(const struct dataset *ds, int i, const struct db_job_filter *f)
+{
+  if (f->state != NULL && strcmp(f->state, state_str[ds->state[i]]) != 0)
+    return 0;
+  if (f->project != NULL && strcmp(f->project, ds->project[i]) != 0)
+    return 0;
+  if (f->site != NULL && !str_eq(f->site, ds->site[i]))
+    return 0;
+  if (f->site != NULL && ds->site[i] == NULL)
+    return 0;
+  if (f->projects != NULL && !str_in(ds->project[i], f->projects))
+    return 0;
+  if (f->before_id > 0 && ds->id[i] >= f->before_id)
+    return 0;
+  return 1;
+}
+
+static void
+check_filter(struct db *db, const struct dataset *ds,
+             struct db_job_filter f)
+{
+  struct ids got;
+  size_t n = 0;
+  int i;
+
+  f.limit = 1000;
+  list_ids(db, &f, &got);
+  for (i = NJOBS - 1; i >= 0; i--) {
+    if (!matches(ds, i, &f))
+      continue;
+    assert_true(n < got.n);
+    assert_int_equal(got.v[n], ds->id[i]);
+    n++;
+  }
+  assert_int_equal(got.n, n);
+}
+
+static void
+test_list_filters_select_exactly_the_matching_jobs_newest_first(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct dataset ds;
+  char *ag[] = {(char *)"alpha", (char *)"gamma", NULL};
+  char *b[] = {(char *)"beta", NULL};
+  char *quote[] = {(char *)"al\"pha", (char *)"x\\y", NULL};
+  char *none[] = {NULL};
+  struct ids got;
+
+  fill(fx->db, &ds);
+  check_filter(fx->db, &ds, (struct db_job_filter){0});
+  check_filter(fx->db, &ds, (struct db_job_filter){.state = "queued"});
+  check_filter(fx->db, &ds, (struct db_job_filter){.state = "lost"});
+  check_filter(fx->db, &ds, (struct db_job_filter){.project = "beta"});
+  check_filter(fx->db, &ds, (struct db_job_filter){.site = "aws"});
+  check_filter(fx->db, &ds, (struct db_job_filter){.projects = ag});
+  check_filter(fx->db, &ds, (struct db_job_filter){.projects = b});
+  check_filter(fx->db, &ds,
+               (struct db_job_filter){.state = "running", .project = "gamma"});
+  check_filter(fx->db, &ds,
+               (struct db_job_filter){.state = "placed", .site = "local"});
+  check_filter(fx->db, &ds,
+               (struct db_job_filter){.project = "beta", .projects = ag});
+  check_filter(fx->db, &ds,
+               (struct db_job_filter){.project = "alpha", .projects = ag,
+                                      .site = "local", .state = "queued"});
+  check_filter(fx->db, &ds,
+               (struct db_job_filter){.projects = ag, .before_id = ds.id[30]});
+  check_filter(fx->db, &ds, (struct db_job_filter){.site = "nowhere"});
+  /* Quotes and backslashes in the allow-list reach json_each intact. */
+  check_filter(fx->db, &ds, (struct db_job_filter){.projects = quote});
+  insert(fx->db, "q", "al\"pha", NULL, JOB_QUEUED, 0);
+  insert(fx->db, "q", "x\\y", NULL, JOB_QUEUED, 0);
+  list_ids(fx->db, &(struct db_job_filter){.projects = quote, .limit = 10},
+           &got);
+  assert_int_equal(got.n, 2);
+
+  /* An empty allow-list is a scope with no project: nothing, not all. */
+  list_ids(fx->db, &(struct db_job_filter){.projects = none, .limit = 100},
+           &got);
+  assert_int_equal(got.n, 0);
+}
+
+static void
+test_cursor_pagination_covers_every_row_exactly_once(void **state)
+{
+  struct fx *fx = *state;
+  struct dataset ds;
+  char *scope[] = {(char *)"alpha", (char *)"beta", NULL};
+  const struct db_job_filter filters[] = {
+    {.limit = 7},
+    {.limit = 1},
+    {.limit = 5, .project = "gamma"},
+    {.limit = 4, .projects = scope},
+    {.limit = 3, .state = "queued"},
+  };
+  size_t k;
+
+  fill(fx->db, &ds);
+  for (k = 0; k < sizeof(filters) / sizeof(filters[0]); k++) {
+    struct db_job_filter f = filters[k];
+    struct ids page;
+    int64_t seen[NJOBS];
+    size_t nseen = 0;
+    size_t i;
+    int j;
+
+    for (;;) {
+      list_ids(fx->db, &f, &page);
+      assert_true(page.n <= (size_t)f.limit);
+      for (i = 0; i < page.n; i++) {
+        assert_true(nseen < NJOBS);
+        /* Strictly descending across pages: no row twice. */
+        if (nseen > 0)
+          assert_true(page.v[i] < seen[nseen - 1]);
+        seen[nseen++] = page.v[i];
+      }
+      if (page.n < (size_t)f.limit)
+        break;
+      f.before_id = page.v[page.n - 1];
+    }
+    /* ... and every matching row once. */
+    f.before_id = 0;
+    i = 0;
+    for (j = NJOBS - 1; j >= 0; j--) {
+      if (!matches(&ds, j, &f))
+        continue;
+      assert_true(i < nseen);
+      assert_int_equal(seen[i], ds.id[j]);
+      i++;
+    }
+    assert_int_equal(i, nseen);
+  }
+}
+
+static void
+test_list_limit_outside_1_to_1000_is_invalid(void **state)
+{
+  struct fx *fx = *state;
+  struct ids got = {.n = 0};
+  struct err e = {0};
+  const int bad[] = {0, -1, 1001, INT_MAX};
+  size_t i;
+
+  insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    struct db_job_filter f = {.limit = bad[i]};
+
+    assert_int_equal(db_job_list(fx->db, &f, collect_cb, &got, &e),
+                     ERR_INVALID);
+    assert_non_null(strstr(e.msg, "limit"));
+  }
+  assert_int_equal(got.n, 0);
+  assert_int_equal(db_job_list(fx->db,
+                               &(struct db_job_filter){.limit = 1000},
+                               collect_cb, &got, &e),
+                   0);
+  assert_int_equal(got.n, 1);
+  assert_int_equal(db_job_list(fx->db,
+                               &(struct db_job_filter){.limit = 5,
+                                                       .state = "bogus"},
+                               collect_cb, &got, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'bogus'"));
+  assert_int_equal(db_job_list(fx->db,
+                               &(struct db_job_filter){.limit = 5,
+                                                       .before_id = -3},
+                               collect_cb, &got, &e),
+                   ERR_INVALID);
+}
+
+static void
+test_list_callback_stops_early_with_its_value(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job_filter f = {.limit = 100};
+  struct ids got = {.n = 0, .stop_after = 2};
+  struct err e = {0};
+  int i;
+
+  for (i = 0; i < 5; i++)
+    insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  assert_int_equal(db_job_list(fx->db, &f, collect_cb, &got, &e), 7);
+  assert_int_equal(got.n, 2);
+  got = (struct ids){.n = 0, .stop_after = 1};
+  assert_int_equal(db_job_list_active(fx->db, 1, collect_cb, &got, &e), 7);
+  got = (struct ids){.n = 0, .stop_after = 1};
+  assert_int_equal(db_job_list_runnable(fx->db, 10, collect_cb, &got, &e),
+                   7);
+  /* The statements were reset: a full list works afterwards. */
+  list_ids(fx->db, &f, &got);
+  assert_int_equal(got.n, 5);
+}
+
+struct reenter {
+  struct db *db;
+  int inner;     /* result of the nested call */
+  int got_name;  /* the nested db_job_get found the row */
+};
+
+static int
+reenter_cb(const struct db_job *j, void *arg)
+{
+  struct reenter *r = arg;
+  struct db_job_filter f = {.limit = 10};
+  struct ids ids = {.n = 0};
+  struct db_job got;
+  struct err e = {0};
+
+  r->inner = db_job_list(r->db, &f, collect_cb, &ids, &e);
+  db_job_init(&got);
+  /* Another statement is fine, and the borrowed row is still intact. */
+  if (db_job_get(r->db, j->id, &got, &e) == 0)
+    r->got_name = strcmp(got.name, j->name) == 0;
+  db_job_release(&got);
+  return 1;
+}
+
+static void
+test_list_callback_may_not_reenter_its_own_list(void **state)
+{
+  struct fx *fx = *state;
+  struct reenter r = {.db = fx->db};
+  struct db_job_filter f = {.limit = 10};
+  struct err e = {0};
+
+  insert(fx->db, "a'b", "p", NULL, JOB_QUEUED, 0);
+  assert_int_equal(db_job_list(fx->db, &f, reenter_cb, &r, &e), 1);
+  assert_int_equal(r.inner, ERR_INTERNAL);
+  assert_int_equal(r.got_name, 1);
+}
+
+static void
+test_runnable_scan_is_oldest_first_and_skips_held_and_non_queued(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct ids got = {.n = 0};
+  struct err e = {0};
+  int64_t q1 = insert(fx->db, "q1", "p", NULL, JOB_QUEUED, 0);
+  int64_t held = insert(fx->db, "held", "p", NULL, JOB_QUEUED, 1);
+  int64_t q2;
+  int64_t q3;
+  struct db_job j;
+
+  insert(fx->db, "running", "p", "local", JOB_RUNNING, 0);
+  q2 = insert(fx->db, "q2", "p", NULL, JOB_QUEUED, 0);
+  insert(fx->db, "placed", "p", "local", JOB_PLACED, 0);
+  insert(fx->db, "done", "p", "local", JOB_SUCCEEDED, 0);
+  q3 = insert(fx->db, "q3", "p", NULL, JOB_QUEUED, 0);
+
+  assert_int_equal(db_job_list_runnable(fx->db, 100, collect_cb, &got, &e),
+                   0);
+  assert_int_equal(got.n, 3);
+  assert_int_equal(got.v[0], q1);
+  assert_int_equal(got.v[1], q2);
+  assert_int_equal(got.v[2], q3);
+
+  got.n = 0;
+  assert_int_equal(db_job_list_runnable(fx->db, 2, collect_cb, &got, &e), 0);
+  assert_int_equal(got.n, 2);
+  assert_int_equal(got.v[1], q2);
+  assert_int_equal(db_job_list_runnable(fx->db, 0, collect_cb, &got, &e),
+                   ERR_INVALID);
+
+  /* Releasing the hold makes it runnable in its place by age. */
+  j = job("held", "p", NULL, JOB_QUEUED, 0);
+  j.id = held;
+  assert_int_equal(db_job_update(fx->db, &j, &e), 0);
+  got.n = 0;
+  assert_int_equal(db_job_list_runnable(fx->db, 100, collect_cb, &got, &e),
+                   0);
+  assert_int_equal(got.n, 4);
+  assert_int_equal(got.v[1], held);
+}
+
+static void
+test_active_list_is_oldest_first_with_held_only_when_asked(void **state)
+{
+  struct fx *fx = *state;
+  struct ids got = {.n = 0};
+  struct err e = {0};
+  int64_t want[JOB_STATE_COUNT];
+  size_t nwant = 0;
+  int64_t held;
+  int s;
+
+  for (s = JOB_STATE_COUNT - 1; s >= 0; s--) {
+    int64_t id = insert(fx->db, "a", "p", "local", (enum job_state)s, 0);
+
+    if (s <= JOB_RUNNING)
+      want[nwant++] = id;
+  }
+  held = insert(fx->db, "h", "p", NULL, JOB_QUEUED, 1);
+
+  assert_int_equal(db_job_list_active(fx->db, 0, collect_cb, &got, &e), 0);
+  assert_int_equal(got.n, nwant);
+  assert_memory_equal(got.v, want, nwant * sizeof(want[0]));
+
+  got.n = 0;
+  assert_int_equal(db_job_list_active(fx->db, 1, collect_cb, &got, &e), 0);
+  assert_int_equal(got.n, nwant + 1);
+  assert_memory_equal(got.v, want, nwant * sizeof(want[0]));
+  assert_int_equal(got.v[nwant], held);
+}
+
+/* ---- events ---- */
+
+struct events {
+  int64_t id[8];
+  char *to[8];
+  char *from[8];
+  char *detail[8];
+  int64_t at[8];
+  size_t n;
+};
+
+static char *
+dup_or_null(const char *s)
+{
+  return s != NULL ? strdup(s) : NULL;
+}
+
+static int
+event_cb(const struct db_event *ev, void *arg)
+{
+  struct events *evs = arg;
+
+  assert_true(evs->n < 8);
+  evs->id[evs->n] = ev->id;
+  evs->at[evs->n] = ev->at_ms;
+  evs->from[evs->n] = dup_or_null(ev->from_state);
+  evs->to[evs->n] = dup_or_null(ev->to_state);
+  evs->detail[evs->n] = dup_or_null(ev->detail);
+  evs->n++;
+  return 0;
+}
+
+static void
+events_free(struct events *evs)
+{
+  size_t i;
+
+  for (i = 0; i < evs->n; i++) {
+    free(evs->from[i]);
+    free(evs->to[i]);
+    free(evs->detail[i]);
+  }
+  evs->n = 0;
+}
+
+static void
+test_events_are_listed_in_order_per_job(void **state)
+{
+  struct fx *fx = *state;
+  struct events evs = {.n = 0};
+  struct err e = {0};
+  int64_t a = insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  int64_t b = insert(fx->db, "b", "p", NULL, JOB_QUEUED, 0);
+
+  assert_int_equal(db_event_append(fx->db, a, 10, NULL, "queued",
+                                   "submitted by 'tok'", &e),
+                   0);
+  assert_int_equal(db_event_append(fx->db, b, 11, NULL, "queued", NULL, &e),
+                   0);
+  assert_int_equal(db_event_append(fx->db, a, 12, "queued", "placed",
+                                   "site \"local\"; ✓", &e),
+                   0);
+  assert_int_equal(db_event_append(fx->db, a, 12, "placed", "running", NULL,
+                                   &e),
+                   0);
+
+  assert_int_equal(db_event_list(fx->db, a, event_cb, &evs, &e), 0);
+  assert_int_equal(evs.n, 3);
+  assert_true(evs.id[0] < evs.id[1] && evs.id[1] < evs.id[2]);
+  assert_null(evs.from[0]);
+  assert_string_equal(evs.to[0], "queued");
+  assert_string_equal(evs.detail[0], "submitted by 'tok'");
+  assert_int_equal(evs.at[0], 10);
+  assert_string_equal(evs.from[1], "queued");
+  assert_string_equal(evs.to[1], "placed");
+  assert_string_equal(evs.detail[1], "site \"local\"; ✓");
+  assert_string_equal(evs.to[2], "running");
+  assert_null(evs.detail[2]);
+  events_free(&evs);
+
+  assert_int_equal(db_event_list(fx->db, b, event_cb, &evs, &e), 0);
+  assert_int_equal(evs.n, 1);
+  events_free(&evs);
+  assert_int_equal(db_event_list(fx->db, 999, event_cb, &evs, &e), 0);
+  assert_int_equal(evs.n, 0);
+
+  assert_int_equal(db_event_append(fx->db, 999, 1, NULL, "queued", NULL, &e),
+                   ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "job 999 not found");
+}
+
+/* ---- placements ---- */
+
+static void
+test_placement_put_replaces_the_previous_decision(void **state)
+{
+  struct fx *fx = *state;
+  struct err e = {0};
+  int64_t id = insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  sqlite3 *h = raw_open(fx->path);
+  char sql[128];
+  char *s;
+
+  assert_int_equal(db_placement_put(fx->db, id, 100, "wait", NULL,
+                                    "[{\"site\":\"aws\",\"why\":\"it's "
+                                    "full\"}]",
+                                    &e),
+                   0);
+  assert_int_equal(db_placement_put(fx->db, id, 200, "now", "local",
+                                    "[{\"site\":\"local\"}]", &e),
+                   0);
+  snprintf(sql, sizeof(sql),
+           "SELECT count(*) FROM placements WHERE job_id = %" PRId64, id);
+  assert_int_equal(raw_int(h, sql), 1);
+  snprintf(sql, sizeof(sql),
+           "SELECT verdict || '|' || site || '|' || at_ms || '|' || "
+           "candidates FROM placements WHERE job_id = %" PRId64,
+           id);
+  s = raw_text(h, sql);
+  assert_string_equal(s, "now|local|200|[{\"site\":\"local\"}]");
+  free(s);
+  sqlite3_close(h);
+
+  assert_int_equal(db_placement_put(fx->db, id, 300, "maybe", NULL, "[]",
+                                    &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'maybe'"));
+  assert_int_equal(db_placement_put(fx->db, 777, 300, "never", NULL, "[]",
+                                    &e),
+                   ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "job 777 not found");
+}
+
+/* ---- workloads ---- */
+
+struct names {
+  char *name[8];
+  char *json[8];
+  size_t n;
+};
+
+static int
+workload_cb(const char *name, const char *json, void *arg)
+{
+  struct names *w = arg;
+
+  assert_true(w->n < 8);
+  w->name[w->n] = strdup(name);
+  w->json[w->n] = strdup(json);
+  w->n++;
+  return 0;
+}
+
+static void
+test_workloads_put_replace_get_and_list(void **state)
+{
+  struct fx *fx = *state;
+  struct names w = {.n = 0};
+  struct err e = {0};
+  char *json = NULL;
+  int created = -1;
+  size_t i;
+
+  assert_int_equal(db_workload_put(fx->db, "train", "{\"v\":1}", 10,
+                                   &created, &e),
+                   0);
+  assert_int_equal(created, 1);
+  assert_int_equal(db_workload_put(fx->db, "train", "{\"v\":2}", 20,
+                                   &created, &e),
+                   0);
+  assert_int_equal(created, 0);
+  assert_int_equal(db_workload_put(fx->db, "a'; DROP TABLE workloads; --",
+                                   "{\"q\":\"\\\"'\"}", 30, NULL, &e),
+                   0);
+  assert_int_equal(db_workload_put(fx->db, "éval", "{}", 40, &created, &e),
+                   0);
+  assert_int_equal(created, 1);
+
+  assert_int_equal(db_workload_get(fx->db, "train", &json, &e), 0);
+  assert_string_equal(json, "{\"v\":2}");
+  free(json);
+  assert_int_equal(db_workload_get(fx->db, "a'; DROP TABLE workloads; --",
+                                   &json, &e),
+                   0);
+  assert_string_equal(json, "{\"q\":\"\\\"'\"}");
+  free(json);
+  json = (char *)"sentinel";
+  assert_int_equal(db_workload_get(fx->db, "nope", &json, &e),
+                   ERR_NOT_FOUND);
+  assert_null(json);
+  assert_string_equal(e.msg, "workload 'nope' not found");
+
+  assert_int_equal(db_workload_list(fx->db, workload_cb, &w, &e), 0);
+  assert_int_equal(w.n, 3);
+  /* By name (byte order). */
+  assert_string_equal(w.name[0], "a'; DROP TABLE workloads; --");
+  assert_string_equal(w.name[1], "train");
+  assert_string_equal(w.json[1], "{\"v\":2}");
+  assert_string_equal(w.name[2], "éval");
+  for (i = 0; i < w.n; i++) {
+    free(w.name[i]);
+    free(w.json[i]);
+  }
+}
+
+/* ---- tokens ---- */
+
+static void
+test_tokens_insert_and_find_with_and_without_projects(void **state)
+{
+  struct fx *fx = *state;
+  char *scope[] = {(char *)"beta", (char *)"al'pha", (char *)"beta", NULL};
+  char *empty[] = {NULL};
+  struct db_token t;
+  struct err e = {0};
+  int64_t id1 = 0;
+  int64_t id2 = 0;
+  int64_t id3 = 0;
+  int64_t n = -1;
+
+  assert_int_equal(db_token_count(fx->db, &n, &e), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(db_token_insert(fx->db, "hash1", "ci's token", "admin",
+                                   NULL, 100, &id1, &e),
+                   0);
+  assert_int_equal(db_token_insert(fx->db, "hash2", NULL, "viewer", scope,
+                                   200, &id2, &e),
+                   0);
+  assert_int_equal(db_token_insert(fx->db, "hash3", "none", "submitter",
+                                   empty, 300, &id3, &e),
+                   0);
+  assert_true(id1 > 0 && id2 > id1 && id3 > id2);
+
+  assert_int_equal(db_token_find(fx->db, "hash1", &t, &e), 0);
+  assert_int_equal(t.id, id1);
+  assert_string_equal(t.name, "ci's token");
+  assert_string_equal(t.role, "admin");
+  assert_null(t.projects);
+  assert_int_equal(t.created_ms, 100);
+  db_token_release(&t);
+
+  assert_int_equal(db_token_find(fx->db, "hash2", &t, &e), 0);
+  assert_int_equal(t.id, id2);
+  assert_null(t.name);
+  assert_string_equal(t.role, "viewer");
+  assert_non_null(t.projects);
+  assert_string_equal(t.projects[0], "al'pha");
+  assert_string_equal(t.projects[1], "beta");
+  assert_null(t.projects[2]);
+  db_token_release(&t);
+
+  /* An empty scope stays empty: it must not read as every project. */
+  assert_int_equal(db_token_find(fx->db, "hash3", &t, &e), 0);
+  assert_non_null(t.projects);
+  assert_null(t.projects[0]);
+  db_token_release(&t);
+
+  assert_int_equal(db_token_find(fx->db, "nope", &t, &e), ERR_NOT_FOUND);
+  assert_null(t.role);
+  assert_int_equal(db_token_count(fx->db, &n, &e), 0);
+  assert_int_equal(n, 3);
+}
+
+static void
+test_token_insert_failure_stores_nothing_and_spares_the_transaction(
+    void **state)
+{
+  struct fx *fx = *state;
+  char *scope[] = {(char *)"p", NULL};
+  struct db_token t;
+  struct err e = {0};
+  int64_t n = -1;
+
+  assert_int_equal(db_begin(fx->db, &e), 0);
+  assert_int_equal(db_token_insert(fx->db, "h1", "a", "admin", NULL, 1,
+                                   NULL, &e),
+                   0);
+  assert_int_equal(db_token_insert(fx->db, "h2", "b", "root", scope, 1,
+                                   NULL, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'root'"));
+  assert_int_equal(db_token_insert(fx->db, "h1", "c", "viewer", scope, 1,
+                                   NULL, &e),
+                   ERR_CONFLICT);
+  assert_int_equal(db_commit(fx->db, &e), 0);
+
+  assert_int_equal(db_token_count(fx->db, &n, &e), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(db_token_find(fx->db, "h1", &t, &e), 0);
+  assert_string_equal(t.name, "a");
+  assert_null(t.projects);
+  db_token_release(&t);
+  assert_int_equal(db_token_find(fx->db, "h2", &t, &e), ERR_NOT_FOUND);
+}
+
+/* ---- counts ---- */
+
+struct counts {
+  int64_t n[3][JOB_STATE_COUNT]; /* by site index in sites[] */
+  int rows;
+};
+
+static void
+count_cb(const char *site, enum job_state st, int64_t count, void *arg)
+{
+  struct counts *c = arg;
+  int s;
+
+  for (s = 0; s < 3; s++) {
+    if (str_eq(site, sites[s] != NULL ? sites[s] : ""))
+      break;
+  }
+  assert_true(s < 3);
+  assert_int_equal(c->n[s][st], 0);
+  c->n[s][st] = count;
+  c->rows++;
+}
+
+static void
+test_counts_group_by_site_and_state(void **state)
+{
+  struct fx *fx = *state;
+  struct dataset ds;
+  struct counts got;
+  struct counts want;
+  struct err e = {0};
+  int i;
+  int s;
+
+  memset(&got, 0, sizeof(got));
+  memset(&want, 0, sizeof(want));
+  assert_int_equal(db_job_counts(fx->db, count_cb, &got, &e), 0);
+  assert_int_equal(got.rows, 0);
+
+  fill(fx->db, &ds);
+  for (i = 0; i < NJOBS; i++) {
+    for (s = 0; s < 3; s++) {
+      if (str_eq(ds.site[i], sites[s]))
+        break;
+    }
+    want.n[s][ds.state[i]]++;
+  }
+  assert_int_equal(db_job_counts(fx->db, count_cb, &got, &e), 0);
+  assert_memory_equal(got.n, want.n, sizeof(want.n));
+}
+
+/* ---- transactions ---- */
+
+static void
+test_committed_batch_survives_reopen_and_rolled_back_one_does_not(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct db_job_filter f = {.limit = 1000};
+  struct ids got;
+  struct err e = {0};
+  int64_t last = 0;
+  int i;
+
+  assert_int_equal(db_begin(fx->db, &e), 0);
+  assert_int_equal(db_begin(fx->db, &e), ERR_INTERNAL);
+  for (i = 0; i < 100; i++)
+    last = insert(fx->db, "kept", "p", NULL, JOB_QUEUED, 0);
+  assert_int_equal(db_event_append(fx->db, last, 1, NULL, "queued", NULL,
+                                   &e),
+                   0);
+  assert_int_equal(db_commit(fx->db, &e), 0);
+
+  assert_int_equal(db_begin(fx->db, &e), 0);
+  for (i = 0; i < 50; i++)
+    insert(fx->db, "dropped", "p", NULL, JOB_QUEUED, 0);
+  assert_int_equal(db_workload_put(fx->db, "w", "{}", 1, NULL, &e), 0);
+  db_rollback(fx->db);
+  db_rollback(fx->db); /* nothing open: a no-op */
+  assert_int_equal(db_commit(fx->db, &e), ERR_INTERNAL);
+
+  /* An open transaction at close is rolled back too. */
+  assert_int_equal(db_begin(fx->db, &e), 0);
+  insert(fx->db, "dropped", "p", NULL, JOB_QUEUED, 0);
+  reopen(fx);
+
+  list_ids(fx->db, &f, &got);
+  assert_int_equal(got.n, 100);
+  assert_int_equal(got.v[0], last);
+  assert_int_equal(db_workload_get(fx->db, "w", &(char *){NULL}, &e),
+                   ERR_NOT_FOUND);
+  /* AUTOINCREMENT: ids of rolled-back rows may be skipped, never reused
+   * below the kept ones. */
+  assert_true(insert(fx->db, "next", "p", NULL, JOB_QUEUED, 0) > last);
+}
+
+static void
+test_second_handle_sees_commits_of_the_first(void **state)
+{
+  struct fx *fx = *state;
+  struct db *other = NULL;
+  struct db_job got;
+  struct err e = {0};
+  int64_t id;
+  int64_t n = -1;
+
+  assert_int_equal(db_open(fx->path, &other, &e), 0);
+  id = insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  assert_int_equal(db_token_insert(other, "h", NULL, "admin", NULL, 1, NULL,
+                                   &e),
+                   0);
+  db_job_init(&got);
+  assert_int_equal(db_job_get(other, id, &got, &e), 0);
+  db_job_release(&got);
+  assert_int_equal(db_token_count(fx->db, &n, &e), 0);
+  assert_int_equal(n, 1);
+  db_close(other);
+}
+
+/* ---- query plans ---- */
+
+static void
+plan_of_list(struct db *db, struct db_job_filter f, struct buf *out)
+{
+  struct err e = {0};
+
+  f.limit = 10;
+  buf_reset(out);
+  assert_int_equal(db__plan_job_list(db, &f, out, &e), 0);
+}
+
+static void
+plan_of(struct db *db, enum db_plan_query q, struct buf *out)
+{
+  struct err e = {0};
+
+  buf_reset(out);
+  assert_int_equal(db__plan(db, q, out, &e), 0);
+}
+
+static void
+assert_plan(const struct buf *plan, const char *want, int sorts)
+{
+  if (strstr(buf_str(plan), want) == NULL)
+    fail_msg("plan lacks '%s':\n%s", want, buf_str(plan));
+  if (!sorts && strstr(buf_str(plan), "TEMP B-TREE") != NULL)
+    fail_msg("plan sorts:\n%s", buf_str(plan));
+}
+
+static void
+test_common_queries_use_an_index(void **state)
+{
+  struct fx *fx = *state;
+  char *scope[] = {(char *)"a", (char *)"b", NULL};
+  struct buf plan;
+
+  buf_init(&plan, 1 << 16);
+  plan_of(fx->db, DB_PLAN_JOB_GET, &plan);
+  assert_plan(&plan, "USING INTEGER PRIMARY KEY", 0);
+  plan_of(fx->db, DB_PLAN_BY_IDEM, &plan);
+  assert_plan(&plan, "USING INDEX jobs_idem", 0);
+  plan_of(fx->db, DB_PLAN_RUNNABLE, &plan);
+  assert_plan(&plan, "USING INDEX jobs_runnable", 0);
+  plan_of(fx->db, DB_PLAN_ACTIVE, &plan);
+  assert_plan(&plan, "USING INDEX jobs_active", 0);
+  plan_of(fx->db, DB_PLAN_COUNTS, &plan);
+  assert_plan(&plan, "USING COVERING INDEX jobs_site_state", 0);
+  plan_of(fx->db, DB_PLAN_EVENTS, &plan);
+  assert_plan(&plan, "USING INDEX job_events_job", 0);
+
+  /* Unfiltered: the table backwards from the cursor. */
+  plan_of_list(fx->db, (struct db_job_filter){0}, &plan);
+  assert_plan(&plan, "USING INTEGER PRIMARY KEY (rowid<?)", 0);
+  plan_of_list(fx->db, (struct db_job_filter){.state = "running"}, &plan);
+  assert_plan(&plan, "USING INDEX jobs_state (state=? AND rowid<?)", 0);
+  plan_of_list(fx->db, (struct db_job_filter){.project = "a"}, &plan);
+  assert_plan(&plan, "USING INDEX jobs_project (project=? AND rowid<?)", 0);
+  plan_of_list(fx->db,
+               (struct db_job_filter){.site = "aws", .state = "running"},
+               &plan);
+  assert_plan(&plan, "USING INDEX jobs_site_state (site=? AND state=?", 0);
+  plan_of_list(fx->db, (struct db_job_filter){.site = "aws"}, &plan);
+  assert_plan(&plan, "USING INDEX jobs_site_state (site=?", 1);
+  plan_of_list(fx->db, (struct db_job_filter){.projects = scope}, &plan);
+  assert_plan(&plan, "USING INDEX jobs_project (project=?", 1);
+  plan_of_list(fx->db, (struct db_job_filter){.project = "a",
+                                              .projects = scope},
+               &plan);
+  assert_plan(&plan, "USING INDEX jobs_project (project=?", 0);
+  buf_release(&plan);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(
+        test_fresh_open_migrates_to_the_latest_version, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_connection_is_durable_and_checks_foreign_keys, setup, teardown),
+    cmocka_unit_test(test_open_in_a_missing_directory_fails_naming_the_path),
+    cmocka_unit_test_setup_teardown(test_reopen_is_idempotent_and_keeps_rows,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_newer_schema_version_is_refused_saying_so, setup, teardown),
+    cmocka_unit_test(test_migrations_with_a_gap_or_a_duplicate_are_refused),
+    cmocka_unit_test(
+        test_failed_migration_leaves_the_previous_version_intact),
+    cmocka_unit_test_setup_teardown(
+        test_job_round_trip_keeps_strings_verbatim, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_unset_optional_fields_stay_null,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_every_job_state_is_stored_and_read_back, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_stored_state_names_are_job_state_name, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_job_with_an_unknown_state_or_no_name_is_invalid, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(
+        test_job_update_writes_back_only_the_mutable_columns, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(
+        test_missing_job_is_not_found_naming_its_id, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_duplicate_idem_key_conflicts_and_get_by_idem_finds_the_first,
+        setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_list_filters_select_exactly_the_matching_jobs_newest_first,
+        setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_cursor_pagination_covers_every_row_exactly_once, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(
+        test_list_limit_outside_1_to_1000_is_invalid, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_list_callback_stops_early_with_its_value, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_list_callback_may_not_reenter_its_own_list, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_runnable_scan_is_oldest_first_and_skips_held_and_non_queued,
+        setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_active_list_is_oldest_first_with_held_only_when_asked, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(test_events_are_listed_in_order_per_job,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_placement_put_replaces_the_previous_decision, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_workloads_put_replace_get_and_list,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_tokens_insert_and_find_with_and_without_projects, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(
+        test_token_insert_failure_stores_nothing_and_spares_the_transaction,
+        setup, teardown),
+    cmocka_unit_test_setup_teardown(test_counts_group_by_site_and_state,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_committed_batch_survives_reopen_and_rolled_back_one_does_not,
+        setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_second_handle_sees_commits_of_the_first, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_common_queries_use_an_index, setup,
+                                    teardown),
+  };
+
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
