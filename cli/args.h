@@ -1,0 +1,158 @@
+/*
+ * Command-line parsing and request building for tenbin, kept apart from
+ * the HTTP code so that every argument -> request rule is a unit test.
+ *
+ * Parsers take the argv of one command (argv[0] is the command's name),
+ * use getopt_long with its state reset on every call, print nothing and
+ * return:
+ *   0         parsed; the out struct is filled
+ *   CLI_HELP  --help/-h was given; the caller prints the usage text
+ *   ERR_INVALID  a usage error; e->msg says which argument and why
+ * Strings borrowed from argv stay valid for the life of the process.
+ */
+#ifndef TENBIN_CLI_ARGS_H
+#define TENBIN_CLI_ARGS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+
+#define CLI_HELP 1
+
+/* Exit statuses of the tenbin process. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+#define CLI_DEFAULT_SERVER "http://127.0.0.1:8750"
+/* The REST contract caps Idempotency-Key at 128 characters. */
+#define CLI_MAX_IDEM_KEY 128
+/* Scripts are capped by the server at 512 KiB (JOBSPEC_MAX_SCRIPT). */
+#define CLI_MAX_SCRIPT (512 * 1024)
+
+/* Usage texts printed by --help (borrowed, static). */
+extern const char cli_submit_usage[];
+extern const char cli_sbatch_usage[];
+extern const char cli_jobs_usage[];
+
+/* ---- global options (before the command) ---- */
+
+struct cli_global {
+  const char *server; /* --server, else $TENBIN_SERVER, else the default */
+  const char *token;  /* --token, else $TENBIN_TOKEN, else NULL */
+  int json;           /* --json: print the server's JSON verbatim */
+  int help;           /* --help/-h */
+  int version;        /* --version */
+  int cmd_index;      /* argv index of the command; argc when none */
+};
+
+/*
+ * Parse the options that come before the command.  getenv_fn (NULL for
+ * getenv) supplies $TENBIN_SERVER and $TENBIN_TOKEN, so tests can inject
+ * an environment.  Returns 0 or ERR_INVALID.
+ */
+int cli_global_parse(int argc, char **argv,
+                     const char *(*getenv_fn)(const char *name),
+                     struct cli_global *out, struct err *e) WARN_UNUSED;
+
+/* ---- submit ---- */
+
+struct cli_submit {
+  json_t *body;          /* POST /v1/jobs body (new reference) */
+  char *idempotency_key; /* copy of --idempotency-key, or NULL */
+};
+
+void cli_submit_init(struct cli_submit *s);
+/* Drop the body and the key (NULL-safe) and re-init. */
+void cli_submit_release(struct cli_submit *s);
+/*
+ * Build the POST /v1/jobs body from submit's argv.  Options end at "--"
+ * or at the first argument that is not an option; everything after is
+ * the command, kept verbatim (its own dashes included).  Either a
+ * command or --workload is required.  s must be freshly initialised.
+ */
+int cli_submit_parse(int argc, char **argv, struct cli_submit *s,
+                     struct err *e) WARN_UNUSED;
+
+/* ---- sbatch ---- */
+
+struct cli_sbatch {
+  json_t *body;          /* everything but "script" (new reference) */
+  const char *path;      /* SCRIPT argument, "-" = stdin (borrowed) */
+  char *idempotency_key; /* copy of --idempotency-key, or NULL */
+};
+
+void cli_sbatch_init(struct cli_sbatch *s);
+void cli_sbatch_release(struct cli_sbatch *s);
+int cli_sbatch_parse(int argc, char **argv, struct cli_sbatch *s,
+                     struct err *e) WARN_UNUSED;
+/*
+ * Set body["script"] to the len bytes of text (copies).  ERR_INVALID when
+ * the text is empty or not valid UTF-8 (JSON cannot carry it).
+ */
+int cli_sbatch_set_script(json_t *body, const char *text, size_t len,
+                          struct err *e) WARN_UNUSED;
+
+/*
+ * Read a whole file ("-" = stdin) into out, which must have been set up
+ * with buf_init(out, max).  ERR_TOO_LARGE past the cap and ERR_IO when it
+ * cannot be read, both naming the file.
+ */
+int cli_read_file(const char *path, struct buf *out, struct err *e)
+    WARN_UNUSED;
+
+/* ---- jobs ---- */
+
+struct cli_jobs {
+  const char *state;   /* borrowed, or NULL */
+  const char *project; /* borrowed, or NULL */
+  const char *site;    /* borrowed, or NULL */
+  int64_t limit;       /* page size 1..1000, 0 = the server's default */
+  int all;             /* --all: follow next_cursor through every page */
+};
+
+int cli_jobs_parse(int argc, char **argv, struct cli_jobs *o,
+                   struct err *e) WARN_UNUSED;
+/*
+ * Append "/v1/jobs?..." for o and cursor (NULL for the first page) to
+ * out, every value percent-escaped.
+ */
+int cli_jobs_path(const struct cli_jobs *o, const char *cursor,
+                  struct buf *out) WARN_UNUSED;
+
+/* ---- logs ---- */
+
+extern const char cli_logs_usage[];
+
+struct cli_logs {
+  int64_t id;
+  int follow; /* -f/--follow: poll until the job ended and all is read */
+};
+
+int cli_logs_parse(int argc, char **argv, struct cli_logs *o,
+                   struct err *e) WARN_UNUSED;
+
+/* ---- helpers shared by the commands ---- */
+
+/*
+ * Parse a command that takes only --help and positional arguments:
+ * between min and max of them (max < 0: no limit).  On 0, *first is the
+ * argv index of the first positional argument.
+ */
+int cli_args_positional(int argc, char **argv, int min, int max,
+                        int *first, struct err *e) WARN_UNUSED;
+/* A job id argument: a positive decimal integer, else ERR_INVALID. */
+int cli_parse_job_id(const char *s, int64_t *out, struct err *e)
+    WARN_UNUSED;
+/*
+ * Print "tenbin: MSG" and the usage text's first line to stderr;
+ * returns CLI_EXIT_USAGE so commands can write return cli_usage_error().
+ */
+int cli_usage_error(const char *usage, const struct err *e);
+/* The job states a --state filter accepts; 1 when name is one. */
+int cli_is_job_state(const char *name);
+
+#endif

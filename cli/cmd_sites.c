@@ -1,0 +1,179 @@
+/*
+ * The site commands: 'sites' lists every site with its reachability,
+ * GPU use per type and job counts; 'site show NAME' prints one.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/format.h"
+#include "cli/table.h"
+#include "util/jsonx.h"
+
+static const char sites_usage[] =
+    "usage: tenbin sites\n\nList sites, their GPUs (in use/total) and "
+    "jobs.\n";
+static const char site_usage[] =
+    "usage: tenbin site show NAME\n\nShow one site.\n";
+
+static const char *
+reach(const json_t *site)
+{
+  return jsonx_bool(site, "reachable", 0) ? "reachable" : "unreachable";
+}
+
+static void
+count(const json_t *site, const char *key, char *out, size_t outlen)
+{
+  const json_t *v = json_object_get(json_object_get(site, "jobs"), key);
+
+  snprintf(out, outlen, "%lld", (long long)json_integer_value(v));
+}
+
+int
+cli_cmd_sites(struct cli *cli, int argc, char **argv)
+{
+  static const char *const head[] = {"NAME", "KIND",   "STATE",
+                                     "GPUS", "QUEUED", "RUNNING"};
+  struct cli_response r;
+  struct cli_table t;
+  struct err e = {0};
+  json_t *reply = NULL;
+  json_t *site;
+  size_t i;
+  int first;
+  int status = CLI_EXIT_OK;
+
+  if (!cli_parsed(cli_args_positional(argc, argv, 0, 0, &first, &e),
+                  sites_usage, &e, &status))
+    return status;
+  cli_response_init(&r);
+  cli_table_init(&t, head, 6);
+  cli_table_set_max(&t, 0, 24);
+  cli_table_set_right(&t, 4);
+  cli_table_set_right(&t, 5);
+  if (cli_request(cli, "GET", "/v1/sites", NULL, &r, &reply, &e) < 0) {
+    status = cli_fail(&e);
+    goto out;
+  }
+  if (cli->json) {
+    cli_print_raw(&r);
+    goto out;
+  }
+  json_array_foreach(json_object_get(reply, "sites"), i, site) {
+    char queued[32];
+    char running[32];
+    struct buf gpus;
+    const char *row[6];
+
+    buf_init(&gpus, CLI_MAX_RESPONSE);
+    count(site, "queued", queued, sizeof(queued));
+    count(site, "running", running, sizeof(running));
+    row[0] = jsonx_str(site, "name");
+    row[1] = jsonx_str(site, "kind");
+    row[2] = reach(site);
+    row[3] = cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0
+                 ? buf_str(&gpus)
+                 : "?";
+    row[4] = queued;
+    row[5] = running;
+    cli_table_add(&t, row);
+    buf_release(&gpus);
+  }
+  if (cli_table_print(&t, stdout) < 0)
+    status = CLI_EXIT_FAIL;
+out:
+  json_decref(reply);
+  cli_table_release(&t);
+  cli_response_release(&r);
+  return status;
+}
+
+static int
+show_site(const json_t *site)
+{
+  char nodes[32], max_jobs[32], total[64], queued[32], running[32];
+  struct cli_table t;
+  struct buf gpus;
+  const json_t *v;
+  int rc;
+
+  cli_table_init(&t, NULL, 2);
+  buf_init(&gpus, CLI_MAX_RESPONSE);
+  cli_table_add_kv(&t, "name", jsonx_str(site, "name"));
+  cli_table_add_kv(&t, "kind", jsonx_str(site, "kind"));
+  cli_table_add_kv(&t, "state", reach(site));
+  v = json_object_get(site, "nodes");
+  if (json_is_integer(v)) {
+    snprintf(nodes, sizeof(nodes), "%lld", (long long)json_integer_value(v));
+    cli_table_add_kv(&t, "nodes", nodes);
+  }
+  v = json_object_get(site, "max_jobs");
+  if (json_is_integer(v)) {
+    if (json_integer_value(v) > 0)
+      snprintf(max_jobs, sizeof(max_jobs), "%lld",
+               (long long)json_integer_value(v));
+    else
+      snprintf(max_jobs, sizeof(max_jobs), "unlimited");
+    cli_table_add_kv(&t, "max jobs", max_jobs);
+  }
+  if (cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0)
+    cli_table_add_kv(&t, "gpus", buf_str(&gpus));
+  snprintf(total, sizeof(total), "%lld/%lld",
+           (long long)json_integer_value(json_object_get(site, "gpus_in_use")),
+           (long long)json_integer_value(json_object_get(site, "gpus_total")));
+  cli_table_add_kv(&t, "gpus in use", total);
+  count(site, "queued", queued, sizeof(queued));
+  count(site, "running", running, sizeof(running));
+  cli_table_add_kv(&t, "queued", queued);
+  cli_table_add_kv(&t, "running", running);
+  rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  buf_release(&gpus);
+  cli_table_release(&t);
+  return rc;
+}
+
+int
+cli_cmd_site(struct cli *cli, int argc, char **argv)
+{
+  struct cli_response r;
+  struct buf path;
+  struct err e = {0};
+  json_t *site = NULL;
+  int status = CLI_EXIT_OK;
+  int first;
+  const char *sub = argc > 1 ? argv[1] : NULL;
+
+  if (sub != NULL && (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)) {
+    fputs(site_usage, stdout);
+    return CLI_EXIT_OK;
+  }
+  if (sub == NULL || strcmp(sub, "show") != 0) {
+    if (sub == NULL)
+      err_set(&e, ERR_INVALID, "a subcommand is needed (show)");
+    else
+      err_set(&e, ERR_INVALID, "unknown subcommand '%s'", sub);
+    return cli_usage_error(site_usage, &e);
+  }
+  if (!cli_parsed(cli_args_positional(argc - 1, argv + 1, 1, 1, &first, &e),
+                  site_usage, &e, &status))
+    return status;
+  cli_response_init(&r);
+  buf_init(&path, 4096);
+  if (cli_url_add_segment(&path, "/v1/sites/", argv[1 + first]) < 0) {
+    err_set(&e, ERR_INVALID, "site name too long");
+    status = cli_fail(&e);
+  } else if (cli_request(cli, "GET", buf_str(&path), NULL, &r, &site, &e) <
+             0) {
+    status = cli_fail(&e);
+  } else if (cli->json) {
+    cli_print_raw(&r);
+  } else {
+    status = show_site(site);
+  }
+  json_decref(site);
+  buf_release(&path);
+  cli_response_release(&r);
+  return status;
+}

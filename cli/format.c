@@ -1,0 +1,322 @@
+/*
+ * Formatting of job, workload and site fields for humans, and the
+ * percent-escaping of URL parts.
+ */
+#include "cli/format.h"
+
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/timeutil.h"
+
+void
+cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
+{
+  long long s = seconds < 0 ? 0 : (long long)seconds;
+
+  if (s < 60)
+    snprintf(out, outlen, "%llds", s);
+  else if (s < 3600)
+    snprintf(out, outlen, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400)
+    snprintf(out, outlen, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  else
+    snprintf(out, outlen, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+}
+
+/* Read exactly n digits at *p into *out; advances *p. */
+static int
+read_digits(const char **p, int n, int *out)
+{
+  int v = 0;
+
+  for (int i = 0; i < n; i++) {
+    if (!isdigit((unsigned char)(*p)[i]))
+      return ERR_INVALID;
+    v = v * 10 + ((*p)[i] - '0');
+  }
+  *p += n;
+  *out = v;
+  return 0;
+}
+
+/* Expect the character c at *p; advances *p. */
+static int
+expect(const char **p, char c)
+{
+  if (**p != c)
+    return ERR_INVALID;
+  (*p)++;
+  return 0;
+}
+
+int
+cli_parse_iso(const char *s, int64_t *ms)
+{
+  struct tm tm;
+  const char *p = s;
+  int year, mon, day, hour, min, sec;
+  int frac = 0;
+  int digits = 0;
+  time_t t;
+
+  if (s == NULL)
+    return ERR_INVALID;
+  if (read_digits(&p, 4, &year) < 0 || expect(&p, '-') < 0 ||
+      read_digits(&p, 2, &mon) < 0 || expect(&p, '-') < 0 ||
+      read_digits(&p, 2, &day) < 0 || expect(&p, 'T') < 0 ||
+      read_digits(&p, 2, &hour) < 0 || expect(&p, ':') < 0 ||
+      read_digits(&p, 2, &min) < 0 || expect(&p, ':') < 0 ||
+      read_digits(&p, 2, &sec) < 0)
+    return ERR_INVALID;
+  if (*p == '.') {
+    p++;
+    /* Keep milliseconds; finer digits are read and dropped. */
+    while (isdigit((unsigned char)*p)) {
+      if (digits < 3) {
+        frac = frac * 10 + (*p - '0');
+        digits++;
+      }
+      p++;
+    }
+    if (digits == 0)
+      return ERR_INVALID;
+    for (; digits < 3; digits++)
+      frac *= 10;
+  }
+  if (expect(&p, 'Z') < 0 || *p != '\0')
+    return ERR_INVALID;
+  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 ||
+      min > 59 || sec > 60)
+    return ERR_INVALID;
+  memset(&tm, 0, sizeof(tm));
+  tm.tm_year = year - 1900;
+  tm.tm_mon = mon - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = min;
+  tm.tm_sec = sec;
+  t = timegm(&tm);
+  *ms = (int64_t)t * 1000 + frac;
+  return 0;
+}
+
+void
+cli_fmt_job_time(const json_t *job, int64_t now_ms, char *out,
+                 size_t outlen)
+{
+  const char *started = json_string_value(json_object_get(job, "started_at"));
+  const char *ended = json_string_value(json_object_get(job, "ended_at"));
+  const char *created = json_string_value(json_object_get(job, "created_at"));
+  int64_t from;
+  int64_t to = now_ms;
+
+  if (started != NULL && cli_parse_iso(started, &from) == 0) {
+    if (ended != NULL && cli_parse_iso(ended, &to) < 0)
+      to = now_ms;
+  } else if (created == NULL || cli_parse_iso(created, &from) < 0) {
+    snprintf(out, outlen, "-");
+    return;
+  }
+  cli_fmt_duration((to - from) / 1000, out, outlen);
+}
+
+void
+cli_fmt_gpus(int64_t gpus, const char *gpu_type, char *out, size_t outlen)
+{
+  if (gpus > 0 && gpu_type != NULL && gpu_type[0] != '\0')
+    snprintf(out, outlen, "%lldx%s", (long long)gpus, gpu_type);
+  else
+    snprintf(out, outlen, "%lld", (long long)(gpus > 0 ? gpus : 0));
+}
+
+const char *
+cli_signal_name(int64_t sig)
+{
+  static const struct {
+    int num;
+    const char *name;
+  } names[] = {
+      {SIGHUP, "HUP"},   {SIGINT, "INT"},   {SIGQUIT, "QUIT"},
+      {SIGILL, "ILL"},   {SIGTRAP, "TRAP"}, {SIGABRT, "ABRT"},
+      {SIGBUS, "BUS"},   {SIGFPE, "FPE"},   {SIGKILL, "KILL"},
+      {SIGUSR1, "USR1"}, {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"},
+      {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"}, {SIGTERM, "TERM"},
+      {SIGXCPU, "XCPU"},
+  };
+
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (names[i].num == sig)
+      return names[i].name;
+  return NULL;
+}
+
+void
+cli_fmt_exit(const json_t *job, char *out, size_t outlen)
+{
+  const json_t *code = json_object_get(job, "exit_code");
+  const json_t *sig = json_object_get(job, "signal");
+  const char *name;
+
+  /* A signal is the more telling of the two: exit_code may echo it. */
+  if (json_is_integer(sig) && json_integer_value(sig) > 0) {
+    name = cli_signal_name(json_integer_value(sig));
+    if (name != NULL)
+      snprintf(out, outlen, "SIG%s", name);
+    else
+      snprintf(out, outlen, "sig %lld", (long long)json_integer_value(sig));
+  } else if (json_is_integer(code)) {
+    snprintf(out, outlen, "%lld", (long long)json_integer_value(code));
+  } else {
+    snprintf(out, outlen, "%s", "");
+  }
+}
+
+void
+cli_fmt_time_limit(const json_t *v, char *out, size_t outlen)
+{
+  int64_t seconds;
+
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    /* Integer time limits are minutes, as in Slurm. */
+    if (json_integer_value(v) == 0)
+      snprintf(out, outlen, "unlimited");
+    else
+      time_format_duration(json_integer_value(v) * 60, out, outlen);
+  } else if (json_is_string(v)) {
+    if (time_parse_slurm_duration(json_string_value(v), &seconds) < 0)
+      snprintf(out, outlen, "%s", json_string_value(v));
+    else if (seconds == 0)
+      snprintf(out, outlen, "unlimited");
+    else
+      time_format_duration(seconds, out, outlen);
+  } else {
+    snprintf(out, outlen, "-");
+  }
+}
+
+int
+cli_fmt_site_gpus(const json_t *gpus, struct buf *out)
+{
+  size_t i;
+  json_t *g;
+  int rc = 0;
+  int n = 0;
+
+  json_array_foreach(gpus, i, g) {
+    const char *type = json_string_value(json_object_get(g, "type"));
+
+    if (!json_is_object(g))
+      continue;
+    rc = buf_addf(out, "%s%s %lld/%lld", n > 0 ? ", " : "",
+                  type != NULL ? type : "any",
+                  (long long)json_integer_value(json_object_get(g, "in_use")),
+                  (long long)json_integer_value(json_object_get(g, "total")));
+    if (rc < 0)
+      return rc;
+    n++;
+  }
+  if (n == 0)
+    rc = buf_adds(out, "-");
+  return rc;
+}
+
+/* Characters a shell takes literally in an unquoted word. */
+static int
+shell_safe(const char *s)
+{
+  if (s[0] == '\0')
+    return 0;
+  for (; *s != '\0'; s++)
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+          (*s >= '0' && *s <= '9') || strchr("_@%+=:,./-", *s) != NULL))
+      return 0;
+  return 1;
+}
+
+int
+cli_fmt_argv(const json_t *argv, struct buf *out)
+{
+  size_t i;
+  json_t *v;
+  int rc = 0;
+
+  json_array_foreach(argv, i, v) {
+    const char *s = json_string_value(v);
+
+    if (s == NULL)
+      continue;
+    if (i > 0)
+      rc = buf_adds(out, " ");
+    if (rc == 0 && shell_safe(s)) {
+      rc = buf_adds(out, s);
+    } else if (rc == 0) {
+      rc = buf_adds(out, "'");
+      for (const char *p = s; *p != '\0' && rc == 0; p++)
+        rc = *p == '\'' ? buf_adds(out, "'\\''") : buf_add(out, p, 1);
+      if (rc == 0)
+        rc = buf_adds(out, "'");
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return rc;
+}
+
+/* RFC 3986 unreserved characters, independent of the locale. */
+static int
+is_unreserved(unsigned char c)
+{
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+         c == '~';
+}
+
+int
+cli_url_escape(struct buf *out, const char *s)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  const unsigned char *p = (const unsigned char *)s;
+  int rc = 0;
+
+  for (; *p != '\0' && rc == 0; p++) {
+    if (is_unreserved(*p)) {
+      rc = buf_add(out, p, 1);
+    } else {
+      char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+
+      rc = buf_add(out, esc, sizeof(esc));
+    }
+  }
+  return rc;
+}
+
+int
+cli_url_add_query(struct buf *out, const char *key, const char *value)
+{
+  int rc;
+
+  if (value == NULL)
+    return 0;
+  rc = buf_adds(out, strchr(buf_str(out), '?') != NULL ? "&" : "?");
+  if (rc == 0)
+    rc = cli_url_escape(out, key);
+  if (rc == 0)
+    rc = buf_adds(out, "=");
+  if (rc == 0)
+    rc = cli_url_escape(out, value);
+  return rc;
+}
+
+int
+cli_url_add_segment(struct buf *out, const char *prefix, const char *name)
+{
+  int rc = buf_adds(out, prefix);
+
+  if (rc == 0)
+    rc = cli_url_escape(out, name);
+  return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * Human formatting of what tenbind returns (durations, ages, GPU counts,
+ * exit statuses) and URL building with percent-escaping.  Pure functions
+ * of their arguments: "now" is a parameter, so tests are exact.
+ */
+#ifndef TENBIN_CLI_FORMAT_H
+#define TENBIN_CLI_FORMAT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+
+/* Enough for every cell these functions write. */
+#define CLI_FMT_SIZE 64
+
+/*
+ * A compact duration for tables: "42s", "5m07s", "3h05m", "2d04h";
+ * negative values (clock skew) print as "0s".
+ */
+void cli_fmt_duration(int64_t seconds, char *out, size_t outlen);
+/*
+ * Parse "2026-11-21T14:00:00.123Z" (fraction optional, 'Z' required)
+ * into milliseconds since the epoch.  ERR_INVALID on anything else.
+ */
+int cli_parse_iso(const char *s, int64_t *ms) WARN_UNUSED;
+/*
+ * The AGE/ELAPSED cell of a job object: the run time (ended_at or now
+ * minus started_at) once it started, else the time since created_at;
+ * "-" when the times are missing or malformed.
+ */
+void cli_fmt_job_time(const json_t *job, int64_t now_ms, char *out,
+                      size_t outlen);
+/* "2xh100", "2" without a type, "0" for no GPUs. */
+void cli_fmt_gpus(int64_t gpus, const char *gpu_type, char *out,
+                  size_t outlen);
+/*
+ * The EXIT cell of a job object: the exit code, "SIGKILL" (or "sig N")
+ * when a signal ended it, "" while it has neither.
+ */
+void cli_fmt_exit(const json_t *job, char *out, size_t outlen);
+/* The signal's name without "SIG" ("KILL"), or NULL when not known. */
+const char *cli_signal_name(int64_t sig);
+/*
+ * A time limit as the server returns it (integer minutes or a Slurm
+ * duration string) in Slurm "[D-]HH:MM:SS" form; "-" when absent, the
+ * string verbatim when it does not parse.
+ */
+void cli_fmt_time_limit(const json_t *v, char *out, size_t outlen);
+/*
+ * Append a site's "gpus" array as "h100 2/8, a100 0/4" (in_use/total per
+ * type) to out; "-" when the site lists none.
+ */
+int cli_fmt_site_gpus(const json_t *gpus, struct buf *out) WARN_UNUSED;
+
+/*
+ * Append the strings of a JSON array as one shell-style line: arguments
+ * that a shell would split or expand are single-quoted ('it'\''s').
+ */
+int cli_fmt_argv(const json_t *argv, struct buf *out) WARN_UNUSED;
+
+/* Append s percent-escaped (all but RFC 3986 unreserved bytes) to out. */
+int cli_url_escape(struct buf *out, const char *s) WARN_UNUSED;
+/*
+ * Append "?key=value" (or "&key=value" once out holds a '?') with value
+ * escaped; a NULL value appends nothing.
+ */
+int cli_url_add_query(struct buf *out, const char *key, const char *value)
+    WARN_UNUSED;
+/* Append prefix then name escaped as one path segment ("/v1/sites/"). */
+int cli_url_add_segment(struct buf *out, const char *prefix,
+                        const char *name) WARN_UNUSED;
+
+#endif

@@ -1,0 +1,1037 @@
+/*
+ * Unit tests of the tenbin CLI's network-free parts: argv -> request
+ * JSON for submit and sbatch, the other commands' option checks, URL
+ * building, table rendering and the human formatting of times.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli/args.h"
+#include "cli/format.h"
+#include "cli/table.h"
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
+
+/* Parse submit argv (NULL-terminated) into s; returns the parser's rc. */
+static int
+submit(char **argv, int argc, struct cli_submit *s, struct err *e)
+{
+  cli_submit_init(s);
+  return cli_submit_parse(argc, argv, s, e);
+}
+
+static void
+assert_json_str(const json_t *obj, const char *key, const char *want)
+{
+  const json_t *v = json_object_get(obj, key);
+
+  assert_non_null(v);
+  assert_true(json_is_string(v));
+  assert_string_equal(json_string_value(v), want);
+}
+
+static void
+assert_json_int(const json_t *obj, const char *key, json_int_t want)
+{
+  const json_t *v = json_object_get(obj, key);
+
+  assert_non_null(v);
+  assert_true(json_is_integer(v));
+  assert_int_equal(json_integer_value(v), want);
+}
+
+/* ---- submit ---- */
+
+static void
+test_submit_sets_every_flag_in_the_body(void **state)
+{
+  char *argv[] = {"submit",
+                  "--name", "train",
+                  "--project", "research",
+                  "--gpus", "8",
+                  "--gpu-type", "h100",
+                  "--nodes", "2",
+                  "--gpus-per-node", "4",
+                  "--time", "1-02:00:00",
+                  "--site", "onprem",
+                  "--env", "A=1",
+                  "--chdir", "/work",
+                  "--output", "out-%j.log",
+                  "--error", "err-%j.log",
+                  "--hold",
+                  "--idempotency-key", "key-1",
+                  "--workload", "tmpl",
+                  "--param", "k=v",
+                  "--", "python", "train.py",
+                  NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), 0);
+  assert_json_str(s.body, "name", "train");
+  assert_json_str(s.body, "project", "research");
+  assert_json_int(s.body, "gpus", 8);
+  assert_json_str(s.body, "gpu_type", "h100");
+  assert_json_int(s.body, "nodes", 2);
+  assert_json_int(s.body, "gpus_per_node", 4);
+  assert_json_str(s.body, "time_limit", "1-02:00:00");
+  assert_json_str(s.body, "site", "onprem");
+  assert_json_str(json_object_get(s.body, "env"), "A", "1");
+  assert_json_str(s.body, "chdir", "/work");
+  assert_json_str(s.body, "output", "out-%j.log");
+  assert_json_str(s.body, "error", "err-%j.log");
+  assert_true(json_is_true(json_object_get(s.body, "hold")));
+  assert_string_equal(s.idempotency_key, "key-1");
+  assert_int_equal(json_array_size(json_object_get(s.body, "command")), 2);
+  assert_json_str(s.body, "workload", "tmpl");
+  assert_json_str(json_object_get(s.body, "params"), "k", "v");
+  /* Nothing the user did not ask for is sent. */
+  assert_int_equal(json_object_size(s.body), 16);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_sends_only_given_fields(void **state)
+{
+  char *argv[] = {"submit", "--", "true", NULL};
+  struct cli_submit s;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  assert_int_equal(json_object_size(s.body), 1);
+  assert_null(s.idempotency_key);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_repeated_env_and_param_build_objects(void **state)
+{
+  char *argv[] = {"submit",   "--workload", "train-llm", "--env",
+                  "A=1",      "--env",      "B=x=y",     "--env",
+                  "EMPTY=",   "--param",    "lr=1e-4",   "--param",
+                  "steps=10", NULL};
+  struct cli_submit s;
+  json_t *env;
+  json_t *params;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  env = json_object_get(s.body, "env");
+  params = json_object_get(s.body, "params");
+  assert_int_equal(json_object_size(env), 3);
+  assert_json_str(env, "A", "1");
+  /* Only the first '=' splits: values may hold more. */
+  assert_json_str(env, "B", "x=y");
+  assert_json_str(env, "EMPTY", "");
+  assert_int_equal(json_object_size(params), 2);
+  assert_json_str(params, "lr", "1e-4");
+  assert_json_str(params, "steps", "10");
+  assert_json_str(s.body, "workload", "train-llm");
+  assert_null(json_object_get(s.body, "command"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_keeps_dashes_of_the_command_after_double_dash(void **state)
+{
+  char *argv[] = {"submit", "--gpus", "1", "--", "python", "-u",
+                  "train.py", "--lr", "3e-4", "--", "-x", NULL};
+  struct cli_submit s;
+  const json_t *cmd;
+  static const char *const want[] = {"python", "-u", "train.py", "--lr",
+                                     "3e-4", "--", "-x"};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  cmd = json_object_get(s.body, "command");
+  assert_int_equal(json_array_size(cmd), 7);
+  for (size_t i = 0; i < 7; i++)
+    assert_string_equal(json_string_value(json_array_get(cmd, i)), want[i]);
+  assert_json_int(s.body, "gpus", 1);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_command_starts_at_first_non_option(void **state)
+{
+  char *argv[] = {"submit", "--name", "n", "sleep", "--gpus", "2", NULL};
+  struct cli_submit s;
+  const json_t *cmd;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  cmd = json_object_get(s.body, "command");
+  assert_int_equal(json_array_size(cmd), 3);
+  assert_string_equal(json_string_value(json_array_get(cmd, 1)), "--gpus");
+  /* --gpus after the command belongs to the command, not to tenbin. */
+  assert_null(json_object_get(s.body, "gpus"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_with_bad_gpus_is_a_usage_error_naming_it(void **state)
+{
+  static const char *const bad[] = {"abc", "-1", "4097", "2x", "", " 2",
+                                    "+2", "99999999999999999999"};
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *argv[] = {"submit", "--gpus", (char *)bad[i], "--", "true", NULL};
+    struct cli_submit s;
+    struct err e = {0};
+
+    assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+    assert_null(s.body);
+    assert_non_null(strstr(e.msg, "'--gpus'"));
+    cli_submit_release(&s);
+  }
+}
+
+static void
+test_submit_accepts_gpu_bounds(void **state)
+{
+  char *argv[] = {"submit", "--gpus", "0", "--nodes", "1024", "--", "true",
+                  NULL};
+  struct cli_submit s;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  assert_json_int(s.body, "gpus", 0);
+  assert_json_int(s.body, "nodes", 1024);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_with_zero_nodes_is_rejected(void **state)
+{
+  char *argv[] = {"submit", "--nodes", "0", "--", "true", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--nodes'"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_time_minutes_are_sent_as_integer(void **state)
+{
+  char *argv[] = {"submit", "--time", "90", "--", "true", NULL};
+  struct cli_submit s;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), 0);
+  assert_json_int(s.body, "time_limit", 90);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_with_bad_time_is_rejected(void **state)
+{
+  char *argv[] = {"submit", "--time", "soon", "--", "true", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--time'"));
+  assert_non_null(strstr(e.msg, "'soon'"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_without_command_or_workload_is_rejected(void **state)
+{
+  char *argv[] = {"submit", "--gpus", "1", "--", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "--workload"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_param_without_workload_is_rejected(void **state)
+{
+  char *argv[] = {"submit", "--param", "lr=1", "--", "true", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--param'"));
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_env_without_key_or_equals_is_rejected(void **state)
+{
+  static const char *const bad[] = {"NOEQUALS", "=value"};
+
+  (void)state;
+  for (size_t i = 0; i < 2; i++) {
+    char *argv[] = {"submit", "--env", (char *)bad[i], "--", "true", NULL};
+    struct cli_submit s;
+    struct err e = {0};
+
+    assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "'--env'"));
+    assert_non_null(strstr(e.msg, bad[i]));
+    cli_submit_release(&s);
+  }
+}
+
+static void
+test_submit_unknown_option_is_named(void **state)
+{
+  char *argv[] = {"submit", "--gpuz=2", "--", "true", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--gpuz'");
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_option_without_value_is_named(void **state)
+{
+  char *argv[] = {"submit", "--workload", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--workload' needs a value");
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_help_is_reported_not_an_error(void **state)
+{
+  char *argv[] = {"submit", "--help", NULL};
+  char *argv2[] = {"submit", "-h", "--", "x", NULL};
+  struct cli_submit s;
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, NULL), CLI_HELP);
+  cli_submit_release(&s);
+  assert_int_equal(submit(argv2, ARGC(argv2), &s, NULL), CLI_HELP);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_idempotency_key_is_checked(void **state)
+{
+  char long_key[CLI_MAX_IDEM_KEY + 2];
+  char *argv[] = {"submit", "--idempotency-key", long_key, "--", "x", NULL};
+  char *argv2[] = {"submit", "--idempotency-key", "a b", "--", "x", NULL};
+  char *argv3[] = {"submit", "--idempotency-key", NULL, "--", "x", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  memset(long_key, 'k', sizeof(long_key) - 1);
+  long_key[sizeof(long_key) - 1] = '\0';
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--idempotency-key'"));
+  cli_submit_release(&s);
+  assert_int_equal(submit(argv2, ARGC(argv2), &s, &e), ERR_INVALID);
+  cli_submit_release(&s);
+  /* Exactly 128 characters is allowed. */
+  long_key[CLI_MAX_IDEM_KEY] = '\0';
+  argv3[2] = long_key;
+  assert_int_equal(submit(argv3, ARGC(argv3), &s, &e), 0);
+  assert_int_equal(strlen(s.idempotency_key), CLI_MAX_IDEM_KEY);
+  cli_submit_release(&s);
+}
+
+static void
+test_submit_with_invalid_utf8_is_rejected(void **state)
+{
+  char *argv[] = {"submit", "--name", "bad\xff", "--", "true", NULL};
+  char *argv2[] = {"submit", "--", "echo", "\xc3", NULL};
+  struct cli_submit s;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(argv, ARGC(argv), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--name'"));
+  cli_submit_release(&s);
+  assert_int_equal(submit(argv2, ARGC(argv2), &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "command argument 2"));
+  cli_submit_release(&s);
+}
+
+/* ---- sbatch ---- */
+
+static void
+test_sbatch_body_has_its_flags_and_the_script(void **state)
+{
+  char *argv[] = {"sbatch", "job.sh", "--project", "demo", "--site",
+                  "local",  "--hold", "--name",    "nightly", NULL};
+  static const char script[] = "#!/bin/bash\n#SBATCH --gpus=2\necho hi\n";
+  struct cli_sbatch s;
+  struct err e = {0};
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), 0);
+  assert_string_equal(s.path, "job.sh");
+  assert_int_equal(cli_sbatch_set_script(s.body, script, strlen(script), &e),
+                   0);
+  assert_json_str(s.body, "project", "demo");
+  assert_json_str(s.body, "site", "local");
+  assert_json_str(s.body, "name", "nightly");
+  assert_true(json_is_true(json_object_get(s.body, "hold")));
+  assert_json_str(s.body, "script", script);
+  assert_int_equal(json_object_size(s.body), 5);
+  cli_sbatch_release(&s);
+}
+
+static void
+test_sbatch_needs_exactly_one_script(void **state)
+{
+  char *none[] = {"sbatch", "--hold", NULL};
+  char *two[] = {"sbatch", "a.sh", "b.sh", NULL};
+  char *gpus[] = {"sbatch", "--gpus", "2", "a.sh", NULL};
+  struct cli_sbatch s;
+  struct err e = {0};
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(none), none, &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "SCRIPT"));
+  assert_int_equal(cli_sbatch_parse(ARGC(two), two, &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'b.sh'"));
+  /* Resources come from #SBATCH lines, not from sbatch's options. */
+  assert_int_equal(cli_sbatch_parse(ARGC(gpus), gpus, &s, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--gpus'");
+  cli_sbatch_release(&s);
+}
+
+static void
+test_sbatch_stdin_dash_is_a_script_argument(void **state)
+{
+  char *argv[] = {"sbatch", "--project", "p", "-", NULL};
+  struct cli_sbatch s;
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, NULL), 0);
+  assert_string_equal(s.path, "-");
+  cli_sbatch_release(&s);
+}
+
+static void
+test_sbatch_empty_or_non_utf8_script_is_rejected(void **state)
+{
+  json_t *body = json_object();
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_sbatch_set_script(body, "", 0, &e), ERR_INVALID);
+  assert_int_equal(cli_sbatch_set_script(body, "#!/bin/sh\n\xff", 11, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "UTF-8"));
+  assert_null(json_object_get(body, "script"));
+  json_decref(body);
+}
+
+/* Write n bytes of c to a new temp file; returns its path in out. */
+static void
+temp_file(char *out, size_t outlen, char c, size_t n)
+{
+  int fd;
+  char chunk[4096];
+
+  snprintf(out, outlen, "/tmp/test_cli_args.XXXXXX");
+  fd = mkstemp(out);
+  assert_true(fd >= 0);
+  memset(chunk, c, sizeof(chunk));
+  while (n > 0) {
+    size_t k = n < sizeof(chunk) ? n : sizeof(chunk);
+
+    assert_int_equal(write(fd, chunk, k), (ssize_t)k);
+    n -= k;
+  }
+  close(fd);
+}
+
+static void
+test_read_file_reads_up_to_the_cap_and_no_further(void **state)
+{
+  char path[64];
+  struct buf b;
+  struct err e = {0};
+
+  (void)state;
+  temp_file(path, sizeof(path), 'x', CLI_MAX_SCRIPT);
+  buf_init(&b, CLI_MAX_SCRIPT);
+  assert_int_equal(cli_read_file(path, &b, &e), 0);
+  assert_int_equal(b.len, CLI_MAX_SCRIPT);
+  buf_release(&b);
+  unlink(path);
+
+  temp_file(path, sizeof(path), 'x', CLI_MAX_SCRIPT + 1);
+  buf_init(&b, CLI_MAX_SCRIPT);
+  assert_int_equal(cli_read_file(path, &b, &e), ERR_TOO_LARGE);
+  assert_non_null(strstr(e.msg, "512 KiB"));
+  assert_non_null(strstr(e.msg, path));
+  buf_release(&b);
+  unlink(path);
+}
+
+static void
+test_read_file_missing_names_the_file(void **state)
+{
+  struct buf b;
+  struct err e = {0};
+
+  (void)state;
+  buf_init(&b, 1024);
+  assert_int_equal(cli_read_file("/nonexistent/job.sh", &b, &e), ERR_IO);
+  assert_non_null(strstr(e.msg, "'/nonexistent/job.sh'"));
+  buf_release(&b);
+}
+
+/* ---- global options, jobs, logs, ids ---- */
+
+static const char *
+fake_env(const char *name)
+{
+  if (strcmp(name, "TENBIN_SERVER") == 0)
+    return "http://10.0.0.1:9000";
+  if (strcmp(name, "TENBIN_TOKEN") == 0)
+    return "envtoken";
+  return NULL;
+}
+
+static const char *
+empty_env(const char *name)
+{
+  (void)name;
+  return NULL;
+}
+
+static void
+test_global_options_fall_back_to_env_then_default(void **state)
+{
+  char *argv[] = {"tenbin", "--json", "jobs", "--all", NULL};
+  char *argv2[] = {"tenbin", "--server", "http://h:1", "--token", "t",
+                   "show", "1", NULL};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(cli_global_parse(ARGC(argv), argv, fake_env, &g, NULL), 0);
+  assert_string_equal(g.server, "http://10.0.0.1:9000");
+  assert_string_equal(g.token, "envtoken");
+  assert_true(g.json);
+  assert_int_equal(g.cmd_index, 2);
+  /* Options after the command are the command's, untouched. */
+  assert_string_equal(argv[3], "--all");
+
+  assert_int_equal(cli_global_parse(ARGC(argv), argv, empty_env, &g, NULL),
+                   0);
+  assert_string_equal(g.server, CLI_DEFAULT_SERVER);
+  assert_null(g.token);
+
+  assert_int_equal(cli_global_parse(ARGC(argv2), argv2, fake_env, &g, NULL),
+                   0);
+  assert_string_equal(g.server, "http://h:1");
+  assert_string_equal(g.token, "t");
+  assert_int_equal(g.cmd_index, 5);
+}
+
+static void
+test_global_unknown_option_is_a_usage_error(void **state)
+{
+  char *argv[] = {"tenbin", "--verbose", "jobs", NULL};
+  struct cli_global g;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_global_parse(ARGC(argv), argv, empty_env, &g, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--verbose'");
+}
+
+static void
+test_jobs_options_are_checked(void **state)
+{
+  char *ok[] = {"jobs", "--state", "running", "--limit", "1000", "--all",
+                "--project", "p", "--site", "s", NULL};
+  char *bad_state[] = {"jobs", "--state", "runing", NULL};
+  char *bad_limit[] = {"jobs", "--limit", "0", NULL};
+  char *big_limit[] = {"jobs", "--limit", "1001", NULL};
+  char *extra[] = {"jobs", "42", NULL};
+  struct cli_jobs o;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_jobs_parse(ARGC(ok), ok, &o, &e), 0);
+  assert_string_equal(o.state, "running");
+  assert_int_equal(o.limit, 1000);
+  assert_true(o.all);
+  assert_int_equal(cli_jobs_parse(ARGC(bad_state), bad_state, &o, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'runing'"));
+  assert_int_equal(cli_jobs_parse(ARGC(bad_limit), bad_limit, &o, &e),
+                   ERR_INVALID);
+  assert_int_equal(cli_jobs_parse(ARGC(big_limit), big_limit, &o, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'--limit'"));
+  assert_int_equal(cli_jobs_parse(ARGC(extra), extra, &o, &e), ERR_INVALID);
+}
+
+static void
+test_jobs_path_escapes_every_value(void **state)
+{
+  struct cli_jobs o = {.state = "queued",
+                       .project = "my proj&x=1",
+                       .site = "a/b",
+                       .limit = 50};
+  struct cli_jobs none = {0};
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 4096);
+  assert_int_equal(cli_jobs_path(&o, "41", &b), 0);
+  assert_string_equal(buf_str(&b), "/v1/jobs?state=queued&project=my%20proj"
+                                   "%26x%3D1&site=a%2Fb&limit=50&cursor=41");
+  buf_reset(&b);
+  assert_int_equal(cli_jobs_path(&none, NULL, &b), 0);
+  assert_string_equal(buf_str(&b), "/v1/jobs");
+  buf_release(&b);
+}
+
+static void
+test_url_escape_keeps_only_unreserved_bytes(void **state)
+{
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 1024);
+  assert_int_equal(cli_url_escape(&b, "aZ09-._~ ?#%+\xc3\xa9"), 0);
+  assert_string_equal(buf_str(&b), "aZ09-._~%20%3F%23%25%2B%C3%A9");
+  buf_reset(&b);
+  assert_int_equal(cli_url_add_segment(&b, "/v1/workloads/", "../x y"), 0);
+  assert_string_equal(buf_str(&b), "/v1/workloads/..%2Fx%20y");
+  buf_reset(&b);
+  assert_int_equal(buf_adds(&b, "/p"), 0);
+  assert_int_equal(cli_url_add_query(&b, "a", NULL), 0);
+  assert_int_equal(cli_url_add_query(&b, "a", "1"), 0);
+  assert_int_equal(cli_url_add_query(&b, "b", ""), 0);
+  assert_string_equal(buf_str(&b), "/p?a=1&b=");
+  buf_release(&b);
+}
+
+static void
+test_logs_follow_flag_may_come_after_the_id(void **state)
+{
+  char *argv[] = {"logs", "42", "-f", NULL};
+  char *argv2[] = {"logs", "--follow", "7", NULL};
+  char *argv3[] = {"logs", "7", "8", NULL};
+  struct cli_logs o;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_logs_parse(ARGC(argv), argv, &o, &e), 0);
+  assert_int_equal(o.id, 42);
+  assert_true(o.follow);
+  assert_int_equal(cli_logs_parse(ARGC(argv2), argv2, &o, &e), 0);
+  assert_int_equal(o.id, 7);
+  assert_true(o.follow);
+  assert_int_equal(cli_logs_parse(ARGC(argv3), argv3, &o, &e), ERR_INVALID);
+}
+
+static void
+test_job_ids_must_be_positive_integers(void **state)
+{
+  static const char *const bad[] = {"0", "-1", "12a", "", "1.5", " 1"};
+  int64_t id = 0;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_parse_job_id("42", &id, &e), 0);
+  assert_int_equal(id, 42);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(cli_parse_job_id(bad[i], &id, &e), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "job id"));
+  }
+}
+
+static void
+test_positional_counts_are_enforced(void **state)
+{
+  char *none[] = {"show", NULL};
+  char *two[] = {"show", "1", "2", NULL};
+  char *help[] = {"show", "1", "--help", NULL};
+  char *opt[] = {"show", "--bogus", "1", NULL};
+  char *many[] = {"cancel", "1", "2", "3", NULL};
+  struct err e = {0};
+  int first = -1;
+
+  (void)state;
+  assert_int_equal(cli_args_positional(ARGC(none), none, 1, 1, &first, &e),
+                   ERR_INVALID);
+  assert_int_equal(cli_args_positional(ARGC(two), two, 1, 1, &first, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'2'"));
+  assert_int_equal(cli_args_positional(ARGC(help), help, 1, 1, &first, &e),
+                   CLI_HELP);
+  assert_int_equal(cli_args_positional(ARGC(opt), opt, 1, 1, &first, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--bogus'");
+  assert_int_equal(cli_args_positional(ARGC(many), many, 1, -1, &first, &e),
+                   0);
+  assert_int_equal(first, 1);
+}
+
+/* ---- tables ---- */
+
+static char *
+render(const struct cli_table *t)
+{
+  struct buf b;
+
+  buf_init(&b, 1 << 20);
+  assert_int_equal(cli_table_render(t, &b), 0);
+  return buf_take(&b, NULL);
+}
+
+static void
+test_table_aligns_columns_without_trailing_blanks(void **state)
+{
+  static const char *const head[] = {"ID", "NAME", "STATE"};
+  struct cli_table t;
+  char *out;
+
+  (void)state;
+  cli_table_init(&t, head, 3);
+  cli_table_set_right(&t, 0);
+  cli_table_add(&t, (const char *[]){"7", "train", "running"});
+  cli_table_add(&t, (const char *[]){"1042", "x", ""});
+  out = render(&t);
+  assert_string_equal(out, "  ID  NAME   STATE\n"
+                           "   7  train  running\n"
+                           "1042  x\n");
+  free(out);
+  cli_table_release(&t);
+}
+
+static void
+test_table_cuts_long_cells_with_an_ellipsis(void **state)
+{
+  static const char *const head[] = {"NAME", "STATE"};
+  struct cli_table t;
+  char *out;
+
+  (void)state;
+  cli_table_init(&t, head, 2);
+  cli_table_set_max(&t, 0, 10);
+  cli_table_add(&t, (const char *[]){"a-very-long-job-name", "queued"});
+  cli_table_add(&t, (const char *[]){"exactly-10", "running"});
+  out = render(&t);
+  assert_string_equal(out, "NAME        STATE\n"
+                           "a-very-...  queued\n"
+                           "exactly-10  running\n");
+  free(out);
+  cli_table_release(&t);
+}
+
+static void
+test_table_counts_utf8_characters_not_bytes(void **state)
+{
+  static const char *const head[] = {"NAME", "X"};
+  struct cli_table t;
+  char *out;
+
+  (void)state;
+  cli_table_init(&t, head, 2);
+  cli_table_set_max(&t, 0, 5);
+  /* "héllo" is 5 characters in 6 bytes and fits; the 7 characters of
+   * "日本語のジョブ" (21 bytes) are cut to 2 and the ellipsis. */
+  cli_table_add(&t, (const char *[]){"h\xc3\xa9llo", "1"});
+  cli_table_add(&t, (const char *[]){"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"
+                                     "\xe3\x81\xae\xe3\x82\xb8\xe3\x83\xa7"
+                                     "\xe3\x83\x96",
+                                     "2"});
+  out = render(&t);
+  assert_string_equal(out, "NAME   X\n"
+                           "h\xc3\xa9llo  1\n"
+                           "\xe6\x97\xa5\xe6\x9c\xac...  2\n");
+  free(out);
+  cli_table_release(&t);
+}
+
+static void
+test_table_replaces_control_characters(void **state)
+{
+  static const char *const head[] = {"NAME"};
+  struct cli_table t;
+  char *out;
+
+  (void)state;
+  cli_table_init(&t, head, 1);
+  cli_table_add(&t, (const char *[]){"evil\x1b[2J\nname"});
+  cli_table_add(&t, (const char *[]){NULL});
+  out = render(&t);
+  assert_string_equal(out, "NAME\nevil?[2J?name\n\n");
+  free(out);
+  cli_table_release(&t);
+}
+
+static void
+test_table_key_value_rows_skip_absent_values(void **state)
+{
+  struct cli_table t;
+  char *out;
+
+  (void)state;
+  cli_table_init(&t, NULL, 2);
+  cli_table_add_kv(&t, "id", "42");
+  cli_table_add_kv(&t, "reason", NULL);
+  cli_table_add_kv(&t, "alloc", "");
+  cli_table_add_kv(&t, "remote id", "1234");
+  out = render(&t);
+  assert_string_equal(out, "id:         42\n"
+                           "remote id:  1234\n");
+  free(out);
+  cli_table_release(&t);
+}
+
+/* ---- formatting ---- */
+
+static void
+test_durations_are_compact(void **state)
+{
+  static const struct {
+    int64_t s;
+    const char *want;
+  } cases[] = {
+      {-5, "0s"},        {0, "0s"},          {59, "59s"},
+      {60, "1m00s"},     {3599, "59m59s"},   {3600, "1h00m"},
+      {3725, "1h02m"},   {86399, "23h59m"},  {86400, "1d00h"},
+      {200000, "2d07h"},
+  };
+  char out[CLI_FMT_SIZE];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cli_fmt_duration(cases[i].s, out, sizeof(out));
+    assert_string_equal(out, cases[i].want);
+  }
+}
+
+static void
+test_iso_times_parse_to_milliseconds(void **state)
+{
+  int64_t ms = 0;
+
+  (void)state;
+  assert_int_equal(cli_parse_iso("1970-01-01T00:00:01.5Z", &ms), 0);
+  assert_int_equal(ms, 1500);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.123Z", &ms), 0);
+  assert_int_equal(ms, 1795269600123LL);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00Z", &ms), 0);
+  assert_int_equal(ms, 1795269600000LL);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.123456Z", &ms), 0);
+  assert_int_equal(ms, 1795269600123LL);
+  assert_int_equal(cli_parse_iso("2026-11-21 14:00:00Z", &ms), ERR_INVALID);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00", &ms), ERR_INVALID);
+  assert_int_equal(cli_parse_iso("2026-13-21T14:00:00Z", &ms), ERR_INVALID);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.Z", &ms), ERR_INVALID);
+  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00Zjunk", &ms),
+                   ERR_INVALID);
+  assert_int_equal(cli_parse_iso(NULL, &ms), ERR_INVALID);
+}
+
+static void
+test_job_time_is_age_until_started_then_elapsed(void **state)
+{
+  /* now = 2026-11-21T14:10:00Z */
+  int64_t now = 1795269600000LL + 600000;
+  json_t *queued = json_pack("{s:s, s:n}", "created_at",
+                             "2026-11-21T14:00:00.000Z", "started_at");
+  json_t *running = json_pack("{s:s, s:s}", "created_at",
+                              "2026-11-21T13:00:00Z", "started_at",
+                              "2026-11-21T14:08:00Z");
+  json_t *ended = json_pack("{s:s, s:s, s:s}", "created_at",
+                            "2026-11-21T13:00:00Z", "started_at",
+                            "2026-11-21T13:00:00Z", "ended_at",
+                            "2026-11-21T14:01:05Z");
+  json_t *none = json_object();
+  char out[CLI_FMT_SIZE];
+
+  (void)state;
+  cli_fmt_job_time(queued, now, out, sizeof(out));
+  assert_string_equal(out, "10m00s");
+  cli_fmt_job_time(running, now, out, sizeof(out));
+  assert_string_equal(out, "2m00s");
+  cli_fmt_job_time(ended, now, out, sizeof(out));
+  assert_string_equal(out, "1h01m");
+  cli_fmt_job_time(none, now, out, sizeof(out));
+  assert_string_equal(out, "-");
+  json_decref(queued);
+  json_decref(running);
+  json_decref(ended);
+  json_decref(none);
+}
+
+static void
+test_gpus_and_exit_cells(void **state)
+{
+  char out[CLI_FMT_SIZE];
+  json_t *code = json_pack("{s:i, s:n}", "exit_code", 3, "signal");
+  json_t *killed = json_pack("{s:n, s:i}", "exit_code", "signal", 9);
+  json_t *odd = json_pack("{s:i, s:i}", "exit_code", 1, "signal", 77);
+  json_t *running = json_pack("{s:n, s:n}", "exit_code", "signal");
+
+  (void)state;
+  cli_fmt_gpus(2, "h100", out, sizeof(out));
+  assert_string_equal(out, "2xh100");
+  cli_fmt_gpus(4, NULL, out, sizeof(out));
+  assert_string_equal(out, "4");
+  cli_fmt_gpus(0, "h100", out, sizeof(out));
+  assert_string_equal(out, "0");
+  cli_fmt_exit(code, out, sizeof(out));
+  assert_string_equal(out, "3");
+  cli_fmt_exit(killed, out, sizeof(out));
+  assert_string_equal(out, "SIGKILL");
+  cli_fmt_exit(odd, out, sizeof(out));
+  assert_string_equal(out, "sig 77");
+  cli_fmt_exit(running, out, sizeof(out));
+  assert_string_equal(out, "");
+  json_decref(code);
+  json_decref(killed);
+  json_decref(odd);
+  json_decref(running);
+}
+
+static void
+test_time_limits_print_in_slurm_form(void **state)
+{
+  char out[CLI_FMT_SIZE];
+  json_t *v;
+
+  (void)state;
+  v = json_integer(90);
+  cli_fmt_time_limit(v, out, sizeof(out));
+  assert_string_equal(out, "01:30:00");
+  json_decref(v);
+  v = json_string("1-12:00:00");
+  cli_fmt_time_limit(v, out, sizeof(out));
+  assert_string_equal(out, "1-12:00:00");
+  json_decref(v);
+  v = json_string("UNLIMITED");
+  cli_fmt_time_limit(v, out, sizeof(out));
+  assert_string_equal(out, "unlimited");
+  json_decref(v);
+  cli_fmt_time_limit(NULL, out, sizeof(out));
+  assert_string_equal(out, "-");
+}
+
+static void
+test_site_gpus_show_use_per_type(void **state)
+{
+  json_t *gpus = json_pack("[{s:s,s:i,s:i},{s:s,s:i,s:i}]", "type", "h100",
+                           "total", 8, "in_use", 2, "type", "a100", "total",
+                           4, "in_use", 0);
+  json_t *empty = json_array();
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 1024);
+  assert_int_equal(cli_fmt_site_gpus(gpus, &b), 0);
+  assert_string_equal(buf_str(&b), "h100 2/8, a100 0/4");
+  buf_reset(&b);
+  assert_int_equal(cli_fmt_site_gpus(empty, &b), 0);
+  assert_string_equal(buf_str(&b), "-");
+  buf_release(&b);
+  json_decref(gpus);
+  json_decref(empty);
+}
+
+static void
+test_command_lines_are_shell_quoted(void **state)
+{
+  json_t *argv = json_pack("[s,s,s,s,s]", "python", "train.py", "--msg",
+                           "it's a test", "");
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 1024);
+  assert_int_equal(cli_fmt_argv(argv, &b), 0);
+  assert_string_equal(buf_str(&b),
+                      "python train.py --msg 'it'\\''s a test' ''");
+  buf_release(&b);
+  json_decref(argv);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_submit_sets_every_flag_in_the_body),
+      cmocka_unit_test(test_submit_sends_only_given_fields),
+      cmocka_unit_test(test_submit_repeated_env_and_param_build_objects),
+      cmocka_unit_test(
+          test_submit_keeps_dashes_of_the_command_after_double_dash),
+      cmocka_unit_test(test_submit_command_starts_at_first_non_option),
+      cmocka_unit_test(test_submit_with_bad_gpus_is_a_usage_error_naming_it),
+      cmocka_unit_test(test_submit_accepts_gpu_bounds),
+      cmocka_unit_test(test_submit_with_zero_nodes_is_rejected),
+      cmocka_unit_test(test_submit_time_minutes_are_sent_as_integer),
+      cmocka_unit_test(test_submit_with_bad_time_is_rejected),
+      cmocka_unit_test(test_submit_without_command_or_workload_is_rejected),
+      cmocka_unit_test(test_submit_param_without_workload_is_rejected),
+      cmocka_unit_test(test_submit_env_without_key_or_equals_is_rejected),
+      cmocka_unit_test(test_submit_unknown_option_is_named),
+      cmocka_unit_test(test_submit_option_without_value_is_named),
+      cmocka_unit_test(test_submit_help_is_reported_not_an_error),
+      cmocka_unit_test(test_submit_idempotency_key_is_checked),
+      cmocka_unit_test(test_submit_with_invalid_utf8_is_rejected),
+      cmocka_unit_test(test_sbatch_body_has_its_flags_and_the_script),
+      cmocka_unit_test(test_sbatch_needs_exactly_one_script),
+      cmocka_unit_test(test_sbatch_stdin_dash_is_a_script_argument),
+      cmocka_unit_test(test_sbatch_empty_or_non_utf8_script_is_rejected),
+      cmocka_unit_test(test_read_file_reads_up_to_the_cap_and_no_further),
+      cmocka_unit_test(test_read_file_missing_names_the_file),
+      cmocka_unit_test(test_global_options_fall_back_to_env_then_default),
+      cmocka_unit_test(test_global_unknown_option_is_a_usage_error),
+      cmocka_unit_test(test_jobs_options_are_checked),
+      cmocka_unit_test(test_jobs_path_escapes_every_value),
+      cmocka_unit_test(test_url_escape_keeps_only_unreserved_bytes),
+      cmocka_unit_test(test_logs_follow_flag_may_come_after_the_id),
+      cmocka_unit_test(test_job_ids_must_be_positive_integers),
+      cmocka_unit_test(test_positional_counts_are_enforced),
+      cmocka_unit_test(test_table_aligns_columns_without_trailing_blanks),
+      cmocka_unit_test(test_table_cuts_long_cells_with_an_ellipsis),
+      cmocka_unit_test(test_table_counts_utf8_characters_not_bytes),
+      cmocka_unit_test(test_table_replaces_control_characters),
+      cmocka_unit_test(test_table_key_value_rows_skip_absent_values),
+      cmocka_unit_test(test_durations_are_compact),
+      cmocka_unit_test(test_iso_times_parse_to_milliseconds),
+      cmocka_unit_test(test_job_time_is_age_until_started_then_elapsed),
+      cmocka_unit_test(test_gpus_and_exit_cells),
+      cmocka_unit_test(test_time_limits_print_in_slurm_form),
+      cmocka_unit_test(test_site_gpus_show_use_per_type),
+      cmocka_unit_test(test_command_lines_are_shell_quoted),
+  };
+
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
