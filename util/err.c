@@ -96,6 +96,8 @@ err_clear(struct err *e)
 const char *
 err_msg(const struct err *e)
 {
+  if (e == NULL)
+    return "";
   if (e->msg[0] != '\0')
     return e->msg;
   return err_str(e->code);

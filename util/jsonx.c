@@ -164,8 +164,15 @@ dump_cb(const char *data, size_t size, void *arg)
 int
 jsonx_dump_buf(const json_t *v, struct buf *b)
 {
-  if (json_dump_callback(v, dump_cb, b, JSON_COMPACT) < 0)
+  size_t len = b->len;
+
+  if (json_dump_callback(v, dump_cb, b, JSON_COMPACT) < 0) {
+    /* Leave b as it was, like buf_add does on overflow. */
+    b->len = len;
+    if (b->data != NULL)
+      b->data[len] = '\0';
     return ERR_TOO_LARGE;
+  }
   return 0;
 }
 

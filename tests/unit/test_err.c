@@ -1,0 +1,187 @@
+/*
+ * Tests for util/err.c: the generated table accessors and the struct err
+ * helpers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "util/err.h"
+
+static void
+test_every_code_has_its_name_message_and_status(void **state)
+{
+  static const struct {
+    int code;
+    const char *name;
+    int status;
+    const char *msg;
+  } table[] = {
+    {ERR_NOMEM, "NOMEM", 500, "out of memory"},
+    {ERR_INVALID, "INVALID", 400, "invalid request"},
+    {ERR_NOT_FOUND, "NOT_FOUND", 404, "not found"},
+    {ERR_CONFLICT, "CONFLICT", 409, "conflict"},
+    {ERR_UNPROCESSABLE, "UNPROCESSABLE", 422, "request cannot be satisfied"},
+    {ERR_TOO_LARGE, "TOO_LARGE", 413, "too large"},
+    {ERR_UNAUTHORIZED, "UNAUTHORIZED", 401, "missing or invalid token"},
+    {ERR_FORBIDDEN, "FORBIDDEN", 403, "not allowed"},
+    {ERR_IO, "IO", 500, "i/o error"},
+    {ERR_DB, "DB", 500, "database error"},
+    {ERR_UNAVAILABLE, "UNAVAILABLE", 503, "unavailable"},
+    {ERR_INTERNAL, "INTERNAL", 500, "internal error"},
+    {ERR_METHOD, "METHOD", 405, "method not allowed"},
+    {ERR_TIMEOUT, "TIMEOUT", 504, "timed out"},
+    {ERR_CONFIG, "CONFIG", 500, "bad configuration"},
+    {ERR_SITE, "SITE", 502, "site error"},
+    {ERR_BAD_STATE, "BAD_STATE", 409, "not allowed in the current state"},
+  };
+  size_t i;
+
+  (void)state;
+  for (i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+    assert_string_equal(err_name(table[i].code), table[i].name);
+    assert_string_equal(err_str(table[i].code), table[i].msg);
+    assert_int_equal(err_http_status(table[i].code), table[i].status);
+  }
+}
+
+static void
+test_codes_are_negative_and_stable(void **state)
+{
+  (void)state;
+  /* Codes are append-only: these numbers are part of the contract. */
+  assert_int_equal(ERR_OK, 0);
+  assert_int_equal(ERR_NOMEM, -1);
+  assert_int_equal(ERR_INVALID, -2);
+  assert_int_equal(ERR_NOT_FOUND, -3);
+  assert_int_equal(ERR_BAD_STATE, -17);
+}
+
+static void
+test_ok_maps_to_200(void **state)
+{
+  (void)state;
+  assert_string_equal(err_name(0), "OK");
+  assert_string_equal(err_str(0), "ok");
+  assert_int_equal(err_http_status(0), 200);
+}
+
+static void
+test_unknown_code_maps_to_unknown_and_500(void **state)
+{
+  (void)state;
+  assert_string_equal(err_name(-999), "UNKNOWN");
+  assert_string_equal(err_name(5), "UNKNOWN");
+  assert_string_equal(err_str(-999), "unknown error");
+  assert_int_equal(err_http_status(-999), 500);
+}
+
+static void
+test_err_set_records_code_and_message_and_returns_code(void **state)
+{
+  struct err e;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(err_set(&e, ERR_INVALID, "field '%s': must be %d", "x", 3),
+                   ERR_INVALID);
+  assert_int_equal(e.code, ERR_INVALID);
+  assert_string_equal(e.msg, "field 'x': must be 3");
+  assert_string_equal(err_msg(&e), "field 'x': must be 3");
+}
+
+static void
+test_err_set_with_null_only_returns_the_code(void **state)
+{
+  (void)state;
+  assert_int_equal(err_set(NULL, ERR_NOT_FOUND, "job '%s'", "j1"),
+                   ERR_NOT_FOUND);
+}
+
+static void
+test_err_set_truncates_a_long_message(void **state)
+{
+  struct err e;
+  char big[1000];
+
+  (void)state;
+  memset(big, 'a', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  err_set(&e, ERR_INVALID, "%s", big);
+  assert_int_equal(strlen(e.msg), ERR_MSG_SIZE - 1);
+}
+
+static void
+test_err_prefix_prepends_and_returns_the_code(void **state)
+{
+  struct err e;
+
+  (void)state;
+  err_set(&e, ERR_INVALID, "must be an integer");
+  assert_int_equal(err_prefix(&e, "sites[%d]", 2), ERR_INVALID);
+  assert_string_equal(e.msg, "sites[2]: must be an integer");
+  assert_int_equal(e.code, ERR_INVALID);
+}
+
+static void
+test_err_prefix_keeps_the_result_within_the_buffer(void **state)
+{
+  struct err e;
+  char big[400];
+
+  (void)state;
+  memset(big, 'p', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  err_set(&e, ERR_INVALID, "%s", big);
+  err_prefix(&e, "%s", big);
+  assert_true(strlen(e.msg) < ERR_MSG_SIZE);
+  assert_non_null(strstr(e.msg, ": "));
+}
+
+static void
+test_err_prefix_with_null_is_harmless(void **state)
+{
+  (void)state;
+  assert_true(err_prefix(NULL, "x") < 0);
+}
+
+static void
+test_err_clear_resets_and_msg_falls_back_to_the_default(void **state)
+{
+  struct err e;
+
+  (void)state;
+  err_set(&e, ERR_CONFLICT, "job 'a' exists");
+  err_clear(&e);
+  assert_int_equal(e.code, 0);
+  assert_string_equal(e.msg, "");
+  e.code = ERR_NOT_FOUND;
+  assert_string_equal(err_msg(&e), "not found");
+  err_clear(NULL);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_every_code_has_its_name_message_and_status),
+    cmocka_unit_test(test_codes_are_negative_and_stable),
+    cmocka_unit_test(test_ok_maps_to_200),
+    cmocka_unit_test(test_unknown_code_maps_to_unknown_and_500),
+    cmocka_unit_test(test_err_set_records_code_and_message_and_returns_code),
+    cmocka_unit_test(test_err_set_with_null_only_returns_the_code),
+    cmocka_unit_test(test_err_set_truncates_a_long_message),
+    cmocka_unit_test(test_err_prefix_prepends_and_returns_the_code),
+    cmocka_unit_test(test_err_prefix_keeps_the_result_within_the_buffer),
+    cmocka_unit_test(test_err_prefix_with_null_is_harmless),
+    cmocka_unit_test(
+        test_err_clear_resets_and_msg_falls_back_to_the_default),
+  };
+
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
