@@ -1,0 +1,26 @@
+/*
+ * The registry of site adapters: the site config's "kind" names one of
+ * them.  Later kinds (slurm, aws, ...) are added to the table.
+ */
+#include "adapter.h"
+
+#include <string.h>
+
+#include "local.h"
+
+static const struct adapter_ops *const adapters[] = {
+    &adapter_local_ops,
+    NULL,
+};
+
+const struct adapter_ops *
+adapter_find(const char *kind)
+{
+  if (kind == NULL)
+    return NULL;
+  for (size_t i = 0; adapters[i] != NULL; i++) {
+    if (strcmp(adapters[i]->kind, kind) == 0)
+      return adapters[i];
+  }
+  return NULL;
+}
