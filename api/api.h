@@ -1,0 +1,47 @@
+/*
+ * tenbind's REST API: the route table, authentication, and thin handlers
+ * that parse, call the broker and map its error codes to HTTP (STYLE.md
+ * rule 10: no SQL here, no HTTP in broker/).
+ *
+ * api_handle() is the http server's handler.  Every route is described in
+ * api/openapi.yaml; a test compares that file with api_routes[].
+ */
+#ifndef TENBIN_API_API_H
+#define TENBIN_API_API_H
+
+#include <stddef.h>
+
+#include "broker/broker.h"
+#include "http/server.h"
+
+struct api;
+struct api_call;
+
+struct api_config {
+  int auth;             /* 1: every route but /healthz needs a token */
+  const char *version;  /* shown by /healthz */
+};
+
+/* *out is new: free with api_free().  b is borrowed and must outlive it. */
+int api_new(struct broker *b, const struct api_config *cfg,
+            struct api **out, struct err *e) WARN_UNUSED;
+void api_free(struct api *api);
+/* From now on answer every request 503 without touching the broker (the
+ * daemon is shutting down). */
+void api_stop(struct api *api);
+/* The http_handler_fn to give http_server_start (arg = the api). */
+void api_handle(struct http_request *req, void *arg);
+
+/* One entry of the route table. */
+struct api_route {
+  const char *method;
+  const char *pattern;     /* "/v1/jobs/{id}/cancel" */
+  enum broker_role role;   /* least role allowed (with auth on) */
+  int public;              /* 1: no token needed */
+  void (*handler)(struct api_call *call);
+};
+
+extern const struct api_route api_routes[];
+extern const size_t api_route_count;
+
+#endif

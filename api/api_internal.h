@@ -1,0 +1,92 @@
+/*
+ * Private to api/: the per-request context and the reply helpers every
+ * handler uses.
+ */
+#ifndef TENBIN_API_INTERNAL_H
+#define TENBIN_API_INTERNAL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "db/db.h"
+#include "util/buf.h"
+
+#define API_MAX_PARAMS 2
+#define API_PARAM_LEN 128
+
+/* Statuses counted per route for /metrics; anything else counts as the
+ * last slot. */
+#define API_STATUS_SLOTS 17
+
+struct api {
+  struct broker *broker;
+  int auth;
+  int stopped;                  /* shutting down: answer 503 */
+  char *version;
+  /* requests by route and status; the extra row is "no route matched" */
+  uint64_t (*requests)[API_STATUS_SLOTS];
+};
+
+/*
+ * One request in flight.  Created by api_handle(), freed by the reply
+ * helpers, so a handler that answers later (POST /v1/jobs after the group
+ * commit) simply keeps the pointer until then.
+ */
+struct api_call {
+  struct api *api;
+  struct http_request *req;
+  size_t route;                 /* index into api_routes, or
+                                   api_route_count when none matched */
+  char params[API_MAX_PARAMS][API_PARAM_LEN]; /* {x} path segments */
+  struct principal who;
+};
+
+/* Reply with v as JSON (steals v); frees call. */
+void api__reply_json(struct api_call *call, int status, json_t *v);
+/* Reply with the error of e (its code's status); frees call. */
+void api__reply_err(struct api_call *call, const struct err *e);
+/* Reply with code and a formatted message; frees call. */
+void api__reply_errf(struct api_call *call, int code, const char *fmt, ...)
+    PRINTF_LIKE(3, 4);
+/* Reply with a body of type ctype (steals body); frees call. */
+void api__reply_body(struct api_call *call, int status, const char *ctype,
+                     char *body, size_t len);
+/* Reply with len bytes of fd from offset (steals fd); frees call. */
+void api__reply_fd(struct api_call *call, int status, const char *ctype,
+                   int fd, int64_t offset, size_t len);
+
+/* Parse path param i as a job id; ERR_INVALID naming it otherwise. */
+int api__param_id(const struct api_call *call, int i, int64_t *out,
+                  struct err *e) WARN_UNUSED;
+/* Parse a decimal query argument in [min, max]; dflt when absent. */
+int api__query_int(const struct api_call *call, const char *name,
+                   int64_t min, int64_t max, int64_t dflt, int64_t *out,
+                   struct err *e) WARN_UNUSED;
+/* Parse the request body as a JSON object (new reference in *out). */
+int api__body_json(const struct api_call *call, json_t **out,
+                   struct err *e) WARN_UNUSED;
+
+/* The job as the API shows it (new reference). */
+json_t *api__job_json(const struct db_job *j);
+
+/* Handlers, one per route. */
+void api__jobs_create(struct api_call *call);
+void api__jobs_list(struct api_call *call);
+void api__jobs_get(struct api_call *call);
+void api__jobs_cancel(struct api_call *call);
+void api__jobs_release(struct api_call *call);
+void api__jobs_events(struct api_call *call);
+void api__jobs_log(struct api_call *call);
+void api__workloads_list(struct api_call *call);
+void api__workloads_create(struct api_call *call);
+void api__workloads_get(struct api_call *call);
+void api__sites_list(struct api_call *call);
+void api__sites_get(struct api_call *call);
+void api__healthz(struct api_call *call);
+void api__metrics(struct api_call *call);
+
+/* Append the HTTP request counters in Prometheus format. */
+int api__metrics_http(const struct api *api, struct buf *out) WARN_UNUSED;
+
+#endif

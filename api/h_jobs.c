@@ -1,0 +1,260 @@
+/*
+ * /v1/jobs handlers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api_internal.h"
+#include "util/hash.h"
+#include "util/jsonx.h"
+
+/* One log response carries at most this much; follow by offset. */
+#define LOG_CHUNK_MAX (1024 * 1024)
+#define LIST_LIMIT_MAX 1000
+#define LIST_LIMIT_DEFAULT 100
+
+static void
+submitted_cb(void *arg, int rc, const struct db_job *job,
+             const json_t *warnings, int replayed, const struct err *e)
+{
+  struct api_call *call = arg;
+  json_t *v;
+
+  if (rc < 0) {
+    api__reply_err(call, e);
+    return;
+  }
+  v = api__job_json(job);
+  if (warnings != NULL)
+    json_object_set(v, "warnings", (json_t *)warnings);
+  if (replayed)
+    http_request_add_header(call->req, "Idempotent-Replayed", "true");
+  api__reply_json(call, 201, v);
+}
+
+void
+api__jobs_create(struct api_call *call)
+{
+  const char *key = http_request_header(call->req, "Idempotency-Key");
+  json_t *body = NULL;
+  struct err e = {0};
+  char hash[65];
+  size_t len;
+  const char *raw = http_request_body(call->req, &len);
+
+  if (api__body_json(call, &body, &e) < 0) {
+    api__reply_err(call, &e);
+    return;
+  }
+  hash_sha256_hex(raw, len, hash);
+  if (broker_submit(call->api->broker, &call->who, body, key, hash,
+                    submitted_cb, call, &e) < 0)
+    api__reply_err(call, &e);
+  /* else: answered by submitted_cb after the group commit */
+  json_decref(body);
+}
+
+struct list_ctx {
+  json_t *jobs;
+  int64_t last_id;
+  int64_t n;
+};
+
+static int
+list_cb(const struct db_job *j, void *arg)
+{
+  struct list_ctx *l = arg;
+
+  json_array_append_new(l->jobs, api__job_json(j));
+  l->last_id = j->id;
+  l->n++;
+  return 0;
+}
+
+void
+api__jobs_list(struct api_call *call)
+{
+  struct db_job_filter f = {0};
+  struct list_ctx l = {0};
+  struct err e = {0};
+  enum job_state st;
+  int64_t limit;
+  int64_t cursor;
+  json_t *v;
+
+  f.state = http_request_query(call->req, "state");
+  f.project = http_request_query(call->req, "project");
+  f.site = http_request_query(call->req, "site");
+  if (f.state != NULL && job_state_parse(f.state, &st) < 0) {
+    api__reply_errf(call, ERR_INVALID, "query parameter 'state': unknown "
+                    "state '%.32s'", f.state);
+    return;
+  }
+  if (api__query_int(call, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT,
+                     &limit, &e) < 0 ||
+      api__query_int(call, "cursor", 1, INT64_MAX, 0, &cursor, &e) < 0) {
+    api__reply_err(call, &e);
+    return;
+  }
+  f.limit = (int)limit;
+  f.before_id = cursor;
+  l.jobs = json_array();
+  if (broker_job_list(call->api->broker, &call->who, &f, list_cb, &l, &e) <
+      0) {
+    json_decref(l.jobs);
+    api__reply_err(call, &e);
+    return;
+  }
+  v = json_pack("{s:o}", "jobs", l.jobs);
+  if (l.n == limit && l.last_id > 1) {
+    char next[24];
+
+    snprintf(next, sizeof(next), "%lld", (long long)l.last_id);
+    json_object_set_new(v, "next_cursor", json_string(next));
+  } else {
+    json_object_set_new(v, "next_cursor", json_null());
+  }
+  api__reply_json(call, 200, v);
+}
+
+/* The shape of get, cancel and release: id in, job out. */
+static void
+job_action(struct api_call *call,
+           int (*fn)(struct broker *b, const struct principal *p,
+                     int64_t id, struct db_job *out, struct err *e))
+{
+  struct db_job j;
+  struct err e = {0};
+  int64_t id;
+
+  db_job_init(&j);
+  if (api__param_id(call, 0, &id, &e) < 0 ||
+      fn(call->api->broker, &call->who, id, &j, &e) < 0) {
+    db_job_release(&j);
+    api__reply_err(call, &e);
+    return;
+  }
+  api__reply_json(call, 200, api__job_json(&j));
+  db_job_release(&j);
+}
+
+void
+api__jobs_get(struct api_call *call)
+{
+  job_action(call, broker_job_get);
+}
+
+void
+api__jobs_cancel(struct api_call *call)
+{
+  job_action(call, broker_job_cancel);
+}
+
+void
+api__jobs_release(struct api_call *call)
+{
+  job_action(call, broker_job_release);
+}
+
+static int
+event_cb(const struct db_event *ev, void *arg)
+{
+  json_t *v = json_object();
+
+  json_object_set_new(v, "id", json_integer(ev->id));
+  jsonx_set_time(v, "at", ev->at_ms);
+  jsonx_set_str(v, "from", ev->from_state);
+  jsonx_set_str(v, "to", ev->to_state);
+  jsonx_set_str(v, "detail", ev->detail);
+  json_array_append_new(arg, v);
+  return 0;
+}
+
+void
+api__jobs_events(struct api_call *call)
+{
+  json_t *events = json_array();
+  struct err e = {0};
+  int64_t id;
+
+  if (api__param_id(call, 0, &id, &e) < 0 ||
+      broker_job_events(call->api->broker, &call->who, id, event_cb, events,
+                        &e) < 0) {
+    json_decref(events);
+    api__reply_err(call, &e);
+    return;
+  }
+  api__reply_json(call, 200, json_pack("{s:o}", "events", events));
+}
+
+static void
+add_header_i64(struct http_request *req, const char *name, int64_t v)
+{
+  char s[24];
+
+  snprintf(s, sizeof(s), "%lld", (long long)v);
+  http_request_add_header(req, name, s);
+}
+
+void
+api__jobs_log(struct api_call *call)
+{
+  struct db_job j;
+  struct err e = {0};
+  struct stat st;
+  int64_t id;
+  int64_t offset;
+  int64_t limit;
+  int64_t size = 0;
+  int64_t len = 0;
+  int fd = -1;
+
+  db_job_init(&j);
+  if (api__param_id(call, 0, &id, &e) < 0 ||
+      api__query_int(call, "offset", 0, INT64_MAX, 0, &offset, &e) < 0 ||
+      api__query_int(call, "limit", 1, LOG_CHUNK_MAX, LOG_CHUNK_MAX, &limit,
+                     &e) < 0 ||
+      broker_job_get(call->api->broker, &call->who, id, &j, &e) < 0)
+    goto fail;
+  if (j.log_path != NULL) {
+    fd = open(j.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno != ENOENT) {
+      err_set(&e, ERR_IO, "cannot open the log of job %lld: %s",
+              (long long)id, strerror(errno));
+      goto fail;
+    }
+    if (fd >= 0 && fstat(fd, &st) == 0)
+      size = st.st_size;
+  }
+  /* An offset past the end (the file was replaced) restarts at the end,
+   * so a follower's "next offset = size" test still terminates. */
+  if (offset > size)
+    offset = size;
+  if (offset < size)
+    len = size - offset < limit ? size - offset : limit;
+  http_request_add_header(call->req, "X-Job-State",
+                          job_state_name(j.state));
+  add_header_i64(call->req, "X-Log-Offset", offset);
+  add_header_i64(call->req, "X-Log-Next-Offset", offset + len);
+  add_header_i64(call->req, "X-Log-Size", size);
+  db_job_release(&j);
+  if (len == 0) {
+    if (fd >= 0)
+      close(fd);
+    api__reply_body(call, 200, "text/plain; charset=utf-8", NULL, 0);
+    return;
+  }
+  api__reply_fd(call, 200, "text/plain; charset=utf-8", fd, offset,
+                (size_t)len);
+  return;
+
+fail:
+  db_job_release(&j);
+  if (fd >= 0)
+    close(fd);
+  api__reply_err(call, &e);
+}

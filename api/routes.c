@@ -1,0 +1,289 @@
+/*
+ * THE route table, and the middleware every request passes in order:
+ * route match (404/405), authentication (401), role (403), handler.
+ * Request counters for /metrics are kept per route and status.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+
+const struct api_route api_routes[] = {
+    {"POST", "/v1/jobs", ROLE_SUBMITTER, 0, api__jobs_create},
+    {"GET", "/v1/jobs", ROLE_VIEWER, 0, api__jobs_list},
+    {"GET", "/v1/jobs/{id}", ROLE_VIEWER, 0, api__jobs_get},
+    {"POST", "/v1/jobs/{id}/cancel", ROLE_SUBMITTER, 0, api__jobs_cancel},
+    {"POST", "/v1/jobs/{id}/release", ROLE_SUBMITTER, 0,
+     api__jobs_release},
+    {"GET", "/v1/jobs/{id}/events", ROLE_VIEWER, 0, api__jobs_events},
+    {"GET", "/v1/jobs/{id}/log", ROLE_VIEWER, 0, api__jobs_log},
+    {"GET", "/v1/workloads", ROLE_VIEWER, 0, api__workloads_list},
+    {"POST", "/v1/workloads", ROLE_ADMIN, 0, api__workloads_create},
+    {"GET", "/v1/workloads/{name}", ROLE_VIEWER, 0, api__workloads_get},
+    {"GET", "/v1/sites", ROLE_VIEWER, 0, api__sites_list},
+    {"GET", "/v1/sites/{name}", ROLE_VIEWER, 0, api__sites_get},
+    {"GET", "/healthz", ROLE_VIEWER, 1, api__healthz},
+    {"GET", "/metrics", ROLE_VIEWER, 0, api__metrics},
+};
+
+const size_t api_route_count = sizeof(api_routes) / sizeof(api_routes[0]);
+
+static const int status_slots[API_STATUS_SLOTS - 1] = {
+    200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 422, 500, 502,
+    503, 504};
+
+int
+api_new(struct broker *b, const struct api_config *cfg, struct api **out,
+        struct err *e)
+{
+  struct api *api = xcalloc(1, sizeof(*api));
+
+  (void)e;
+  api->broker = b;
+  api->auth = cfg->auth;
+  api->version = xstrdup(cfg->version ? cfg->version : "dev");
+  api->requests = xcalloc(api_route_count + 1, sizeof(*api->requests));
+  *out = api;
+  return 0;
+}
+
+void
+api_stop(struct api *api)
+{
+  api->stopped = 1;
+}
+
+void
+api_free(struct api *api)
+{
+  if (api == NULL)
+    return;
+  free(api->requests);
+  free(api->version);
+  free(api);
+}
+
+/*
+ * Match path against pattern segment by segment; {x} segments capture
+ * into params.  Returns 1 on a match.
+ */
+static int
+match(const char *pattern, const char *path,
+      char params[API_MAX_PARAMS][API_PARAM_LEN])
+{
+  int np = 0;
+
+  while (*pattern != '\0' && *path != '\0') {
+    const char *pend = strchr(pattern + 1, '/');
+    const char *send = strchr(path + 1, '/');
+    size_t plen = pend ? (size_t)(pend - pattern) : strlen(pattern);
+    size_t slen = send ? (size_t)(send - path) : strlen(path);
+
+    if (pattern[1] == '{') {
+      /* "/{x}" captures a non-empty segment */
+      if (slen < 2 || slen - 1 >= API_PARAM_LEN || np == API_MAX_PARAMS)
+        return 0;
+      memcpy(params[np], path + 1, slen - 1);
+      params[np][slen - 1] = '\0';
+      np++;
+    } else if (plen != slen || memcmp(pattern, path, plen) != 0) {
+      return 0;
+    }
+    pattern += plen;
+    path += slen;
+  }
+  return *pattern == '\0' && *path == '\0';
+}
+
+static void
+count(struct api *api, size_t route, int status)
+{
+  size_t slot = API_STATUS_SLOTS - 1;
+
+  for (size_t i = 0; i < API_STATUS_SLOTS - 1; i++) {
+    if (status_slots[i] == status) {
+      slot = i;
+      break;
+    }
+  }
+  api->requests[route][slot]++;
+}
+
+int
+api__metrics_http(const struct api *api, struct buf *out)
+{
+  int rc = buf_adds(out, "# HELP tenbin_http_requests_total HTTP requests "
+                         "by route and status.\n"
+                         "# TYPE tenbin_http_requests_total counter\n");
+
+  for (size_t r = 0; rc == 0 && r <= api_route_count; r++) {
+    for (size_t s = 0; rc == 0 && s < API_STATUS_SLOTS; s++) {
+      char route[96];
+
+      if (api->requests[r][s] == 0)
+        continue;
+      if (r == api_route_count)
+        snprintf(route, sizeof(route), "unmatched");
+      else
+        snprintf(route, sizeof(route), "%s %s", api_routes[r].method,
+                 api_routes[r].pattern);
+      if (s == API_STATUS_SLOTS - 1)
+        rc = buf_addf(out, "tenbin_http_requests_total{route=\"%s\","
+                      "status=\"other\"} %llu\n", route,
+                      (unsigned long long)api->requests[r][s]);
+      else
+        rc = buf_addf(out, "tenbin_http_requests_total{route=\"%s\","
+                      "status=\"%d\"} %llu\n", route, status_slots[s],
+                      (unsigned long long)api->requests[r][s]);
+    }
+  }
+  return rc;
+}
+
+static void
+call_free(struct api_call *call)
+{
+  principal_release(&call->who);
+  free(call);
+}
+
+void
+api__reply_body(struct api_call *call, int status, const char *ctype,
+                char *body, size_t len)
+{
+  count(call->api, call->route, status);
+  http_respond(call->req, status, ctype, body, len);
+  call_free(call);
+}
+
+void
+api__reply_fd(struct api_call *call, int status, const char *ctype, int fd,
+              int64_t offset, size_t len)
+{
+  count(call->api, call->route, status);
+  http_respond_fd(call->req, status, ctype, fd, (off_t)offset, len);
+  call_free(call);
+}
+
+void
+api__reply_json(struct api_call *call, int status, json_t *v)
+{
+  size_t len;
+  struct buf b;
+
+  buf_init(&b, (size_t)1 << 30);
+  if (jsonx_dump_buf(v, &b) < 0 || buf_add(&b, "\n", 1) < 0) {
+    buf_release(&b);
+    json_decref(v);
+    api__reply_errf(call, ERR_INTERNAL, "cannot encode the response");
+    return;
+  }
+  json_decref(v);
+  {
+    char *body = buf_take(&b, &len);
+
+    api__reply_body(call, status, "application/json", body, len);
+  }
+}
+
+void
+api__reply_err(struct api_call *call, const struct err *e)
+{
+  int code = e->code < 0 ? e->code : ERR_INTERNAL;
+  json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", err_name(code),
+                        "message", err_msg(e));
+
+  if (code == ERR_UNAUTHORIZED)
+    http_request_add_header(call->req, "WWW-Authenticate", "Bearer");
+  api__reply_json(call, err_http_status(code), v);
+}
+
+void
+api__reply_errf(struct api_call *call, int code, const char *fmt, ...)
+{
+  struct err e;
+  va_list ap;
+
+  e.code = code;
+  va_start(ap, fmt);
+  vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+  va_end(ap);
+  api__reply_err(call, &e);
+}
+
+/* Who is calling: with auth off, an admin of everything. */
+static int
+authenticate(struct api_call *call, const struct api_route *route,
+             struct err *e)
+{
+  const char *h;
+  int rc;
+
+  if (!call->api->auth || route->public) {
+    call->who.role = ROLE_ADMIN;
+    call->who.projects = NULL;
+    snprintf(call->who.name, sizeof(call->who.name), "anonymous");
+    return 0;
+  }
+  h = http_request_header(call->req, "Authorization");
+  if (h == NULL)
+    return err_set(e, ERR_UNAUTHORIZED, "missing 'Authorization: Bearer' "
+                   "header");
+  if (strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0')
+    return err_set(e, ERR_UNAUTHORIZED, "'Authorization' header must be "
+                   "'Bearer TOKEN'");
+  rc = broker_authenticate(call->api->broker, h + 7, &call->who, e);
+  if (rc < 0)
+    return rc;
+  if (call->who.role < route->role)
+    return err_set(e, ERR_FORBIDDEN, "role '%s' may not %s %s",
+                   broker_role_name(call->who.role), route->method,
+                   route->pattern);
+  return 0;
+}
+
+void
+api_handle(struct http_request *req, void *arg)
+{
+  struct api *api = arg;
+  struct api_call *call = xcalloc(1, sizeof(*call));
+  const char *method = http_request_method(req);
+  const char *path = http_request_path(req);
+  int path_matched = 0;
+  struct err e = {0};
+
+  call->api = api;
+  call->req = req;
+  call->route = api_route_count;
+  if (api->stopped) {
+    api__reply_errf(call, ERR_UNAVAILABLE, "tenbind is shutting down");
+    return;
+  }
+  for (size_t i = 0; i < api_route_count; i++) {
+    if (!match(api_routes[i].pattern, path, call->params))
+      continue;
+    path_matched = 1;
+    if (strcmp(api_routes[i].method, method) == 0) {
+      call->route = i;
+      break;
+    }
+  }
+  if (call->route == api_route_count) {
+    if (path_matched) {
+      api__reply_errf(call, ERR_METHOD, "method %s not allowed on '%.100s'",
+                      method, path);
+      return;
+    }
+    api__reply_errf(call, ERR_NOT_FOUND, "no route for '%.100s'", path);
+    return;
+  }
+  if (authenticate(call, &api_routes[call->route], &e) < 0) {
+    api__reply_err(call, &e);
+    return;
+  }
+  api_routes[call->route].handler(call);
+}

@@ -1,0 +1,410 @@
+/*
+ * The broker's lifecycle: open the database, the sites and the catalog,
+ * recover jobs from a previous run, and close it all down in order.
+ * Also the read-only views of sites and the metrics.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "util/alloc.h"
+#include "util/buf.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+
+#define DEFAULT_TICK_MS 1000
+
+static int
+valid_site_name(const char *s)
+{
+  size_t n = strlen(s);
+
+  if (n == 0 || n > 64 || !isalnum((unsigned char)s[0]))
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' &&
+        s[i] != '.')
+      return 0;
+  }
+  return 1;
+}
+
+static int
+open_sites(struct broker *b, const json_t *sites, struct err *e)
+{
+  size_t i;
+  json_t *cfg;
+
+  if (!json_is_array(sites) || json_array_size(sites) == 0)
+    return err_set(e, ERR_CONFIG, "field 'sites': at least one site is "
+                   "required");
+  if (json_array_size(sites) > PLACEMENT_MAX_SITES)
+    return err_set(e, ERR_CONFIG, "field 'sites': at most %d sites",
+                   PLACEMENT_MAX_SITES);
+  b->sites = xcalloc(json_array_size(sites), sizeof(*b->sites));
+  json_array_foreach(sites, i, cfg) {
+    const char *name = jsonx_str(cfg, "name");
+    const char *kind = jsonx_str(cfg, "kind");
+    struct site *s = &b->sites[i];
+    struct adapter_env env;
+    int rc;
+
+    if (!json_is_object(cfg))
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu]' must be an object",
+                     i);
+    if (name == NULL || !valid_site_name(name))
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].name': required, 1 "
+                     "to 64 of A-Z a-z 0-9 . _ -", i);
+    if (broker__site(b, name) != NULL)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].name': duplicate "
+                     "site '%s'", i, name);
+    if (kind == NULL)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].kind': required", i);
+    s->ops = adapter_find(kind);
+    if (s->ops == NULL)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].kind': unknown site "
+                     "kind '%.32s'", i, kind);
+    s->broker = b;
+    s->name = xstrdup(name);
+    s->kind = xstrdup(kind);
+    memset(&env, 0, sizeof(env));
+    env.loop = b->loop;
+    env.site_name = s->name;
+    env.state_dir = b->state_dir;
+    env.self_exe = b->self_exe;
+    env.update = broker__on_update;
+    env.update_arg = s;
+    rc = s->ops->open(&env, cfg, &s->ctx, e);
+    b->nsites++;
+    if (rc < 0) {
+      s->ctx = NULL;
+      err_prefix(e, "sites[%zu]", i);
+      /* Whatever the adapter says, it is a mistake in the config. */
+      if (e != NULL)
+        e->code = ERR_CONFIG;
+      return ERR_CONFIG;
+    }
+  }
+  return 0;
+}
+
+/* Config workloads are upserted at every start: the file is the source
+ * of truth for the entries it names; others stay as the API left them. */
+static int
+load_workloads(struct broker *b, const json_t *workloads, struct err *e)
+{
+  size_t i;
+  json_t *w;
+
+  if (workloads == NULL || json_is_null(workloads))
+    return 0;
+  if (!json_is_array(workloads))
+    return err_set(e, ERR_CONFIG, "field 'workloads' must be an array");
+  json_array_foreach(workloads, i, w) {
+    int rc = broker_workload_put(b, w, NULL, e);
+
+    if (rc < 0) {
+      e->code = ERR_CONFIG;
+      err_prefix(e, "workloads[%zu]", i);
+      return ERR_CONFIG;
+    }
+  }
+  return 0;
+}
+
+int
+broker_new(uv_loop_t *loop, const struct broker_config *cfg,
+           struct broker **out, struct err *e)
+{
+  struct broker *b = xcalloc(1, sizeof(*b));
+  int rc;
+
+  b->tag = BROKER_TAG;
+  b->loop = loop;
+  b->state_dir = xstrdup(cfg->state_dir);
+  b->self_exe = xstrdup(cfg->self_exe);
+  b->tick_ms = cfg->tick_ms > 0 ? cfg->tick_ms : DEFAULT_TICK_MS;
+  if (cfg->projects != NULL && !json_is_null(cfg->projects))
+    b->projects = json_incref((json_t *)cfg->projects);
+  b->policy = placement_policy_find(cfg->placement ? cfg->placement
+                                                   : "first-fit");
+  if (b->policy == NULL) {
+    rc = err_set(e, ERR_CONFIG, "field 'policy.placement': unknown policy "
+                 "'%s'", cfg->placement);
+    goto fail;
+  }
+  rc = db_open(cfg->db_path, &b->db, e);
+  if (rc < 0)
+    goto fail;
+  rc = open_sites(b, cfg->sites, e);
+  if (rc < 0)
+    goto fail;
+  rc = load_workloads(b, cfg->workloads, e);
+  if (rc < 0)
+    goto fail;
+  broker__submit_init(b);
+  broker__scheduler_init(b);
+  b->handles_open = 4;
+  rc = broker__recover(b, e);
+  if (rc < 0) {
+    /* The handles are live now: close the normal way. */
+    broker_close(b, NULL, NULL);
+    return rc;
+  }
+  broker__kick(b);
+  *out = b;
+  return 0;
+
+fail:
+  for (size_t i = 0; i < b->nsites; i++) {
+    if (b->sites[i].ctx != NULL)
+      b->sites[i].ops->close(b->sites[i].ctx, NULL, NULL);
+    free(b->sites[i].name);
+    free(b->sites[i].kind);
+  }
+  free(b->sites);
+  db_close(b->db);
+  json_decref(b->projects);
+  free(b->state_dir);
+  free(b->self_exe);
+  free(b);
+  return rc;
+}
+
+static void
+broker_finish(struct broker *b)
+{
+  void (*cb)(void *) = b->close_cb;
+  void *arg = b->close_arg;
+
+  for (size_t i = 0; i < b->nsites; i++) {
+    free(b->sites[i].name);
+    free(b->sites[i].kind);
+  }
+  free(b->sites);
+  db_close(b->db);
+  json_decref(b->projects);
+  free(b->state_dir);
+  free(b->self_exe);
+  b->tag = 0;
+  free(b);
+  if (cb != NULL)
+    cb(arg);
+}
+
+static void
+part_closed(struct broker *b)
+{
+  assert(b->handles_open > 0);
+  if (--b->handles_open == 0)
+    broker_finish(b);
+}
+
+static void
+handle_closed_cb(uv_handle_t *h)
+{
+  part_closed(h->data);
+}
+
+static void
+site_closed_cb(void *arg)
+{
+  part_closed(arg);
+}
+
+void
+broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
+{
+  assert(b->tag == BROKER_TAG);
+  broker__submit_flush(b);
+  b->closing = 1;
+  b->close_cb = cb;
+  b->close_arg = arg;
+  b->handles_open += (int)b->nsites;
+  for (size_t i = 0; i < b->nsites; i++) {
+    void *ctx = b->sites[i].ctx;
+
+    b->sites[i].ctx = NULL;
+    b->sites[i].ops->close(ctx, site_closed_cb, b);
+  }
+  uv_close((uv_handle_t *)&b->flush_check, handle_closed_cb);
+  uv_close((uv_handle_t *)&b->flush_idle, handle_closed_cb);
+  uv_close((uv_handle_t *)&b->tick_timer, handle_closed_cb);
+  uv_close((uv_handle_t *)&b->kick_timer, handle_closed_cb);
+}
+
+struct db *
+broker_db(struct broker *b)
+{
+  return b->db;
+}
+
+/* ---- views ---- */
+
+struct site_counts {
+  struct broker *b;
+  int64_t (*by_site)[JOB_STATE_COUNT]; /* [nsites][state] */
+  int64_t unplaced[JOB_STATE_COUNT];
+};
+
+static void
+count_cb(const char *site, enum job_state state, int64_t count, void *arg)
+{
+  struct site_counts *c = arg;
+
+  for (size_t i = 0; i < c->b->nsites; i++) {
+    if (strcmp(c->b->sites[i].name, site) == 0) {
+      c->by_site[i][state] += count;
+      return;
+    }
+  }
+  c->unplaced[state] += count;
+}
+
+static int
+site_counts_load(struct broker *b, struct site_counts *c, struct err *e)
+{
+  memset(c, 0, sizeof(*c));
+  c->b = b;
+  c->by_site = xcalloc(b->nsites ? b->nsites : 1, sizeof(*c->by_site));
+  return db_job_counts(b->db, count_cb, c, e);
+}
+
+static json_t *
+site_json(struct site *s, const int64_t *counts)
+{
+  struct adapter_capacity cap;
+  json_t *gpus = json_array();
+  json_t *jobs = json_object();
+  int64_t total = 0;
+  int64_t in_use = 0;
+
+  memset(&cap, 0, sizeof(cap));
+  s->ops->capacity(s->ctx, &cap);
+  for (int k = 0; k < cap.npools; k++) {
+    json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "type",
+                                          cap.pools[k].type, "total",
+                                          (json_int_t)cap.pools[k].total,
+                                          "in_use",
+                                          (json_int_t)cap.pools[k].in_use));
+    total += cap.pools[k].total;
+    in_use += cap.pools[k].in_use;
+  }
+  /* "queued" at a site: jobs the last pass found waiting for it, plus
+   * jobs placed there that the site has not started yet. */
+  json_object_set_new(jobs, "queued",
+                      json_integer(s->waiting + counts[JOB_PLACED] +
+                                   counts[JOB_SUBMITTED]));
+  json_object_set_new(jobs, "running", json_integer(counts[JOB_RUNNING]));
+  json_object_set_new(jobs, "succeeded",
+                      json_integer(counts[JOB_SUCCEEDED]));
+  json_object_set_new(jobs, "failed", json_integer(counts[JOB_FAILED]));
+  json_object_set_new(jobs, "cancelled",
+                      json_integer(counts[JOB_CANCELLED]));
+  json_object_set_new(jobs, "lost", json_integer(counts[JOB_LOST]));
+  return json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:o}",
+                   "name", s->name, "kind", s->kind, "reachable",
+                   cap.reachable, "nodes", (json_int_t)cap.nodes,
+                   "nodes_down", (json_int_t)cap.nodes_down, "max_jobs",
+                   (json_int_t)cap.max_jobs, "gpus", gpus, "gpus_total",
+                   (json_int_t)total, "gpus_in_use", (json_int_t)in_use,
+                   "jobs", jobs);
+}
+
+json_t *
+broker_sites_json(struct broker *b)
+{
+  struct site_counts c;
+  json_t *arr = json_array();
+
+  if (site_counts_load(b, &c, NULL) < 0)
+    log_warn("cannot count jobs by site");
+  for (size_t i = 0; i < b->nsites; i++)
+    json_array_append_new(arr, site_json(&b->sites[i], c.by_site[i]));
+  free(c.by_site);
+  return arr;
+}
+
+json_t *
+broker_site_json(struct broker *b, const char *name)
+{
+  struct site_counts c;
+  json_t *v = NULL;
+
+  for (size_t i = 0; i < b->nsites; i++) {
+    if (strcmp(b->sites[i].name, name) != 0)
+      continue;
+    if (site_counts_load(b, &c, NULL) < 0)
+      log_warn("cannot count jobs by site");
+    v = site_json(&b->sites[i], c.by_site[i]);
+    free(c.by_site);
+    break;
+  }
+  return v;
+}
+
+/* Prometheus wants each family's samples together, so one family is
+ * written for every site before the next family starts. */
+static int
+metrics_sites(struct broker *b, struct buf *out)
+{
+  struct adapter_capacity *caps = xcalloc(b->nsites ? b->nsites : 1,
+                                          sizeof(*caps));
+  int rc;
+
+  for (size_t i = 0; i < b->nsites; i++)
+    b->sites[i].ops->capacity(b->sites[i].ctx, &caps[i]);
+  rc = buf_adds(out, "# HELP tenbin_site_up 1 when the site answers.\n"
+                     "# TYPE tenbin_site_up gauge\n");
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++)
+    rc = buf_addf(out, "tenbin_site_up{site=\"%s\"} %d\n", b->sites[i].name,
+                  caps[i].reachable ? 1 : 0);
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_gpus GPUs by site and type.\n"
+                       "# TYPE tenbin_gpus gauge\n");
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    for (int k = 0; rc == 0 && k < caps[i].npools; k++)
+      rc = buf_addf(out, "tenbin_gpus{site=\"%s\",type=\"%s\"} %lld\n",
+                    b->sites[i].name, caps[i].pools[k].type,
+                    (long long)caps[i].pools[k].total);
+  }
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_gpus_in_use GPUs assigned to jobs.\n"
+                       "# TYPE tenbin_gpus_in_use gauge\n");
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    for (int k = 0; rc == 0 && k < caps[i].npools; k++)
+      rc = buf_addf(out,
+                    "tenbin_gpus_in_use{site=\"%s\",type=\"%s\"} %lld\n",
+                    b->sites[i].name, caps[i].pools[k].type,
+                    (long long)caps[i].pools[k].in_use);
+  }
+  free(caps);
+  return rc;
+}
+
+int
+broker_metrics(struct broker *b, struct buf *out)
+{
+  struct site_counts c;
+  int rc;
+
+  rc = site_counts_load(b, &c, NULL);
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_jobs Jobs by site and state.\n"
+                       "# TYPE tenbin_jobs gauge\n");
+  for (int st = 0; rc == 0 && st < JOB_STATE_COUNT; st++) {
+    rc = buf_addf(out, "tenbin_jobs{site=\"\",state=\"%s\"} %lld\n",
+                  job_state_name((enum job_state)st),
+                  (long long)c.unplaced[st]);
+    for (size_t i = 0; rc == 0 && i < b->nsites; i++)
+      rc = buf_addf(out, "tenbin_jobs{site=\"%s\",state=\"%s\"} %lld\n",
+                    b->sites[i].name, job_state_name((enum job_state)st),
+                    (long long)c.by_site[i][st]);
+  }
+  if (rc == 0)
+    rc = metrics_sites(b, out);
+  free(c.by_site);
+  return rc;
+}

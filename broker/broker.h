@@ -1,0 +1,175 @@
+/*
+ * The broker: the imperative shell around the pure policies (DESIGN.md
+ * "broker/").  It owns the job state machine, the scheduler tick, dispatch
+ * to site adapters, restart recovery, the workload catalog and API tokens.
+ *
+ * One struct broker per daemon, driven by one libuv loop; nothing here is
+ * thread-safe and nothing needs to be.  The REST layer (api/) calls the
+ * functions below; the broker never speaks HTTP.
+ *
+ * Durability: broker_submit() answers through its callback only after the
+ * job is committed.  Submissions that arrive in one loop turn are committed
+ * together in one transaction (group commit), so durability costs one
+ * fsync per turn, not one per job.
+ */
+#ifndef TENBIN_BROKER_BROKER_H
+#define TENBIN_BROKER_BROKER_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "db/db.h"
+#include "util/buf.h"
+#include "util/err.h"
+
+struct broker;
+
+struct broker_config {
+  const char *state_dir;    /* logs and job directories live here */
+  const char *db_path;      /* the SQLite file */
+  const char *self_exe;     /* tenbind's executable, for the local shim */
+  const char *placement;    /* placement policy name, e.g. "first-fit" */
+  const json_t *sites;      /* array of site objects (borrowed) */
+  const json_t *workloads;  /* array of workload objects, or NULL */
+  const json_t *projects;   /* array of allowed project names, or NULL for
+                               any well-formed name */
+  int64_t tick_ms;          /* scheduler period; 0 = 1000 */
+};
+
+/*
+ * Open the database, the sites and the catalog, then recover: jobs that
+ * were placed, submitted or running are handed to their site's adopt(),
+ * which reports their true state.  *out is new: close it with
+ * broker_close().  Errors name the config entry ("sites[0].gpus: ...").
+ */
+int broker_new(uv_loop_t *loop, const struct broker_config *cfg,
+               struct broker **out, struct err *e) WARN_UNUSED;
+/*
+ * Commit what is pending, answer pending submissions, stop the timers,
+ * close the sites (their jobs keep running) and the database, free b,
+ * then cb(arg) from the loop.
+ */
+void broker_close(struct broker *b, void (*cb)(void *arg), void *arg);
+
+/*
+ * Commit the pending submissions now and answer them.  The daemon calls
+ * it at shutdown, before the HTTP server closes, so that no submission is
+ * answered after its request is gone.
+ */
+void broker_flush(struct broker *b);
+
+/* ---- who is calling ---- */
+
+enum broker_role { ROLE_VIEWER = 0, ROLE_SUBMITTER, ROLE_ADMIN };
+
+/*
+ * The caller of an API request.  With auth off every caller is an admin of
+ * every project.  projects NULL means every project.
+ */
+struct principal {
+  enum broker_role role;
+  int64_t token_id;          /* 0 when auth is off */
+  char **projects;           /* NULL-terminated, or NULL for all */
+  char name[64];             /* for events: "token 3 (ci)" or "anonymous" */
+};
+
+void principal_release(struct principal *p);
+/* Whether p may act on project (its scope). */
+int principal_has_project(const struct principal *p, const char *project);
+const char *broker_role_name(enum broker_role r);
+int broker_role_parse(const char *s, enum broker_role *out) WARN_UNUSED;
+
+/*
+ * Resolve a bearer token into *p (caller releases it).  ERR_UNAUTHORIZED
+ * for an unknown token.
+ */
+int broker_authenticate(struct broker *b, const char *token,
+                        struct principal *p, struct err *e) WARN_UNUSED;
+/*
+ * Create a token with role and project scope (projects NULL = all) and
+ * write the clear token (shown once) into out.  Only its SHA-256 is kept.
+ */
+int broker_token_create(struct db *db, enum broker_role role,
+                        char *const *projects, const char *name,
+                        char *out, size_t outlen, struct err *e) WARN_UNUSED;
+
+/* ---- jobs ---- */
+
+/*
+ * Result of a submission, delivered after the commit.  job is borrowed for
+ * the call; warnings (borrowed, may be NULL) lists what the caller should
+ * know (uninterpreted #SBATCH directives); replayed is 1 when an earlier
+ * job with the same Idempotency-Key is returned.  rc < 0 with e set when
+ * the commit failed: nothing was stored.
+ */
+typedef void (*broker_submit_cb)(void *arg, int rc, const struct db_job *job,
+                                 const json_t *warnings, int replayed,
+                                 const struct err *e);
+
+/*
+ * Validate body (the POST /v1/jobs object, borrowed) for principal p and
+ * queue it for the next group commit.  On 0, cb is called exactly once,
+ * later, from the loop.  On a negative return (bad input, 403, 422) cb is
+ * never called and e says why.  idem_key (may be NULL) makes retries
+ * return the first job; body_hash identifies the request for that check.
+ */
+int broker_submit(struct broker *b, const struct principal *p,
+                  const json_t *body, const char *idem_key,
+                  const char *body_hash, broker_submit_cb cb, void *arg,
+                  struct err *e) WARN_UNUSED;
+
+/* Fill out with job id after checking that p may see it (403). */
+int broker_job_get(struct broker *b, const struct principal *p, int64_t id,
+                   struct db_job *out, struct err *e) WARN_UNUSED;
+/* List jobs for p (the filter's project scope is narrowed to p's). */
+int broker_job_list(struct broker *b, const struct principal *p,
+                    struct db_job_filter *f, db_job_cb cb, void *arg,
+                    struct err *e) WARN_UNUSED;
+/* Events of a job p may see. */
+int broker_job_events(struct broker *b, const struct principal *p,
+                      int64_t id, db_event_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+/*
+ * Cancel: a queued job ends cancelled at once; a placed/submitted/running
+ * one is signalled through its site and ends cancelled when the site says
+ * so.  A job already cancelled is fine; one that ended otherwise is
+ * ERR_BAD_STATE.  out gets the job as it is after the call.
+ */
+int broker_job_cancel(struct broker *b, const struct principal *p,
+                      int64_t id, struct db_job *out, struct err *e)
+    WARN_UNUSED;
+/* Release a held job so the scheduler may place it. */
+int broker_job_release(struct broker *b, const struct principal *p,
+                       int64_t id, struct db_job *out, struct err *e)
+    WARN_UNUSED;
+
+/* ---- workloads ---- */
+
+/* Validate and store a workload definition (admin only, checked by the
+ * caller's role); *created tells 201 from 200. */
+int broker_workload_put(struct broker *b, const json_t *def, int *created,
+                        struct err *e) WARN_UNUSED;
+/* *json_out is new (free()). */
+int broker_workload_get(struct broker *b, const char *name, char **json_out,
+                        struct err *e) WARN_UNUSED;
+int broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
+                         struct err *e) WARN_UNUSED;
+
+/* ---- sites ---- */
+
+/* A site as shown by GET /v1/sites (new reference), or NULL if unknown. */
+json_t *broker_site_json(struct broker *b, const char *name);
+/* Every site, in config order (new reference). */
+json_t *broker_sites_json(struct broker *b);
+
+/* ---- metrics ---- */
+
+/* Append the broker's Prometheus metrics (jobs by site and state, GPUs by
+ * site and type) to out. */
+int broker_metrics(struct broker *b, struct buf *out) WARN_UNUSED;
+
+/* The database, for tools that work on the state directly. */
+struct db *broker_db(struct broker *b);
+
+#endif

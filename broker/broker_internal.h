@@ -1,0 +1,127 @@
+/*
+ * Private to broker/: the struct behind the opaque handle, and the
+ * functions the broker's files share (broker__ prefix, libuv's uv__).
+ */
+#ifndef TENBIN_BROKER_INTERNAL_H
+#define TENBIN_BROKER_INTERNAL_H
+
+#include "adapters/adapter.h"
+#include "broker/broker.h"
+#include "policies/placement.h"
+#include "util/jobspec.h"
+
+#define BROKER_TAG 0x7e9b1d00u
+
+struct broker;
+
+/* A configured site and its open adapter. */
+struct site {
+  struct broker *broker;          /* back pointer for adapter updates */
+  char *name;
+  char *kind;
+  const struct adapter_ops *ops;
+  void *ctx;                      /* the adapter's, NULL once closed */
+  int64_t waiting;                /* queued jobs that wait for this site,
+                                     as of the last scheduler pass */
+};
+
+/* A validated submission waiting for the next group commit. */
+struct pending_submit {
+  struct pending_submit *next;
+  struct db_job row;              /* id set by the commit */
+  json_t *warnings;               /* owned, may be NULL */
+  struct pending_submit *same_as; /* earlier one in this batch with the
+                                     same Idempotency-Key, or NULL */
+  int replayed;                   /* row is an already stored job */
+  char *detail;                   /* text of the creation event */
+  broker_submit_cb cb;
+  void *cb_arg;
+};
+
+struct broker {
+  unsigned tag;                   /* BROKER_TAG while alive (dogtag) */
+  uv_loop_t *loop;
+  struct db *db;
+  char *state_dir;
+  char *self_exe;
+  const struct placement_policy *policy;
+  json_t *projects;               /* allow-list, or NULL */
+  struct site *sites;
+  size_t nsites;
+
+  /* group commit of submissions: filled during the poll phase, committed
+   * in the check phase of the same loop turn */
+  struct pending_submit *pending;
+  struct pending_submit **pending_tail;
+  size_t npending;
+  uv_check_t flush_check;
+  uv_idle_t flush_idle;           /* keeps the poll from blocking while
+                                     submissions are pending */
+
+  uv_timer_t tick_timer;          /* periodic scheduler pass */
+  uv_timer_t kick_timer;          /* scheduler pass soon, coalesced */
+  int64_t tick_ms;
+  int kick_pending;
+
+  int closing;
+  int handles_open;
+  void (*close_cb)(void *arg);
+  void *close_arg;
+};
+
+/* ---- jobs.c ---- */
+
+/* Whether the state machine allows from -> to. */
+int broker__transition_ok(enum job_state from, enum job_state to);
+/*
+ * Move j to state to (updating its times), write the row and append the
+ * event with detail.  No transaction of its own: the caller's, or
+ * autocommit.  ERR_BAD_STATE for a move the state machine forbids.
+ */
+int broker__transition(struct broker *b, struct db_job *j,
+                       enum job_state to, const char *detail,
+                       struct err *e) WARN_UNUSED;
+/* Call an adapter entry point (submit, cancel, adopt) for stored job j
+ * at site. */
+int broker__adapter_call(const struct db_job *j,
+                         int (*fn)(void *ctx, const struct adapter_job *aj,
+                                   struct err *e),
+                         struct site *site, struct err *e) WARN_UNUSED;
+/* The site named name, or NULL. */
+struct site *broker__site(struct broker *b, const char *name);
+
+/* ---- submit.c ---- */
+
+int broker__submit_init(struct broker *b);
+/* Commit the pending batch and answer it (also used at close). */
+void broker__submit_flush(struct broker *b);
+
+/* ---- scheduler.c ---- */
+
+int broker__scheduler_init(struct broker *b);
+/* Run a scheduler pass soon (coalesced). */
+void broker__kick(struct broker *b);
+/* The adapter update callback (arg is the struct site). */
+void broker__on_update(void *arg, const struct adapter_update *u);
+/* Re-attach to jobs left placed, submitted or running by a previous run. */
+int broker__recover(struct broker *b, struct err *e) WARN_UNUSED;
+/* Placement request of a spec. */
+void broker__placement_request(const struct job_spec *spec,
+                               struct placement_request *req);
+/* Snapshot of every site for the policy; names borrowed from b. */
+void broker__snapshot(struct broker *b, struct placement_site *out,
+                      struct adapter_capacity *caps);
+
+/* ---- catalog.c ---- */
+
+/* Validate a workload definition; ERR_INVALID naming the field. */
+int broker__workload_validate(const json_t *def, struct err *e) WARN_UNUSED;
+/*
+ * Expand a submission that names a workload into a plain job body (new
+ * reference in *out): the template's job fields, placeholders filled from
+ * body.params and the defaults, then body's own fields on top.
+ */
+int broker__workload_expand(struct broker *b, const json_t *body,
+                            json_t **out, struct err *e) WARN_UNUSED;
+
+#endif

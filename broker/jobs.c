@@ -1,0 +1,232 @@
+/*
+ * The job state machine and the read/cancel/release side of jobs.
+ *
+ *   queued -> placed -> submitted -> running -> succeeded | failed |
+ *                                               cancelled | lost
+ *
+ * Any non-final state may also end (a site can report a final state at
+ * any point, cancel can strike early) or go back to queued (a site
+ * refused the job, or recovery found it never started).  Final states are
+ * final.  Every transition writes the row and appends a job_events row.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "util/alloc.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+int
+broker__transition_ok(enum job_state from, enum job_state to)
+{
+  if (job_state_is_final(from) || from == to)
+    return 0;
+  if (job_state_is_final(to) || to == JOB_QUEUED)
+    return 1;
+  /* forward only: placed < submitted < running */
+  return to > from;
+}
+
+int
+broker__transition(struct broker *b, struct db_job *j, enum job_state to,
+                   const char *detail, struct err *e)
+{
+  enum job_state from = j->state;
+  int64_t now = time_now_ms();
+  int rc;
+
+  if (!broker__transition_ok(from, to))
+    return err_set(e, ERR_BAD_STATE, "job %lld cannot go from %s to %s",
+                   (long long)j->id, job_state_name(from),
+                   job_state_name(to));
+  j->state = to;
+  j->updated_ms = now;
+  if (to == JOB_RUNNING && j->started_ms == 0)
+    j->started_ms = now;
+  if (job_state_is_final(to))
+    j->ended_ms = now;
+  if (to == JOB_QUEUED) {
+    free(j->site);
+    free(j->remote_id);
+    free(j->alloc);
+    j->site = j->remote_id = j->alloc = NULL;
+    j->started_ms = 0;
+  }
+  if (detail != NULL) {
+    free(j->reason);
+    j->reason = xstrdup(detail);
+  }
+  rc = db_job_update(b->db, j, e);
+  if (rc < 0)
+    return rc;
+  rc = db_event_append(b->db, j->id, now, job_state_name(from),
+                       job_state_name(to), detail, e);
+  if (rc < 0)
+    return rc;
+  log_debug("job %lld %s -> %s%s%s", (long long)j->id, job_state_name(from),
+            job_state_name(to), detail ? ": " : "", detail ? detail : "");
+  return 0;
+}
+
+struct site *
+broker__site(struct broker *b, const char *name)
+{
+  if (name == NULL)
+    return NULL;
+  for (size_t i = 0; i < b->nsites; i++) {
+    if (strcmp(b->sites[i].name, name) == 0)
+      return &b->sites[i];
+  }
+  return NULL;
+}
+
+int
+broker_job_get(struct broker *b, const struct principal *p, int64_t id,
+               struct db_job *out, struct err *e)
+{
+  int rc = db_job_get(b->db, id, out, e);
+
+  if (rc < 0)
+    return rc;
+  if (!principal_has_project(p, out->project)) {
+    rc = err_set(e, ERR_FORBIDDEN, "job %lld belongs to project '%s'",
+                 (long long)id, out->project);
+    db_job_release(out);
+    return rc;
+  }
+  return 0;
+}
+
+int
+broker_job_list(struct broker *b, const struct principal *p,
+                struct db_job_filter *f, db_job_cb cb, void *arg,
+                struct err *e)
+{
+  if (f->project != NULL && !principal_has_project(p, f->project))
+    return err_set(e, ERR_FORBIDDEN, "no access to project '%s'",
+                   f->project);
+  f->projects = p->projects;
+  return db_job_list(b->db, f, cb, arg, e);
+}
+
+int
+broker_job_events(struct broker *b, const struct principal *p, int64_t id,
+                  db_event_cb cb, void *arg, struct err *e)
+{
+  struct db_job j;
+  int rc;
+
+  db_job_init(&j);
+  rc = broker_job_get(b, p, id, &j, e);
+  db_job_release(&j);
+  if (rc < 0)
+    return rc;
+  return db_event_list(b->db, id, cb, arg, e);
+}
+
+/* The job as an adapter sees it; spec must outlive the call. */
+static int
+adapter_job_of(const struct db_job *j, struct job_spec *spec,
+               struct adapter_job *aj, struct err *e)
+{
+  json_t *obj;
+  json_error_t jerr;
+  int rc;
+
+  obj = json_loads(j->spec_json, 0, &jerr);
+  if (obj == NULL)
+    return err_set(e, ERR_INTERNAL, "job %lld has an unreadable spec: %s",
+                   (long long)j->id, jerr.text);
+  rc = jobspec_from_json(spec, obj, NULL, e);
+  json_decref(obj);
+  if (rc < 0)
+    return rc;
+  memset(aj, 0, sizeof(*aj));
+  aj->id = j->id;
+  aj->spec = spec;
+  aj->remote_id = j->remote_id;
+  aj->alloc = j->alloc;
+  aj->log_path = j->log_path;
+  return 0;
+}
+
+int
+broker__adapter_call(const struct db_job *j,
+                     int (*fn)(void *ctx, const struct adapter_job *aj,
+                               struct err *e),
+                     struct site *site, struct err *e)
+{
+  struct job_spec spec;
+  struct adapter_job aj;
+  int rc;
+
+  jobspec_init(&spec);
+  rc = adapter_job_of(j, &spec, &aj, e);
+  if (rc == 0)
+    rc = fn(site->ctx, &aj, e);
+  jobspec_release(&spec);
+  return rc;
+}
+
+int
+broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
+                  struct db_job *out, struct err *e)
+{
+  struct site *site;
+  char detail[128];
+  int rc;
+
+  rc = broker_job_get(b, p, id, out, e);
+  if (rc < 0)
+    return rc;
+  if (out->state == JOB_CANCELLED)
+    return 0;
+  if (job_state_is_final(out->state))
+    return err_set(e, ERR_BAD_STATE, "job %lld already %s", (long long)id,
+                   job_state_name(out->state));
+  site = broker__site(b, out->site);
+  if (out->state == JOB_QUEUED || site == NULL) {
+    snprintf(detail, sizeof(detail), "cancelled by %s", p->name);
+    return broker__transition(b, out, JOB_CANCELLED, detail, e);
+  }
+  snprintf(detail, sizeof(detail), "cancel requested by %s", p->name);
+  /* The site ends the job; its CANCELLED update records the transition.
+   * The request itself is an event, so the log shows who asked. */
+  rc = db_event_append(b->db, id, time_now_ms(), job_state_name(out->state),
+                       job_state_name(out->state), detail, e);
+  if (rc < 0)
+    return rc;
+  rc = broker__adapter_call(out, site->ops->cancel, site, e);
+  if (rc < 0)
+    return rc;
+  /* A site may have answered at once (the update has been recorded):
+   * show the caller the job as it is now. */
+  db_job_release(out);
+  return db_job_get(b->db, id, out, e);
+}
+
+int
+broker_job_release(struct broker *b, const struct principal *p, int64_t id,
+                   struct db_job *out, struct err *e)
+{
+  int rc;
+
+  rc = broker_job_get(b, p, id, out, e);
+  if (rc < 0)
+    return rc;
+  if (out->state != JOB_QUEUED)
+    return err_set(e, ERR_BAD_STATE, "job %lld is %s, not queued",
+                   (long long)id, job_state_name(out->state));
+  if (!out->hold)
+    return 0;
+  out->hold = 0;
+  out->updated_ms = time_now_ms();
+  rc = db_job_update(b->db, out, e);
+  if (rc == 0)
+    rc = db_event_append(b->db, id, out->updated_ms, "queued", "queued",
+                         "released", e);
+  if (rc == 0)
+    broker__kick(b);
+  return rc;
+}

@@ -1,0 +1,468 @@
+/*
+ * The scheduler: placement passes, dispatch to sites, and the updates the
+ * sites send back.
+ *
+ * A pass takes a snapshot of every site's capacity, walks the runnable
+ * queue oldest first and asks the placement policy about each job.  Jobs
+ * placed in a pass are committed as `placed` before any site hears of
+ * them, so a crash between the commit and the launch leaves a job that
+ * recovery hands to adopt(): the adapter's tag decides whether it ran.
+ *
+ * NEEDSWORK: first fit lets small jobs pass a large one that waits
+ * (backfill without reservations); the cost-aware policy of a later issue
+ * should reserve capacity for the head of the queue.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+/* Jobs looked at per pass: bounds the work of one loop turn. */
+#define SCHEDULE_BATCH 256
+
+void
+broker__placement_request(const struct job_spec *spec,
+                          struct placement_request *req)
+{
+  req->gpus = spec->gpus;
+  req->gpu_type = spec->gpu_type;
+  req->nodes = spec->nodes;
+  req->gpus_per_node = spec->gpus_per_node;
+  req->site = spec->site;
+}
+
+void
+broker__snapshot(struct broker *b, struct placement_site *out,
+                 struct adapter_capacity *caps)
+{
+  for (size_t i = 0; i < b->nsites && i < PLACEMENT_MAX_SITES; i++) {
+    struct site *s = &b->sites[i];
+    struct adapter_capacity *c = &caps[i];
+    struct placement_site *ps = &out[i];
+
+    memset(c, 0, sizeof(*c));
+    s->ops->capacity(s->ctx, c);
+    memset(ps, 0, sizeof(*ps));
+    ps->name = s->name;
+    ps->reachable = c->reachable;
+    ps->nodes = c->nodes;
+    ps->max_jobs = c->max_jobs;
+    ps->jobs_active = c->jobs_active;
+    ps->npools = c->npools < PLACEMENT_MAX_POOLS ? c->npools
+                                                 : PLACEMENT_MAX_POOLS;
+    for (int k = 0; k < ps->npools; k++) {
+      ps->pools[k].type = c->pools[k].type;
+      ps->pools[k].total = c->pools[k].total;
+      ps->pools[k].free = c->pools[k].total - c->pools[k].in_use;
+      ps->pools[k].per_node = c->pools[k].per_node;
+    }
+  }
+}
+
+/* Take what job asks from the snapshot of the site it was placed on, so
+ * the rest of the pass sees the capacity it leaves. */
+static void
+snapshot_reserve(struct placement_site *site, const struct job_spec *spec)
+{
+  int64_t need = spec->gpus;
+
+  site->jobs_active++;
+  for (int k = 0; k < site->npools && need > 0; k++) {
+    struct placement_pool *p = &site->pools[k];
+
+    if (spec->gpu_type != NULL && strcmp(spec->gpu_type, p->type) != 0)
+      continue;
+    if (p->free >= need) {
+      p->free -= need;
+      need = 0;
+    }
+  }
+}
+
+static json_t *
+candidates_json(const struct placement_decision *d)
+{
+  json_t *arr = json_array();
+  static const char *const verdicts[] = {"now", "wait", "never"};
+
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    const struct placement_candidate *c = &d->candidates[i];
+
+    json_array_append_new(
+        arr, json_pack("{s:s, s:s, s:f, s:s}", "site", c->site, "verdict",
+                       verdicts[c->verdict], "score", c->score, "reason",
+                       c->reason));
+  }
+  return arr;
+}
+
+/* Copy of a listed row, collected before any write. */
+struct job_list {
+  struct db_job *rows;
+  size_t n;
+  size_t cap;
+};
+
+static int
+collect_cb(const struct db_job *j, void *arg)
+{
+  struct job_list *l = arg;
+  struct db_job *r;
+
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 32;
+    l->rows = xrealloc(l->rows, l->cap * sizeof(*l->rows));
+  }
+  r = &l->rows[l->n++];
+  db_job_init(r);
+  r->id = j->id;
+  r->state = j->state;
+  r->name = xstrdup(j->name);
+  r->project = xstrdup(j->project);
+  r->workload = xstrdup(j->workload);
+  r->site = xstrdup(j->site);
+  r->spec_json = xstrdup(j->spec_json);
+  r->gpus = j->gpus;
+  r->gpu_type = xstrdup(j->gpu_type);
+  r->hold = j->hold;
+  r->idem_key = xstrdup(j->idem_key);
+  r->idem_hash = xstrdup(j->idem_hash);
+  r->remote_id = xstrdup(j->remote_id);
+  r->alloc = xstrdup(j->alloc);
+  r->reason = xstrdup(j->reason);
+  r->log_path = xstrdup(j->log_path);
+  r->exit_code = j->exit_code;
+  r->signal = j->signal;
+  r->created_ms = j->created_ms;
+  r->updated_ms = j->updated_ms;
+  r->started_ms = j->started_ms;
+  r->ended_ms = j->ended_ms;
+  return 0;
+}
+
+static void
+job_list_release(struct job_list *l)
+{
+  for (size_t i = 0; i < l->n; i++)
+    db_job_release(&l->rows[i]);
+  free(l->rows);
+  l->rows = NULL;
+  l->n = l->cap = 0;
+}
+
+static int
+spec_of(const struct db_job *j, struct job_spec *spec, struct err *e)
+{
+  json_error_t jerr;
+  json_t *obj = json_loads(j->spec_json, 0, &jerr);
+  int rc;
+
+  if (obj == NULL)
+    return err_set(e, ERR_INTERNAL, "job %lld has an unreadable spec: %s",
+                   (long long)j->id, jerr.text);
+  rc = jobspec_from_json(spec, obj, NULL, e);
+  json_decref(obj);
+  return rc;
+}
+
+/*
+ * Decide for one queued job inside the pass's transaction.  Returns 1 when
+ * the job was placed (and should be dispatched), 0 otherwise.
+ */
+static int
+decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
+           struct err *e)
+{
+  struct placement_request req;
+  struct placement_decision d;
+  struct job_spec spec;
+  json_t *cands = NULL;
+  char *cands_text = NULL;
+  int placed = 0;
+  int rc;
+
+  jobspec_init(&spec);
+  rc = spec_of(j, &spec, e);
+  if (rc < 0) {
+    rc = broker__transition(b, j, JOB_FAILED, err_msg(e), e);
+    goto out;
+  }
+  broker__placement_request(&spec, &req);
+  b->policy->decide(&req, snap, b->nsites, &d);
+  switch (d.verdict) {
+  case PLACEMENT_NOW:
+    cands = candidates_json(&d);
+    cands_text = jsonx_dump(cands);
+    rc = db_placement_put(b->db, j->id, time_now_ms(), "now",
+                          snap[d.site].name, cands_text, e);
+    if (rc < 0)
+      goto out;
+    free(j->site);
+    j->site = xstrdup(snap[d.site].name);
+    rc = broker__transition(b, j, JOB_PLACED, d.reason, e);
+    if (rc < 0)
+      goto out;
+    snapshot_reserve(&snap[d.site], &spec);
+    placed = 1;
+    break;
+  case PLACEMENT_WAIT:
+    for (size_t i = 0; i < d.ncandidates; i++) {
+      if (d.candidates[i].verdict == PLACEMENT_WAIT) {
+        struct site *s = broker__site(b, d.candidates[i].site);
+
+        if (s != NULL)
+          s->waiting++;
+        break;
+      }
+    }
+    /* Record why it waits, but only when that changes: a waiting job is
+     * looked at every pass and its history would be noise. */
+    if (j->reason == NULL || strcmp(j->reason, d.reason) != 0) {
+      free(j->reason);
+      j->reason = xstrdup(d.reason);
+      j->updated_ms = time_now_ms();
+      rc = db_job_update(b->db, j, e);
+    }
+    break;
+  case PLACEMENT_NEVER:
+    /* Possible when the configuration changed since submission. */
+    rc = broker__transition(b, j, JOB_FAILED, d.reason, e);
+    break;
+  }
+
+out:
+  free(cands_text);
+  json_decref(cands);
+  jobspec_release(&spec);
+  if (rc < 0)
+    return rc;
+  return placed;
+}
+
+/* Hand a placed job to its site. */
+static void
+dispatch_one(struct broker *b, struct db_job *j)
+{
+  struct site *site = broker__site(b, j->site);
+  struct err e = {0};
+  int rc;
+
+  rc = broker__adapter_call(j, site->ops->submit, site, &e);
+  if (rc == 0)
+    return;
+  /* The adapter's updates may have moved the job already: reload it. */
+  db_job_release(j);
+  if (db_job_get(b->db, j->id, j, NULL) < 0 || j->state != JOB_PLACED)
+    return;
+  if (rc == ERR_UNAVAILABLE) {
+    rc = broker__transition(b, j, JOB_QUEUED, err_msg(&e), &e);
+  } else {
+    char detail[ERR_MSG_SIZE + 32];
+
+    snprintf(detail, sizeof(detail), "site '%s' refused the job: %s",
+             site->name, err_msg(&e));
+    rc = broker__transition(b, j, JOB_FAILED, detail, &e);
+  }
+  if (rc < 0)
+    log_error("job %lld: %s", (long long)j->id, err_msg(&e));
+}
+
+static void
+schedule(struct broker *b)
+{
+  struct placement_site snap[PLACEMENT_MAX_SITES];
+  struct adapter_capacity caps[PLACEMENT_MAX_SITES];
+  struct job_list l = {0};
+  struct err e = {0};
+  char *placed = NULL;
+  int rc;
+
+  if (b->closing)
+    return;
+  rc = db_job_list_runnable(b->db, SCHEDULE_BATCH, collect_cb, &l, &e);
+  if (rc < 0)
+    goto fail;
+  for (size_t i = 0; i < b->nsites; i++)
+    b->sites[i].waiting = 0;
+  if (l.n == 0)
+    goto out;
+  broker__snapshot(b, snap, caps);
+  placed = xcalloc(l.n, 1);
+  rc = db_begin(b->db, &e);
+  if (rc < 0)
+    goto fail;
+  for (size_t i = 0; i < l.n; i++) {
+    rc = decide_one(b, &l.rows[i], snap, &e);
+    if (rc < 0) {
+      db_rollback(b->db);
+      goto fail;
+    }
+    placed[i] = (char)rc;
+  }
+  rc = db_commit(b->db, &e);
+  if (rc < 0) {
+    db_rollback(b->db);
+    goto fail;
+  }
+  for (size_t i = 0; i < l.n; i++) {
+    if (placed[i])
+      dispatch_one(b, &l.rows[i]);
+  }
+  goto out;
+
+fail:
+  log_error("scheduler pass failed: %s", err_msg(&e));
+out:
+  free(placed);
+  job_list_release(&l);
+}
+
+static void
+tick_cb(uv_timer_t *t)
+{
+  schedule(t->data);
+}
+
+static void
+kick_cb(uv_timer_t *t)
+{
+  struct broker *b = t->data;
+
+  b->kick_pending = 0;
+  schedule(b);
+}
+
+int
+broker__scheduler_init(struct broker *b)
+{
+  uv_timer_init(b->loop, &b->tick_timer);
+  uv_timer_init(b->loop, &b->kick_timer);
+  b->tick_timer.data = b;
+  b->kick_timer.data = b;
+  uv_timer_start(&b->tick_timer, tick_cb, (uint64_t)b->tick_ms,
+                 (uint64_t)b->tick_ms);
+  return 0;
+}
+
+void
+broker__kick(struct broker *b)
+{
+  if (b->kick_pending || b->closing)
+    return;
+  b->kick_pending = 1;
+  uv_timer_start(&b->kick_timer, kick_cb, 0, 0);
+}
+
+static void
+replace_str(char **dst, const char *src)
+{
+  if (src == NULL)
+    return;
+  free(*dst);
+  *dst = xstrdup(src);
+}
+
+void
+broker__on_update(void *arg, const struct adapter_update *u)
+{
+  struct site *site = arg;
+  struct broker *b = site->broker;
+  struct db_job j;
+  struct err e = {0};
+  int rc;
+
+  db_job_init(&j);
+  rc = db_job_get(b->db, u->job_id, &j, &e);
+  if (rc < 0)
+    goto fail;
+  if (job_state_is_final(j.state) ||
+      (j.site != NULL && strcmp(j.site, site->name) != 0)) {
+    log_debug("job %lld: ignoring late update from site '%s'",
+              (long long)u->job_id, site->name);
+    goto out;
+  }
+  replace_str(&j.remote_id, u->remote_id);
+  replace_str(&j.alloc, u->alloc);
+  replace_str(&j.log_path, u->log_path);
+  if (u->exit_code >= 0)
+    j.exit_code = u->exit_code;
+  if (u->signal > 0)
+    j.signal = u->signal;
+  rc = db_begin(b->db, &e);
+  if (rc < 0)
+    goto fail;
+  if (u->state == j.state) {
+    /* Same state (e.g. recovery confirms a running job): refresh only. */
+    replace_str(&j.reason, u->reason);
+    j.updated_ms = time_now_ms();
+    rc = db_job_update(b->db, &j, &e);
+  } else {
+    rc = broker__transition(b, &j, u->state, u->reason, &e);
+  }
+  if (rc == 0)
+    rc = db_commit(b->db, &e);
+  if (rc < 0) {
+    db_rollback(b->db);
+    goto fail;
+  }
+  if (u->state == JOB_QUEUED || job_state_is_final(u->state))
+    broker__kick(b);
+  goto out;
+
+fail:
+  log_error("job %lld: cannot record update from site '%s': %s",
+            (long long)u->job_id, site->name, err_msg(&e));
+out:
+  db_job_release(&j);
+}
+
+static int
+collect_placed_cb(const struct db_job *j, void *arg)
+{
+  if (j->state == JOB_QUEUED)
+    return 0;
+  return collect_cb(j, arg);
+}
+
+int
+broker__recover(struct broker *b, struct err *e)
+{
+  struct job_list l = {0};
+  int rc;
+
+  rc = db_job_list_active(b->db, 1, collect_placed_cb, &l, e);
+  if (rc < 0)
+    goto out;
+  for (size_t i = 0; i < l.n; i++) {
+    struct db_job *j = &l.rows[i];
+    struct site *site = broker__site(b, j->site);
+    struct err ae = {0};
+    char detail[ERR_MSG_SIZE + 64];
+
+    if (site == NULL) {
+      snprintf(detail, sizeof(detail),
+               "site '%s' is no longer configured", j->site);
+      rc = broker__transition(b, j, JOB_LOST, detail, e);
+      if (rc < 0)
+        goto out;
+      continue;
+    }
+    log_info("recovering job %lld (%s at site '%s')", (long long)j->id,
+             job_state_name(j->state), site->name);
+    if (broker__adapter_call(j, site->ops->adopt, site, &ae) < 0) {
+      snprintf(detail, sizeof(detail), "cannot re-attach: %s",
+               err_msg(&ae));
+      rc = broker__transition(b, j, JOB_LOST, detail, e);
+      if (rc < 0)
+        goto out;
+    }
+  }
+  rc = 0;
+out:
+  job_list_release(&l);
+  return rc;
+}

@@ -1,0 +1,211 @@
+/*
+ * Configuration file loading and checking.
+ */
+#include "daemon/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/buf.h"
+#include "util/jsonx.h"
+
+/* A config file is small; a bigger one is a mistake worth reporting. */
+#define CONFIG_MAX_BYTES (4 * 1024 * 1024)
+
+const char config_default_json[] =
+    "{\n"
+    "  \"listen\": \"127.0.0.1:8750\",\n"
+    "  \"auth\": {\"enabled\": false},\n"
+    "  \"sites\": [{\"name\": \"local\", \"kind\": \"local\"}],\n"
+    "  \"policy\": {\"placement\": \"first-fit\"}\n"
+    "}\n";
+
+static const struct jsonx_field top_fields[] = {
+    {"listen", JX_STRING},   {"auth", JX_OBJECT},     {"sites", JX_ARRAY},
+    {"workloads", JX_ARRAY}, {"policy", JX_OBJECT},   {"projects", JX_ARRAY},
+    {"log_level", JX_STRING}, {"tick_ms", JX_INT},    {NULL, 0}};
+
+static const struct jsonx_field auth_fields[] = {{"enabled", JX_BOOL},
+                                                 {NULL, 0}};
+
+static const struct jsonx_field policy_fields[] = {
+    {"placement", JX_STRING}, {NULL, 0}};
+
+int
+config_is_loopback(const char *host)
+{
+  struct in_addr a4;
+  struct in6_addr a6;
+
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return 0;
+}
+
+int
+config_parse_listen(const char *s, char *host, size_t hostlen,
+                    uint16_t *port, struct err *e)
+{
+  const char *colon;
+  const char *h = s;
+  size_t hlen;
+  char *end;
+  long p;
+  struct in6_addr a6;
+  struct in_addr a4;
+
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+
+    if (close == NULL || close[1] != ':')
+      return err_set(e, ERR_INVALID, "'%s' is not ADDR:PORT or [V6]:PORT",
+                     s);
+    h = s + 1;
+    hlen = (size_t)(close - h);
+    colon = close + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL)
+      return err_set(e, ERR_INVALID, "'%s' is not ADDR:PORT", s);
+    hlen = (size_t)(colon - s);
+  }
+  if (hlen == 0 || hlen >= hostlen)
+    return err_set(e, ERR_INVALID, "'%s' has no usable address", s);
+  memcpy(host, h, hlen);
+  host[hlen] = '\0';
+  if (inet_pton(AF_INET, host, &a4) != 1 &&
+      inet_pton(AF_INET6, host, &a6) != 1)
+    return err_set(e, ERR_INVALID, "'%s' is not a numeric IP address",
+                   host);
+  errno = 0;
+  p = strtol(colon + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || colon[1] == '\0' || p < 0 || p > 65535)
+    return err_set(e, ERR_INVALID, "port '%s' is not 0 to 65535",
+                   colon + 1);
+  *port = (uint16_t)p;
+  return 0;
+}
+
+static int
+read_file(const char *path, char **out, size_t *len, struct err *e)
+{
+  struct buf b;
+  char chunk[8192];
+  FILE *f = fopen(path, "re");
+  size_t n;
+  int rc = 0;
+
+  if (f == NULL)
+    return err_set(e, ERR_CONFIG, "cannot open: %s", strerror(errno));
+  buf_init(&b, CONFIG_MAX_BYTES);
+  while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    rc = buf_add(&b, chunk, n);
+  if (rc == 0 && ferror(f))
+    rc = err_set(e, ERR_CONFIG, "cannot read: %s", strerror(errno));
+  else if (rc < 0)
+    rc = err_set(e, ERR_CONFIG, "larger than %d bytes", CONFIG_MAX_BYTES);
+  fclose(f);
+  if (rc == 0)
+    *out = buf_take(&b, len);
+  buf_release(&b);
+  return rc;
+}
+
+static int
+check(struct daemon_config *cfg, const char *listen_override, struct err *e)
+{
+  const json_t *root = cfg->root;
+  const json_t *auth = json_object_get(root, "auth");
+  const json_t *policy = json_object_get(root, "policy");
+  const char *listen = listen_override;
+  const char *level = jsonx_str(root, "log_level");
+  size_t i;
+  json_t *v;
+  int rc;
+
+  rc = jsonx_check(root, top_fields, "", e);
+  if (rc < 0)
+    return rc;
+  if (auth != NULL && (rc = jsonx_check(auth, auth_fields, "auth.", e)) < 0)
+    return rc;
+  if (policy != NULL &&
+      (rc = jsonx_check(policy, policy_fields, "policy.", e)) < 0)
+    return rc;
+  if (listen == NULL)
+    listen = jsonx_str(root, "listen");
+  if (listen == NULL)
+    listen = CONFIG_DEFAULT_LISTEN;
+  rc = config_parse_listen(listen, cfg->host, sizeof(cfg->host), &cfg->port,
+                           e);
+  if (rc < 0)
+    return err_prefix(e, "field 'listen'");
+  cfg->auth = jsonx_bool(auth, "enabled", 0);
+  if (!cfg->auth && !config_is_loopback(cfg->host))
+    return err_set(e, ERR_CONFIG, "field 'auth.enabled': listening on "
+                   "'%s', which is not loopback, requires auth to be "
+                   "enabled", cfg->host);
+  cfg->placement = jsonx_str(policy, "placement");
+  cfg->sites = json_object_get(root, "sites");
+  if (cfg->sites == NULL)
+    return err_set(e, ERR_CONFIG, "field 'sites': required");
+  cfg->workloads = json_object_get(root, "workloads");
+  cfg->projects = json_object_get(root, "projects");
+  json_array_foreach((json_t *)cfg->projects, i, v) {
+    if (!json_is_string(v))
+      return err_set(e, ERR_CONFIG, "field 'projects[%zu]' must be a "
+                     "string", i);
+  }
+  cfg->log_level = LOG_INFO;
+  if (level != NULL && log_parse_level(level, &cfg->log_level) < 0)
+    return err_set(e, ERR_CONFIG, "field 'log_level': '%s' is not debug, "
+                   "info, warn or error", level);
+  rc = jsonx_int(root, "tick_ms", 10, 60000, 1000, &cfg->tick_ms, "", e);
+  return rc;
+}
+
+int
+config_load(const char *path, const char *listen_override,
+            struct daemon_config *cfg, struct err *e)
+{
+  char *text = NULL;
+  size_t len = 0;
+  int rc;
+
+  memset(cfg, 0, sizeof(*cfg));
+  if (path == NULL) {
+    text = xstrdup(config_default_json);
+    len = strlen(text);
+  } else {
+    rc = read_file(path, &text, &len, e);
+    if (rc < 0)
+      goto out;
+  }
+  rc = jsonx_parse_object(text, len, &cfg->root, e);
+  if (rc == 0)
+    rc = check(cfg, listen_override, e);
+out:
+  free(text);
+  if (rc < 0) {
+    if (e != NULL)
+      e->code = ERR_CONFIG;
+    err_prefix(e, "%s", path ? path : "embedded default");
+    config_release(cfg);
+    return ERR_CONFIG;
+  }
+  return 0;
+}
+
+void
+config_release(struct daemon_config *cfg)
+{
+  if (cfg == NULL)
+    return;
+  json_decref(cfg->root);
+  memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,51 @@
+/*
+ * tenbind's configuration: one JSON file (or the embedded default) with
+ * listen, auth, sites, workloads, policy, projects and log_level.
+ *
+ * Loading checks the top level strictly (unknown or mistyped fields are
+ * errors naming the file and the field); sites and workloads are checked
+ * in depth by the broker and the adapters when they open them.
+ */
+#ifndef TENBIN_DAEMON_CONFIG_H
+#define TENBIN_DAEMON_CONFIG_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "util/err.h"
+#include "util/log.h"
+
+#define CONFIG_DEFAULT_LISTEN "127.0.0.1:8750"
+
+struct daemon_config {
+  char host[64];               /* numeric address to bind */
+  uint16_t port;
+  int auth;                    /* 1 when tokens are required */
+  const char *placement;       /* borrowed from root */
+  const json_t *sites;         /* borrowed from root */
+  const json_t *workloads;     /* borrowed from root, may be NULL */
+  const json_t *projects;      /* borrowed from root, may be NULL */
+  enum log_level log_level;
+  int64_t tick_ms;
+  json_t *root;                /* owned: the whole document */
+};
+
+/* The embedded default configuration (one local site). */
+extern const char config_default_json[];
+
+/*
+ * Load path (NULL = the embedded default) into cfg (new contents: release
+ * with config_release).  listen_override (may be NULL) replaces the
+ * file's "listen".  Errors read "FILE: field 'x': reason".
+ */
+int config_load(const char *path, const char *listen_override,
+                struct daemon_config *cfg, struct err *e) WARN_UNUSED;
+void config_release(struct daemon_config *cfg);
+
+/* Split "ADDR:PORT" or "[V6]:PORT" into host and port. */
+int config_parse_listen(const char *s, char *host, size_t hostlen,
+                        uint16_t *port, struct err *e) WARN_UNUSED;
+/* Whether host is a loopback address (127.0.0.0/8 or ::1). */
+int config_is_loopback(const char *host);
+
+#endif

@@ -1,0 +1,391 @@
+/*
+ * tenbind: the composition root.  config -> broker -> api -> http server
+ * -> uv_run, and the reverse on SIGINT/SIGTERM.  Jobs keep running across
+ * a stop; the next start re-attaches to them.
+ *
+ *   tenbind [--listen ADDR:PORT] [--state DIR] [--config FILE]
+ *           [--log-level LEVEL]
+ *   tenbind token create --role ROLE [--project P]... [--name N]
+ *           [--state DIR]
+ *   tenbind --shim JOBDIR        (internal: the local site's job shim)
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adapters/local.h"
+#include "api/api.h"
+#include "broker/broker.h"
+#include "daemon/config.h"
+#include "db/db.h"
+#include "http/server.h"
+#include "util/alloc.h"
+#include "util/jobspec.h"
+#include "util/log.h"
+
+#ifndef TENBIN_VERSION
+#define TENBIN_VERSION "dev"
+#endif
+
+#define MAX_BODY (1024 * 1024)
+#define MAX_CONNECTIONS 1024
+#define CONN_TIMEOUT_S 60
+
+struct daemon {
+  uv_loop_t loop;
+  uv_signal_t sigint;
+  uv_signal_t sigterm;
+  struct broker *broker;
+  struct api *api;
+  struct http_server *http;
+  int stopping;
+};
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+          "usage: tenbind [--listen ADDR:PORT] [--state DIR] "
+          "[--config FILE] [--log-level LEVEL]\n"
+          "       tenbind token create --role admin|submitter|viewer "
+          "[--project P]... [--name N] [--state DIR]\n"
+          "\n"
+          "  --listen ADDR:PORT  address to serve the REST API on "
+          "(default %s)\n"
+          "  --state DIR         where the database and job logs live "
+          "(default var)\n"
+          "  --config FILE       JSON configuration (default: embedded: "
+          "one local site)\n"
+          "  --log-level LEVEL   debug, info, warn or error\n",
+          CONFIG_DEFAULT_LISTEN);
+}
+
+static int
+make_state_dir(const char *dir, struct err *e)
+{
+  if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+    return err_set(e, ERR_IO, "cannot create state directory '%s': %s",
+                   dir, strerror(errno));
+  return 0;
+}
+
+static void
+db_path_of(const char *state, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "%s/tenbin.db", state);
+}
+
+/* tenbind token create ... */
+static int
+token_main(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"role", required_argument, NULL, 'r'},
+      {"project", required_argument, NULL, 'p'},
+      {"name", required_argument, NULL, 'n'},
+      {"state", required_argument, NULL, 's'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *state = "var";
+  const char *name = NULL;
+  const char *role_s = NULL;
+  char **projects = NULL;
+  char dbpath[PATH_MAX];
+  char token[96];
+  struct db *db = NULL;
+  struct err e = {0};
+  enum broker_role role;
+  int c;
+  int rc = 2;
+
+  if (argc < 2 || strcmp(argv[1], "create") != 0) {
+    fprintf(stderr, "usage: tenbind token create --role ROLE "
+                    "[--project P]... [--name N] [--state DIR]\n");
+    return 2;
+  }
+  optind = 2;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r':
+      role_s = optarg;
+      break;
+    case 'p':
+      strv_push(&projects, optarg);
+      break;
+    case 'n':
+      name = optarg;
+      break;
+    case 's':
+      state = optarg;
+      break;
+    case 'h':
+      printf("usage: tenbind token create --role admin|submitter|viewer "
+             "[--project P]... [--name N] [--state DIR]\n"
+             "Prints a new API token once; only its hash is stored.\n");
+      rc = 0;
+      goto out;
+    default:
+      goto out;
+    }
+  }
+  if (role_s == NULL || broker_role_parse(role_s, &role) < 0) {
+    fprintf(stderr, "tenbind: --role must be admin, submitter or viewer\n");
+    goto out;
+  }
+  rc = 1;
+  if (make_state_dir(state, &e) < 0)
+    goto fail;
+  db_path_of(state, dbpath, sizeof(dbpath));
+  if (db_open(dbpath, &db, &e) < 0 ||
+      broker_token_create(db, role, projects, name, token, sizeof(token),
+                          &e) < 0)
+    goto fail;
+  printf("%s\n", token);
+  rc = 0;
+  goto out;
+
+fail:
+  fprintf(stderr, "tenbind: %s\n", err_msg(&e));
+out:
+  db_close(db);
+  strv_free(projects);
+  return rc;
+}
+
+static void
+loop_closed_cb(void *arg)
+{
+  (void)arg;
+}
+
+static void
+broker_closed_cb(void *arg)
+{
+  struct daemon *d = arg;
+
+  d->broker = NULL;
+  uv_close((uv_handle_t *)&d->sigint, NULL);
+  uv_close((uv_handle_t *)&d->sigterm, NULL);
+}
+
+static void
+http_closed_cb(void *arg)
+{
+  struct daemon *d = arg;
+
+  d->http = NULL;
+  api_free(d->api);
+  d->api = NULL;
+  broker_close(d->broker, broker_closed_cb, d);
+}
+
+static void
+signal_cb(uv_signal_t *h, int signum)
+{
+  struct daemon *d = h->data;
+
+  if (d->stopping)
+    return;
+  d->stopping = 1;
+  log_info("received %s, stopping (running jobs keep running)",
+           strsignal(signum));
+  /* Order matters: no new work, answer what was accepted, then close the
+   * server (which drops whatever is still unanswered). */
+  api_stop(d->api);
+  broker_flush(d->broker);
+  http_server_close(d->http, http_closed_cb, d);
+}
+
+static int
+serve(const struct daemon_config *cfg, const char *config_path,
+      const char *state)
+{
+  struct daemon d;
+  struct broker_config bc;
+  struct http_server_config hc;
+  struct api_config ac;
+  struct err e = {0};
+  char dbpath[PATH_MAX];
+  char exe[PATH_MAX];
+  char names[256] = "";
+  ssize_t n;
+  int rc = 1;
+
+  memset(&d, 0, sizeof(d));
+  if (make_state_dir(state, &e) < 0)
+    goto fail_early;
+  n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n < 0) {
+    err_set(&e, ERR_IO, "cannot find my own executable: %s",
+            strerror(errno));
+    goto fail_early;
+  }
+  exe[n] = '\0';
+  db_path_of(state, dbpath, sizeof(dbpath));
+  uv_loop_init(&d.loop);
+
+  memset(&bc, 0, sizeof(bc));
+  bc.state_dir = state;
+  bc.db_path = dbpath;
+  bc.self_exe = exe;
+  bc.placement = cfg->placement;
+  bc.sites = cfg->sites;
+  bc.workloads = cfg->workloads;
+  bc.projects = cfg->projects;
+  bc.tick_ms = cfg->tick_ms;
+  if (broker_new(&d.loop, &bc, &d.broker, &e) < 0)
+    goto fail;
+
+  memset(&ac, 0, sizeof(ac));
+  ac.auth = cfg->auth;
+  ac.version = TENBIN_VERSION;
+  if (api_new(d.broker, &ac, &d.api, &e) < 0)
+    goto fail;
+
+  memset(&hc, 0, sizeof(hc));
+  hc.host = cfg->host;
+  hc.port = cfg->port;
+  hc.max_body = MAX_BODY;
+  hc.max_connections = MAX_CONNECTIONS;
+  hc.conn_timeout_s = CONN_TIMEOUT_S;
+  hc.handler = api_handle;
+  hc.handler_arg = d.api;
+  if (http_server_start(&d.loop, &hc, &d.http, &e) < 0)
+    goto fail;
+
+  uv_signal_init(&d.loop, &d.sigint);
+  uv_signal_init(&d.loop, &d.sigterm);
+  d.sigint.data = &d;
+  d.sigterm.data = &d;
+  uv_signal_start(&d.sigint, signal_cb, SIGINT);
+  uv_signal_start(&d.sigterm, signal_cb, SIGTERM);
+
+  for (size_t i = 0; i < json_array_size(cfg->sites); i++) {
+    const char *nm = json_string_value(
+        json_object_get(json_array_get(cfg->sites, i), "name"));
+    size_t used = strlen(names);
+
+    snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+             nm ? nm : "?");
+  }
+  if (!cfg->auth)
+    log_warn("auth is off: anyone who can reach %s can use the API "
+             "(allowed only on loopback)", cfg->host);
+  printf("tenbind %s listening on http://%s%s%s:%u\n"
+         "  state: %s (database %s)\n"
+         "  sites: %s\n"
+         "  submit a job: tenbin submit --gpus 0 --project demo -- sh -c "
+         "'echo hello'\n",
+         TENBIN_VERSION, strchr(cfg->host, ':') ? "[" : "", cfg->host,
+         strchr(cfg->host, ':') ? "]" : "", http_server_port(d.http), state,
+         dbpath, names);
+  fflush(stdout);
+
+  uv_run(&d.loop, UV_RUN_DEFAULT);
+  rc = 0;
+  goto out;
+
+fail:
+  if (e.code == ERR_CONFIG) {
+    /* A mistake in the file: say which file, like config_load does. */
+    fprintf(stderr, "tenbind: %s: %s\n",
+            config_path ? config_path : "embedded default", err_msg(&e));
+    rc = 2;
+  } else {
+    log_error("%s", err_msg(&e));
+  }
+  if (d.api != NULL)
+    api_free(d.api);
+  if (d.broker != NULL)
+    broker_close(d.broker, loop_closed_cb, NULL);
+  /* Let whatever was opened finish closing. */
+  uv_run(&d.loop, UV_RUN_DEFAULT);
+out:
+  if (uv_loop_close(&d.loop) != 0)
+    log_warn("event loop closed with handles still open");
+  return rc;
+
+fail_early:
+  log_error("%s", err_msg(&e));
+  return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"listen", required_argument, NULL, 'l'},
+      {"state", required_argument, NULL, 's'},
+      {"config", required_argument, NULL, 'c'},
+      {"log-level", required_argument, NULL, 'L'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  const char *listen = NULL;
+  const char *state = "var";
+  const char *config_path = NULL;
+  const char *level = NULL;
+  struct daemon_config cfg;
+  struct err e = {0};
+  enum log_level lvl;
+  int c;
+  int rc;
+
+  if (argc >= 2 && strcmp(argv[1], "--shim") == 0)
+    return adapter_local_shim_main(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "token") == 0)
+    return token_main(argc - 1, argv + 1);
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'l':
+      listen = optarg;
+      break;
+    case 's':
+      state = optarg;
+      break;
+    case 'c':
+      config_path = optarg;
+      break;
+    case 'L':
+      level = optarg;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("tenbind %s\n", TENBIN_VERSION);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind != argc) {
+    usage(stderr);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  if (config_load(config_path, listen, &cfg, &e) < 0) {
+    fprintf(stderr, "tenbind: %s\n", err_msg(&e));
+    return 2;
+  }
+  log_set_level(cfg.log_level);
+  if (level != NULL) {
+    if (log_parse_level(level, &lvl) < 0) {
+      fprintf(stderr, "tenbind: --log-level: '%s' is not debug, info, warn "
+                      "or error\n", level);
+      config_release(&cfg);
+      return 2;
+    }
+    log_set_level(lvl);
+  }
+  rc = serve(&cfg, config_path, state);
+  config_release(&cfg);
+  return rc;
+}
