@@ -1,0 +1,143 @@
+# Shared helpers for the integration tests: start a real tenbind (the
+# sanitizer build ctest points TENBIN_BIN at) on 127.0.0.1 with a state
+# directory of its own, talk to it with the real CLI and curl, and stop
+# exactly the processes the test started.
+set -euo pipefail
+
+: "${TENBIN_BIN:?TENBIN_BIN must point at the bin directory of a build}"
+: "${TENBIN_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+TENBIND="$TENBIN_BIN/tenbind"
+TENBIN="$TENBIN_BIN/tenbin"
+T_NAME=$(basename "$0" .sh)
+T_DIR=$(mktemp -d "/tmp/tenbin-$T_NAME.XXXXXX")
+T_STATE="$T_DIR/state"
+T_PID=""
+T_URL=""
+T_FAILS=0
+T_CHECKS=0
+export TENBIN_SERVER=""
+unset TENBIN_TOKEN
+
+# LeakSanitizer reports at exit; a shutdown by signal must stay clean too.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+
+t_cleanup() {
+  local rc=$?
+  if [ -n "$T_PID" ] && kill -0 "$T_PID" 2>/dev/null; then
+    kill -TERM "$T_PID" 2>/dev/null || true
+    wait "$T_PID" 2>/dev/null || true
+  fi
+  # Jobs of the local site run in sessions of their own: end the shims
+  # this test's state directory launched, by their recorded pids.
+  for f in "$T_STATE"/jobs/*/shim.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cut -d' ' -f1 "$f" 2>/dev/null || true)
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+  done
+  if [ "$rc" -eq 0 ] && [ "$T_FAILS" -eq 0 ]; then
+    rm -rf "$T_DIR"
+  else
+    echo "kept $T_DIR for inspection" >&2
+  fi
+}
+trap t_cleanup EXIT
+
+# Start tenbind: t_start [tenbind args...].  Waits for /healthz.
+t_start() {
+  : >"$T_DIR/tenbind.out"
+  "$TENBIND" --listen 127.0.0.1:0 --state "$T_STATE" "$@" \
+    >>"$T_DIR/tenbind.out" 2>>"$T_DIR/tenbind.err" &
+  T_PID=$!
+  local port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$T_DIR/tenbind.out" | tail -n 1)
+    [ -n "$port" ] && break
+    if ! kill -0 "$T_PID" 2>/dev/null; then
+      echo "tenbind exited at start:" >&2
+      cat "$T_DIR/tenbind.err" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+  [ -n "$port" ] || { echo "tenbind did not start" >&2; return 1; }
+  T_URL="http://127.0.0.1:$port"
+  export TENBIN_SERVER="$T_URL"
+  for _ in $(seq 1 100); do
+    curl -fsS "$T_URL/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "tenbind does not answer /healthz" >&2
+  return 1
+}
+
+# Stop tenbind with SIGTERM and require a clean exit (sanitizers included).
+t_stop() {
+  kill -TERM "$T_PID"
+  local rc=0
+  wait "$T_PID" || rc=$?
+  T_PID=""
+  if [ "$rc" -ne 0 ]; then
+    echo "tenbind exited with $rc on SIGTERM:" >&2
+    tail -n 50 "$T_DIR/tenbind.err" >&2
+    return 1
+  fi
+}
+
+# Kill tenbind with SIGKILL (crash).
+t_crash() {
+  kill -KILL "$T_PID"
+  wait "$T_PID" 2>/dev/null || true
+  T_PID=""
+}
+
+# t_http METHOD PATH [curl args...]: prints "STATUS BODY" (body on one line).
+t_http() {
+  local method=$1 path=$2
+  shift 2
+  curl -sS -o "$T_DIR/body" -w '%{http_code}' -X "$method" "$T_URL$path" "$@" >"$T_DIR/status"
+  printf '%s %s\n' "$(cat "$T_DIR/status")" "$(tr '\n' ' ' <"$T_DIR/body")"
+}
+
+t_ok() {
+  T_CHECKS=$((T_CHECKS + 1))
+  echo "ok - $1"
+}
+
+t_fail() {
+  T_CHECKS=$((T_CHECKS + 1))
+  T_FAILS=$((T_FAILS + 1))
+  echo "FAIL - $1" >&2
+}
+
+# t_expect DESCRIPTION ACTUAL PATTERN (extended regex)
+t_expect() {
+  if printf '%s' "$2" | grep -Eq -- "$3"; then
+    t_ok "$1"
+  else
+    t_fail "$1: got '$2', wanted /$3/"
+  fi
+}
+
+# t_wait_state ID STATE-REGEX [seconds]: poll until the job's state matches.
+t_wait_state() {
+  local id=$1 want=$2 secs=${3:-30} state=""
+  for _ in $(seq 1 $((secs * 10))); do
+    state=$(curl -fsS "$T_URL/v1/jobs/$id" | jq -r .state)
+    if printf '%s' "$state" | grep -Eq "^($want)\$"; then
+      echo "$state"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "$state"
+  return 1
+}
+
+t_done() {
+  if [ -s "$T_DIR/tenbind.err" ] && grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$T_DIR/tenbind.err"; then
+    t_fail "tenbind ran clean under the sanitizers"
+    grep -A20 "Sanitizer\|runtime error" "$T_DIR/tenbind.err" >&2 | head -60
+  fi
+  echo "$((T_CHECKS - T_FAILS)) passed, $T_FAILS failed"
+  [ "$T_FAILS" -eq 0 ]
+}
