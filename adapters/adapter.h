@@ -22,6 +22,10 @@
 #include "util/err.h"
 #include "util/jobspec.h"
 
+/* Bumped whenever struct adapter_ops changes; ops->api_version says
+ * which one an adapter was written for. */
+#define ADAPTER_API_VERSION 1
+
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
 

@@ -1045,7 +1045,7 @@ local_close(void *ctx, void (*cb)(void *arg), void *arg)
 
 const struct adapter_ops adapter_local_ops = {
     .kind = "local",
-    .api_version = 1,
+    .api_version = ADAPTER_API_VERSION,
     .open = local_open,
     .submit = local_submit,
     .cancel = local_cancel,

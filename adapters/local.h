@@ -11,6 +11,8 @@
 #ifndef TENBIN_ADAPTERS_LOCAL_H
 #define TENBIN_ADAPTERS_LOCAL_H
 
+#include "adapters/adapter.h"
+
 extern const struct adapter_ops adapter_local_ops;
 
 /* Entry point of the shim mode: argv after "--shim".  Returns the

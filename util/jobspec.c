@@ -17,23 +17,10 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "jobspec_int.h"
 #include "jsonx.h"
 #include "sbatch.h"
 #include "timeutil.h"
-
-/*
- * Cross-file internals used by sbatch.c, which repeats these declarations
- * (libuv's uv__ convention for non-static internals).
- * NEEDSWORK: they belong in a private util/jobspec_int.h.
- */
-const char *jobspec__name_problem(const char *v);
-const char *jobspec__ident_problem(const char *v);
-const char *jobspec__gpu_type_problem(const char *v);
-const char *jobspec__path_problem(const char *v);
-const char *jobspec__extra_problem(const char *v);
-int jobspec__parse_duration(const char *v, int64_t *seconds, struct err *e);
-int jobspec__parse_export(const char *text, struct job_spec *s,
-                          struct err *e);
 
 /* A year of minutes: a longer limit is a typo, not a plan. */
 #define MAX_TIME_LIMIT_MIN 525600

@@ -17,16 +17,7 @@
 #include <string.h>
 
 #include "alloc.h"
-
-/* Defined in jobspec.c (see the NEEDSWORK note there). */
-const char *jobspec__name_problem(const char *v);
-const char *jobspec__ident_problem(const char *v);
-const char *jobspec__gpu_type_problem(const char *v);
-const char *jobspec__path_problem(const char *v);
-const char *jobspec__extra_problem(const char *v);
-int jobspec__parse_duration(const char *v, int64_t *seconds, struct err *e);
-int jobspec__parse_export(const char *text, struct job_spec *s,
-                          struct err *e);
+#include "jobspec_int.h"
 
 /*
  * Limits: a header of more than 256 directives or a line over 4 KiB is not
