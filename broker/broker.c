@@ -106,7 +106,8 @@ load_workloads(struct broker *b, const json_t *workloads, struct err *e)
     int rc = broker_workload_put(b, w, NULL, e);
 
     if (rc < 0) {
-      e->code = ERR_CONFIG;
+      if (e != NULL)
+        e->code = ERR_CONFIG;
       err_prefix(e, "workloads[%zu]", i);
       return ERR_CONFIG;
     }

@@ -74,13 +74,18 @@ struct broker {
 /* Whether the state machine allows from -> to. */
 int broker__transition_ok(enum job_state from, enum job_state to);
 /*
- * Move j to state to (updating its times), write the row and append the
- * event with detail.  No transaction of its own: the caller's, or
- * autocommit.  ERR_BAD_STATE for a move the state machine forbids.
+ * Move j to state to at time at_ms (0 = now; a site may report when the
+ * change really happened), write the row and append the event with
+ * detail.  Runs inside the caller's transaction.  ERR_BAD_STATE for a
+ * move the state machine forbids.
  */
 int broker__transition(struct broker *b, struct db_job *j,
                        enum job_state to, const char *detail,
-                       struct err *e) WARN_UNUSED;
+                       int64_t at_ms, struct err *e) WARN_UNUSED;
+/* The same in a transaction of its own, so row and event land together. */
+int broker__transition_tx(struct broker *b, struct db_job *j,
+                          enum job_state to, const char *detail,
+                          int64_t at_ms, struct err *e) WARN_UNUSED;
 /* Call an adapter entry point (submit, cancel, adopt) for stored job j
  * at site. */
 int broker__adapter_call(const struct db_job *j,

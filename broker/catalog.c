@@ -7,9 +7,12 @@
  * defaults), then the request's own job fields override the template's.
  *
  * Placeholders in a command's arguments are replaced verbatim: no shell is
- * involved.  In a script template a value is inserted shell-quoted, so a
- * parameter can never inject commands into the script.  "{{" and "}}"
- * stand for literal braces.
+ * involved.  A script never receives a value as text: "{name}" becomes
+ * "${TENBIN_PARAM_name}" and the value travels in the job's environment.
+ * Quoting the value for the shell would be safe only outside quotes (a
+ * template may well write '{x}' or "{x}"); an expansion result is never
+ * parsed again by the shell, so in every quoting context the value stays
+ * data.  "{{" and "}}" stand for literal braces; "${...}" is shell text.
  */
 #include <ctype.h>
 #include <stdlib.h>
@@ -76,30 +79,20 @@ valid_param_name(const char *s, size_t n)
   return 1;
 }
 
-/* Append value single-quoted for a POSIX shell. */
-static int
-add_shell_quoted(struct buf *out, const char *value)
-{
-  int rc = buf_add(out, "'", 1);
-
-  for (const char *p = value; rc == 0 && *p != '\0'; p++) {
-    if (*p == '\'')
-      rc = buf_adds(out, "'\\''");
-    else
-      rc = buf_add(out, p, 1);
-  }
-  if (rc == 0)
-    rc = buf_add(out, "'", 1);
-  return rc;
-}
+/* The environment variable that carries a parameter into a script. */
+#define PARAM_ENV_PREFIX "TENBIN_PARAM_"
+/* Longest placeholder: "{" + 64-character name + "}". */
+#define PLACEHOLDER_MAX 66
 
 /*
  * Expand the placeholders of text into *out (new string).  values maps
- * parameter names to strings; where names the field in errors.
+ * parameter names to strings; in_script replaces a placeholder by the
+ * variable reference instead of the value.  where names the field in
+ * errors.
  */
 static int
 expand(const char *text, const json_t *declared, const json_t *values,
-       int shell_quote, const char *where, char **out, struct err *e)
+       int in_script, const char *where, char **out, struct err *e)
 {
   struct buf b;
   const char *p = text;
@@ -116,13 +109,14 @@ expand(const char *text, const json_t *declared, const json_t *values,
       p += 2;
       continue;
     }
-    if (*p != '{') {
+    if (*p != '{' || (p > text && p[-1] == '$')) {
       rc = buf_add(&b, p++, 1);
       continue;
     }
-    close = strchr(p + 1, '}');
+    /* Bounded search: a text full of '{' must not cost quadratic time. */
+    close = memchr(p + 1, '}', strnlen(p + 1, PLACEHOLDER_MAX));
     if (close == NULL || !valid_param_name(p + 1, (size_t)(close - p - 1))) {
-      /* Not a placeholder (e.g. a shell ${VAR} or JSON): keep it. */
+      /* Not a placeholder (e.g. JSON in an argument): keep it. */
       rc = buf_add(&b, p++, 1);
       continue;
     }
@@ -133,10 +127,12 @@ expand(const char *text, const json_t *declared, const json_t *values,
                    where, name);
       break;
     }
-    value = json_string_value(json_object_get(values, name));
-    if (value == NULL)
-      value = "";
-    rc = shell_quote ? add_shell_quoted(&b, value) : buf_adds(&b, value);
+    if (in_script) {
+      rc = buf_addf(&b, "${" PARAM_ENV_PREFIX "%s}", name);
+    } else {
+      value = json_string_value(json_object_get(values, name));
+      rc = buf_adds(&b, value != NULL ? value : "");
+    }
     p = close + 1;
   }
   if (rc == ERR_TOO_LARGE)
@@ -146,6 +142,26 @@ expand(const char *text, const json_t *declared, const json_t *values,
     *out = buf_take(&b, NULL);
   buf_release(&b);
   return rc;
+}
+
+/* A script reads its parameters from TENBIN_PARAM_<name> variables. */
+static void
+add_param_env(json_t *job, const json_t *values)
+{
+  json_t *env = json_object_get(job, "env");
+  const char *k;
+  json_t *v;
+
+  if (env == NULL) {
+    env = json_object();
+    json_object_set_new(job, "env", env);
+  }
+  json_object_foreach((json_t *)values, k, v) {
+    char var[sizeof(PARAM_ENV_PREFIX) + 64];
+
+    snprintf(var, sizeof(var), PARAM_ENV_PREFIX "%s", k);
+    json_object_set(env, var, v);
+  }
 }
 
 /*
@@ -225,6 +241,8 @@ instantiate(const json_t *def, const json_t *values, json_t **out,
       json_object_set(job, f, v);
     }
   }
+  if (rc == 0 && json_object_get(job, "script") != NULL)
+    add_param_env(job, values);
   if (rc < 0) {
     json_decref(job);
     return rc;
@@ -336,6 +354,17 @@ broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
   return db_workload_list(b->db, cb, arg, e);
 }
 
+/* The shortest decimal that reads back as d: 0.1, not 0.10000000000000001. */
+static void
+format_real(double d, char *out, size_t outlen)
+{
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(out, outlen, "%.*g", prec, d);
+    if (strtod(out, NULL) == d)
+      return;
+  }
+}
+
 /* The parameter values of a submission: request params over defaults. */
 static int
 param_values(const json_t *def, const json_t *given, json_t **out,
@@ -365,7 +394,7 @@ param_values(const json_t *def, const json_t *given, json_t **out,
     else if (json_is_integer(v))
       snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v))
-      snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+      format_real(json_real_value(v), num, sizeof(num));
     else if (json_is_boolean(v))
       s = json_is_true(v) ? "true" : "false";
     else {
@@ -431,15 +460,22 @@ broker__workload_expand(struct broker *b, const json_t *body, json_t **out,
   rc = instantiate(def, values, &job, e);
   if (rc < 0)
     goto out;
-  /* The request's own fields win over the template's, and a request
-   * command replaces a template script and vice versa. */
+  /* The request's own fields win over the template's, a request command
+   * replaces a template script and vice versa, and a request's env adds
+   * to the template's (so the parameter variables stay). */
   json_object_foreach((json_t *)body, k, v) {
+    json_t *env = json_object_get(job, "env");
+
     if (strcmp(k, "params") == 0)
       continue;
     if (strcmp(k, "command") == 0)
       json_object_del(job, "script");
     if (strcmp(k, "script") == 0)
       json_object_del(job, "command");
+    if (strcmp(k, "env") == 0 && json_is_object(v) && env != NULL) {
+      json_object_update(env, v);
+      continue;
+    }
     json_object_set(job, k, v);
   }
   if (json_object_get(job, "name") == NULL)

@@ -30,10 +30,10 @@ broker__transition_ok(enum job_state from, enum job_state to)
 
 int
 broker__transition(struct broker *b, struct db_job *j, enum job_state to,
-                   const char *detail, struct err *e)
+                   const char *detail, int64_t at_ms, struct err *e)
 {
   enum job_state from = j->state;
-  int64_t now = time_now_ms();
+  int64_t now = at_ms > 0 ? at_ms : time_now_ms();
   int rc;
 
   if (!broker__transition_ok(from, to))
@@ -67,6 +67,22 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
   log_debug("job %lld %s -> %s%s%s", (long long)j->id, job_state_name(from),
             job_state_name(to), detail ? ": " : "", detail ? detail : "");
   return 0;
+}
+
+int
+broker__transition_tx(struct broker *b, struct db_job *j,
+                      enum job_state to, const char *detail, int64_t at_ms,
+                      struct err *e)
+{
+  int rc = db_begin(b->db, e);
+
+  if (rc == 0)
+    rc = broker__transition(b, j, to, detail, at_ms, e);
+  if (rc == 0)
+    rc = db_commit(b->db, e);
+  if (rc < 0)
+    db_rollback(b->db);
+  return rc;
 }
 
 struct site *
@@ -182,13 +198,15 @@ broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
     return rc;
   if (out->state == JOB_CANCELLED)
     return 0;
+  if (b->closing)
+    return err_set(e, ERR_UNAVAILABLE, "tenbind is shutting down");
   if (job_state_is_final(out->state))
     return err_set(e, ERR_BAD_STATE, "job %lld already %s", (long long)id,
                    job_state_name(out->state));
   site = broker__site(b, out->site);
   if (out->state == JOB_QUEUED || site == NULL) {
     snprintf(detail, sizeof(detail), "cancelled by %s", p->name);
-    return broker__transition(b, out, JOB_CANCELLED, detail, e);
+    return broker__transition_tx(b, out, JOB_CANCELLED, detail, 0, e);
   }
   snprintf(detail, sizeof(detail), "cancel requested by %s", p->name);
   /* The site ends the job; its CANCELLED update records the transition.
@@ -222,11 +240,18 @@ broker_job_release(struct broker *b, const struct principal *p, int64_t id,
     return 0;
   out->hold = 0;
   out->updated_ms = time_now_ms();
-  rc = db_job_update(b->db, out, e);
+  rc = db_begin(b->db, e);
+  if (rc == 0)
+    rc = db_job_update(b->db, out, e);
   if (rc == 0)
     rc = db_event_append(b->db, id, out->updated_ms, "queued", "queued",
                          "released", e);
   if (rc == 0)
-    broker__kick(b);
-  return rc;
+    rc = db_commit(b->db, e);
+  if (rc < 0) {
+    db_rollback(b->db);
+    return rc;
+  }
+  broker__kick(b);
+  return 0;
 }

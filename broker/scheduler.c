@@ -188,7 +188,7 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
   jobspec_init(&spec);
   rc = spec_of(j, &spec, e);
   if (rc < 0) {
-    rc = broker__transition(b, j, JOB_FAILED, err_msg(e), e);
+    rc = broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
     goto out;
   }
   broker__placement_request(&spec, &req);
@@ -203,7 +203,7 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
       goto out;
     free(j->site);
     j->site = xstrdup(snap[d.site].name);
-    rc = broker__transition(b, j, JOB_PLACED, d.reason, e);
+    rc = broker__transition(b, j, JOB_PLACED, d.reason, 0, e);
     if (rc < 0)
       goto out;
     snapshot_reserve(&snap[d.site], &spec);
@@ -230,7 +230,7 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
     break;
   case PLACEMENT_NEVER:
     /* Possible when the configuration changed since submission. */
-    rc = broker__transition(b, j, JOB_FAILED, d.reason, e);
+    rc = broker__transition(b, j, JOB_FAILED, d.reason, 0, e);
     break;
   }
 
@@ -259,13 +259,13 @@ dispatch_one(struct broker *b, struct db_job *j)
   if (db_job_get(b->db, j->id, j, NULL) < 0 || j->state != JOB_PLACED)
     return;
   if (rc == ERR_UNAVAILABLE) {
-    rc = broker__transition(b, j, JOB_QUEUED, err_msg(&e), &e);
+    rc = broker__transition_tx(b, j, JOB_QUEUED, err_msg(&e), 0, &e);
   } else {
     char detail[ERR_MSG_SIZE + 32];
 
     snprintf(detail, sizeof(detail), "site '%s' refused the job: %s",
              site->name, err_msg(&e));
-    rc = broker__transition(b, j, JOB_FAILED, detail, &e);
+    rc = broker__transition_tx(b, j, JOB_FAILED, detail, 0, &e);
   }
   if (rc < 0)
     log_error("job %lld: %s", (long long)j->id, err_msg(&e));
@@ -379,8 +379,10 @@ broker__on_update(void *arg, const struct adapter_update *u)
   rc = db_job_get(b->db, u->job_id, &j, &e);
   if (rc < 0)
     goto fail;
-  if (job_state_is_final(j.state) ||
-      (j.site != NULL && strcmp(j.site, site->name) != 0)) {
+  /* Only the site a job is placed at may move it: a queued job has no
+   * site, and a job re-placed elsewhere must not hear from its old one. */
+  if (job_state_is_final(j.state) || j.site == NULL ||
+      strcmp(j.site, site->name) != 0) {
     log_debug("job %lld: ignoring late update from site '%s'",
               (long long)u->job_id, site->name);
     goto out;
@@ -401,7 +403,7 @@ broker__on_update(void *arg, const struct adapter_update *u)
     j.updated_ms = time_now_ms();
     rc = db_job_update(b->db, &j, &e);
   } else {
-    rc = broker__transition(b, &j, u->state, u->reason, &e);
+    rc = broker__transition(b, &j, u->state, u->reason, u->at_ms, &e);
   }
   if (rc == 0)
     rc = db_commit(b->db, &e);
@@ -446,7 +448,7 @@ broker__recover(struct broker *b, struct err *e)
     if (site == NULL) {
       snprintf(detail, sizeof(detail),
                "site '%s' is no longer configured", j->site);
-      rc = broker__transition(b, j, JOB_LOST, detail, e);
+      rc = broker__transition_tx(b, j, JOB_LOST, detail, 0, e);
       if (rc < 0)
         goto out;
       continue;
@@ -456,7 +458,7 @@ broker__recover(struct broker *b, struct err *e)
     if (broker__adapter_call(j, site->ops->adopt, site, &ae) < 0) {
       snprintf(detail, sizeof(detail), "cannot re-attach: %s",
                err_msg(&ae));
-      rc = broker__transition(b, j, JOB_LOST, detail, e);
+      rc = broker__transition_tx(b, j, JOB_LOST, detail, 0, e);
       if (rc < 0)
         goto out;
     }

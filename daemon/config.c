@@ -4,6 +4,7 @@
 #include "daemon/config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,9 +71,11 @@ config_parse_listen(const char *s, char *host, size_t hostlen,
     hlen = (size_t)(close - h);
     colon = close + 1;
   } else {
-    colon = strrchr(s, ':');
-    if (colon == NULL)
-      return err_set(e, ERR_INVALID, "'%s' is not ADDR:PORT", s);
+    colon = strchr(s, ':');
+    /* "fe80::1:80" is ambiguous: IPv6 needs its brackets. */
+    if (colon == NULL || strchr(colon + 1, ':') != NULL)
+      return err_set(e, ERR_INVALID, "'%s' is not ADDR:PORT (IPv6 is "
+                     "written [ADDR]:PORT)", s);
     hlen = (size_t)(colon - s);
   }
   if (hlen == 0 || hlen >= hostlen)
@@ -83,9 +86,12 @@ config_parse_listen(const char *s, char *host, size_t hostlen,
       inet_pton(AF_INET6, host, &a6) != 1)
     return err_set(e, ERR_INVALID, "'%s' is not a numeric IP address",
                    host);
+  if (!isdigit((unsigned char)colon[1]))
+    return err_set(e, ERR_INVALID, "port '%s' is not 0 to 65535",
+                   colon + 1);
   errno = 0;
   p = strtol(colon + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || colon[1] == '\0' || p < 0 || p > 65535)
+  if (errno != 0 || *end != '\0' || p > 65535)
     return err_set(e, ERR_INVALID, "port '%s' is not 0 to 65535",
                    colon + 1);
   *port = (uint16_t)p;
@@ -130,12 +136,11 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
   int rc;
 
   rc = jsonx_check(root, top_fields, "", e);
+  if (rc == 0 && json_is_object(auth))
+    rc = jsonx_check(auth, auth_fields, "auth.", e);
+  if (rc == 0 && json_is_object(policy))
+    rc = jsonx_check(policy, policy_fields, "policy.", e);
   if (rc < 0)
-    return rc;
-  if (auth != NULL && (rc = jsonx_check(auth, auth_fields, "auth.", e)) < 0)
-    return rc;
-  if (policy != NULL &&
-      (rc = jsonx_check(policy, policy_fields, "policy.", e)) < 0)
     return rc;
   if (listen == NULL)
     listen = jsonx_str(root, "listen");
@@ -152,8 +157,9 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
                    "enabled", cfg->host);
   cfg->placement = jsonx_str(policy, "placement");
   cfg->sites = json_object_get(root, "sites");
-  if (cfg->sites == NULL)
-    return err_set(e, ERR_CONFIG, "field 'sites': required");
+  if (json_array_size(cfg->sites) == 0)
+    return err_set(e, ERR_CONFIG, "field 'sites': at least one site is "
+                   "required");
   cfg->workloads = json_object_get(root, "workloads");
   cfg->projects = json_object_get(root, "projects");
   json_array_foreach((json_t *)cfg->projects, i, v) {

@@ -85,6 +85,26 @@ id=$("$TENBIN" submit --workload greet)
 t_wait_state "$id" succeeded >/dev/null || true
 t_expect "a parameter default applies" "$("$TENBIN" logs "$id")" '^greetings world$'
 
+# A script template: the parameter reaches the script through the
+# environment, so no quoting context lets it run as code (harmless
+# payloads that would print INJECTED if they ran).
+cat >"$T_DIR/wl2.json" <<'JSON'
+{"name": "say", "project": "demo",
+ "script": "#!/bin/sh\necho \"double: {msg}\"\necho 'single: {msg}'\n",
+ "params": {"msg": {"required": true}}}
+JSON
+"$TENBIN" workload add "$T_DIR/wl2.json" >/dev/null
+payload="\$(echo INJECTED)'; echo INJECTED; '\"; echo INJECTED; \""
+id=$("$TENBIN" submit --workload say --param "msg=$payload")
+t_wait_state "$id" succeeded >/dev/null || true
+out=$("$TENBIN" logs "$id")
+t_expect "a script parameter is printed verbatim" "$(head -n 1 <<<"$out")" "^double: \\\$\(echo INJECTED\)'; echo INJECTED; '\"; echo INJECTED; \"\$"
+if grep -qx INJECTED <<<"$out"; then
+  t_fail "a script parameter never runs as code"
+else
+  t_ok "a script parameter never runs as code"
+fi
+
 t_expect "tenbin sites shows the local site" "$("$TENBIN" sites)" 'local +local'
 t_expect "tenbin events shows the transitions" "$("$TENBIN" events "$id")" 'running.*succeeded|succeeded'
 
