@@ -47,11 +47,16 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
   if (job_state_is_final(to))
     j->ended_ms = now;
   if (to == JOB_QUEUED) {
+    /* Placed again from scratch: nothing of the attempt that did not
+     * happen may describe the next one. */
     free(j->site);
     free(j->remote_id);
     free(j->alloc);
-    j->site = j->remote_id = j->alloc = NULL;
+    free(j->log_path);
+    j->site = j->remote_id = j->alloc = j->log_path = NULL;
     j->started_ms = 0;
+    j->exit_code = -1;
+    j->signal = 0;
   }
   if (detail != NULL) {
     free(j->reason);

@@ -10,7 +10,9 @@
  *
  * NEEDSWORK: first fit lets small jobs pass a large one that waits
  * (backfill without reservations); the cost-aware policy of a later issue
- * should reserve capacity for the head of the queue.
+ * should reserve capacity for the head of the queue.  And a pass looks at
+ * the SCHEDULE_BATCH oldest runnable jobs only, so with more waiting jobs
+ * than that a small one further back is not placed until the head moves.
  */
 #include <stdlib.h>
 #include <string.h>
