@@ -67,8 +67,15 @@ int api__query_int(const struct api_call *call, const char *name,
 int api__body_json(const struct api_call *call, json_t **out,
                    struct err *e) WARN_UNUSED;
 
-/* The job as the API shows it (new reference). */
-json_t *api__job_json(const struct db_job *j);
+/*
+ * Append the job as the API shows it to out.  extra (borrowed, may be
+ * NULL) is an object whose members are added (e.g. "warnings").
+ */
+int api__job_text(const struct db_job *j, const json_t *extra,
+                  struct buf *out) WARN_UNUSED;
+/* Reply with the job (and extra, borrowed); frees call. */
+void api__reply_job(struct api_call *call, int status,
+                    const struct db_job *j, const json_t *extra);
 
 /* Handlers, one per route. */
 void api__jobs_create(struct api_call *call);

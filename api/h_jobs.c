@@ -22,18 +22,18 @@ submitted_cb(void *arg, int rc, const struct db_job *job,
              const json_t *warnings, int replayed, const struct err *e)
 {
   struct api_call *call = arg;
-  json_t *v;
+  json_t *extra = NULL;
 
   if (rc < 0) {
     api__reply_err(call, e);
     return;
   }
-  v = api__job_json(job);
   if (warnings != NULL)
-    json_object_set(v, "warnings", (json_t *)warnings);
+    extra = json_pack("{s:O}", "warnings", warnings);
   if (replayed)
     http_request_add_header(call->req, "Idempotent-Replayed", "true");
-  api__reply_json(call, 201, v);
+  api__reply_job(call, 201, job, extra);
+  json_decref(extra);
 }
 
 void
@@ -58,8 +58,9 @@ api__jobs_create(struct api_call *call)
   json_decref(body);
 }
 
+/* A list page is written as text, job by job (see api__job_text). */
 struct list_ctx {
-  json_t *jobs;
+  struct buf out;
   int64_t last_id;
   int64_t n;
 };
@@ -69,7 +70,9 @@ list_cb(const struct db_job *j, void *arg)
 {
   struct list_ctx *l = arg;
 
-  json_array_append_new(l->jobs, api__job_json(j));
+  if ((l->n > 0 && buf_add(&l->out, ",", 1) < 0) ||
+      api__job_text(j, NULL, &l->out) < 0)
+    return ERR_TOO_LARGE;
   l->last_id = j->id;
   l->n++;
   return 0;
@@ -84,7 +87,9 @@ api__jobs_list(struct api_call *call)
   enum job_state st;
   int64_t limit;
   int64_t cursor;
-  json_t *v;
+  size_t len;
+  char *body;
+  int rc;
 
   f.state = http_request_query(call->req, "state");
   f.project = http_request_query(call->req, "project");
@@ -102,23 +107,28 @@ api__jobs_list(struct api_call *call)
   }
   f.limit = (int)limit;
   f.before_id = cursor;
-  l.jobs = json_array();
-  if (broker_job_list(call->api->broker, &call->who, &f, list_cb, &l, &e) <
-      0) {
-    json_decref(l.jobs);
+  buf_init(&l.out, (size_t)512 * 1024 * 1024);
+  rc = buf_adds(&l.out, "{\"jobs\":[");
+  if (rc == 0)
+    rc = broker_job_list(call->api->broker, &call->who, &f, list_cb, &l,
+                         &e);
+  if (rc == ERR_TOO_LARGE)
+    err_set(&e, rc, "the page is too large; ask for a smaller 'limit'");
+  /* next_cursor: the last id of a full page (ids are the cursor). */
+  if (rc == 0 && l.n == limit && l.last_id > 1)
+    rc = buf_addf(&l.out, "],\"next_cursor\":\"%lld\"}\n",
+                  (long long)l.last_id);
+  else if (rc == 0)
+    rc = buf_adds(&l.out, "],\"next_cursor\":null}\n");
+  if (rc < 0) {
+    buf_release(&l.out);
+    if (e.code == 0)
+      err_set(&e, rc, "cannot list jobs");
     api__reply_err(call, &e);
     return;
   }
-  v = json_pack("{s:o}", "jobs", l.jobs);
-  if (l.n == limit && l.last_id > 1) {
-    char next[24];
-
-    snprintf(next, sizeof(next), "%lld", (long long)l.last_id);
-    json_object_set_new(v, "next_cursor", json_string(next));
-  } else {
-    json_object_set_new(v, "next_cursor", json_null());
-  }
-  api__reply_json(call, 200, v);
+  body = buf_take(&l.out, &len);
+  api__reply_body(call, 200, "application/json", body, len);
 }
 
 /* The shape of get, cancel and release: id in, job out. */
@@ -138,7 +148,7 @@ job_action(struct api_call *call,
     api__reply_err(call, &e);
     return;
   }
-  api__reply_json(call, 200, api__job_json(&j));
+  api__reply_job(call, 200, &j, NULL);
   db_job_release(&j);
 }
 

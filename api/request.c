@@ -64,11 +64,14 @@ api__body_json(const struct api_call *call, json_t **out, struct err *e)
   return jsonx_parse_object(body, len, out, e);
 }
 
-json_t *
-api__job_json(const struct db_job *j)
+/* Largest reply body: a list page of 1000 jobs with big specs. */
+#define JOB_TEXT_MAX ((size_t)256 * 1024 * 1024)
+
+int
+api__job_text(const struct db_job *j, const json_t *extra, struct buf *out)
 {
   json_t *v = json_object();
-  json_t *spec = json_loads(j->spec_json, 0, NULL);
+  int rc;
 
   json_object_set_new(v, "id", json_integer(j->id));
   jsonx_set_str(v, "name", j->name);
@@ -92,6 +95,41 @@ api__job_json(const struct db_job *j)
   jsonx_set_time(v, "updated_at", j->updated_ms);
   jsonx_set_time(v, "started_at", j->started_ms);
   jsonx_set_time(v, "ended_at", j->ended_ms);
-  json_object_set_new(v, "spec", spec ? spec : json_null());
-  return v;
+  if (extra != NULL)
+    json_object_update(v, (json_t *)extra);
+  rc = jsonx_dump_buf(v, out);
+  json_decref(v);
+  if (rc < 0)
+    return rc;
+  /* The stored spec is the canonical JSON tenbind wrote itself
+   * (jobspec_to_json): splice it in as text rather than parse it and
+   * print it again on every read.  out now ends with the object's '}'. */
+  out->len--;
+  rc = buf_adds(out, ",\"spec\":");
+  if (rc == 0)
+    rc = buf_adds(out, j->spec_json != NULL && j->spec_json[0] != '\0'
+                           ? j->spec_json
+                           : "null");
+  if (rc == 0)
+    rc = buf_add(out, "}", 1);
+  return rc;
+}
+
+void
+api__reply_job(struct api_call *call, int status, const struct db_job *j,
+               const json_t *extra)
+{
+  struct buf b;
+  size_t len;
+  char *body;
+
+  buf_init(&b, JOB_TEXT_MAX);
+  if (api__job_text(j, extra, &b) < 0 || buf_add(&b, "\n", 1) < 0) {
+    buf_release(&b);
+    api__reply_errf(call, ERR_INTERNAL, "cannot encode job %lld",
+                    (long long)j->id);
+    return;
+  }
+  body = buf_take(&b, &len);
+  api__reply_body(call, status, "application/json", body, len);
 }

@@ -27,11 +27,16 @@ t_expect "it ran exactly once" "$runs" '^1$'
 id=$("$TENBIN" submit --project demo -- sleep 300)
 t_wait_state "$id" running >/dev/null
 t_crash
-# The shim and its job die while tenbind is down.
+# The shim dies while tenbind is down, before it can record anything;
+# its job follows it (parent-death signal).  Killing the job first would
+# let the shim record the job's death, a true end rather than a vanishing.
 shim=$(cut -d' ' -f1 "$T_STATE/jobs/$id/shim.pid")
-pgrep -P "$shim" | xargs -r kill -KILL
+job=$(pgrep -P "$shim" || true)
 kill -KILL "$shim"
-sleep 0.3
+for _ in $(seq 1 50); do
+  [ -n "$job" ] && kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
 t_start
 state=$(t_wait_state "$id" lost 30) || true
 t_expect "a job that vanished while tenbind was down ends lost" "$state" '^lost$'
