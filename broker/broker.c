@@ -147,6 +147,8 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
     goto fail;
   broker__submit_init(b);
   broker__scheduler_init(b);
+  /* flush_check, flush_idle, tick_timer, kick_timer: each close
+   * callback counts one down (sites are added at close). */
   b->handles_open = 4;
   rc = broker__recover(b, e);
   if (rc < 0) {

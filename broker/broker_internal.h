@@ -97,13 +97,13 @@ struct site *broker__site(struct broker *b, const char *name);
 
 /* ---- submit.c ---- */
 
-int broker__submit_init(struct broker *b);
+void broker__submit_init(struct broker *b);
 /* Commit the pending batch and answer it (also used at close). */
 void broker__submit_flush(struct broker *b);
 
 /* ---- scheduler.c ---- */
 
-int broker__scheduler_init(struct broker *b);
+void broker__scheduler_init(struct broker *b);
 /* Run a scheduler pass soon (coalesced). */
 void broker__kick(struct broker *b);
 /* The adapter update callback (arg is the struct site). */

@@ -338,7 +338,7 @@ kick_cb(uv_timer_t *t)
   schedule(b);
 }
 
-int
+void
 broker__scheduler_init(struct broker *b)
 {
   uv_timer_init(b->loop, &b->tick_timer);
@@ -347,7 +347,6 @@ broker__scheduler_init(struct broker *b)
   b->kick_timer.data = b;
   uv_timer_start(&b->tick_timer, tick_cb, (uint64_t)b->tick_ms,
                  (uint64_t)b->tick_ms);
-  return 0;
 }
 
 void

@@ -41,7 +41,7 @@ flush_idle_cb(uv_idle_t *h)
   (void)h; /* only there to make the poll phase non-blocking */
 }
 
-int
+void
 broker__submit_init(struct broker *b)
 {
   b->pending = NULL;
@@ -50,7 +50,6 @@ broker__submit_init(struct broker *b)
   uv_idle_init(b->loop, &b->flush_idle);
   b->flush_check.data = b;
   b->flush_idle.data = b;
-  return 0;
 }
 
 static int

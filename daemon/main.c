@@ -159,12 +159,6 @@ out:
 }
 
 static void
-loop_closed_cb(void *arg)
-{
-  (void)arg;
-}
-
-static void
 broker_closed_cb(void *arg)
 {
   struct daemon *d = arg;
@@ -303,7 +297,7 @@ fail:
   if (d.api != NULL)
     api_free(d.api);
   if (d.broker != NULL)
-    broker_close(d.broker, loop_closed_cb, NULL);
+    broker_close(d.broker, NULL, NULL);
   /* Let whatever was opened finish closing. */
   uv_run(&d.loop, UV_RUN_DEFAULT);
 out:
