@@ -117,6 +117,7 @@ enum stmt_id {
   ST_WORKLOAD_INSERT,
   ST_WORKLOAD_UPDATE,
   ST_WORKLOAD_GET,
+  ST_META_GET,
   ST_WORKLOAD_LIST,
   ST_TOKEN_INSERT,
   ST_TOKEN_ADD_PROJECT,
@@ -195,6 +196,7 @@ static const char *const stmt_sql[ST_COUNT] = {
   [ST_WORKLOAD_UPDATE] =
       "UPDATE workloads SET json = ?2, updated_ms = ?3 WHERE name = ?1",
   [ST_WORKLOAD_GET] = "SELECT json FROM workloads WHERE name = ?1",
+  [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
   [ST_WORKLOAD_LIST] = "SELECT name, json FROM workloads ORDER BY name",
   [ST_TOKEN_INSERT] =
       "INSERT INTO api_tokens (hash, name, role, scoped, created_ms) "
@@ -1189,6 +1191,27 @@ db_workload_get(struct db *db, const char *name, char **json_out,
     ret = err_set(e, ERR_NOT_FOUND, "workload '%s' not found", name);
   else
     ret = fail(db, rc, e, "reading workload");
+  finish(st);
+  return ret;
+}
+
+int
+db_meta_get(struct db *db, const char *key, char **value_out, struct err *e)
+{
+  sqlite3_stmt *st = db->st[ST_META_GET];
+  int rc = SQLITE_OK;
+  int ret = 0;
+
+  *value_out = NULL;
+  bind_text(st, 1, key, &rc);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *value_out = col_copy(st, 0);
+  else if (rc == SQLITE_DONE)
+    ret = err_set(e, ERR_NOT_FOUND, "no '%s' in meta", key);
+  else
+    ret = fail(db, rc, e, "reading meta");
   finish(st);
   return ret;
 }

@@ -153,6 +153,13 @@ int db_placement_put(struct db *db, int64_t job_id, int64_t at_ms,
                      const char *verdict, const char *site,
                      const char *candidates_json, struct err *e) WARN_UNUSED;
 
+/* ---- meta ---- */
+
+/* A fact about this database, e.g. "instance" (the broker's id in the
+ * tags of remote jobs); *value_out is new.  ERR_NOT_FOUND when unset. */
+int db_meta_get(struct db *db, const char *key, char **value_out,
+                struct err *e) WARN_UNUSED;
+
 /* ---- workload catalog ---- */
 
 /* Insert or replace workload name with its JSON definition; *created is
