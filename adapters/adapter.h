@@ -16,6 +16,7 @@
 #define TENBIN_ADAPTERS_ADAPTER_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -24,7 +25,7 @@
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */
-#define ADAPTER_API_VERSION 1
+#define ADAPTER_API_VERSION 2
 
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
@@ -34,16 +35,24 @@ struct adapter_gpu_pool {
   char type[ADAPTER_GPU_TYPE_LEN]; /* "h100"; lowercase */
   int64_t total;                   /* GPUs that exist */
   int64_t in_use;                  /* GPUs assigned to running jobs */
+  int64_t down;                    /* GPUs on drained or down nodes */
+  int64_t pending;                 /* GPUs asked for by jobs waiting in
+                                      the site's own queue (any user) */
   int64_t per_node;                /* most GPUs of this type on one node */
 };
 
 /* A snapshot of a site's capacity, filled by ops->capacity(). */
 struct adapter_capacity {
   int reachable;       /* 0 when the site cannot be talked to */
+  char detail[192];    /* why not, or other news; "" when none */
+  int unknown;         /* never reached yet: the figures below are not
+                          the site's, and no job is impossible there */
   int64_t nodes;       /* nodes that can run jobs */
   int64_t nodes_down;  /* drained or down nodes */
   int64_t max_jobs;    /* concurrent jobs the site accepts; 0 = no cap */
   int64_t jobs_active; /* jobs the adapter is running or has submitted */
+  int64_t gpus_pending; /* GPUs asked for by jobs waiting in the site's
+                           own queue, typed or not */
   int npools;
   struct adapter_gpu_pool pools[ADAPTER_MAX_POOLS];
 };
@@ -73,7 +82,9 @@ struct adapter_update {
   int64_t at_ms;         /* when it happened, 0 = now */
 };
 
-typedef void (*adapter_update_fn)(void *arg, const struct adapter_update *u);
+/* Updates in the order they happened; n >= 1.  u is borrowed. */
+typedef void (*adapter_update_fn)(void *arg, const struct adapter_update *u,
+                                  size_t n);
 
 /* What the broker gives every adapter at open. */
 struct adapter_env {
@@ -81,6 +92,8 @@ struct adapter_env {
   const char *site_name;
   const char *state_dir;   /* the broker's --state dir (job dirs, logs) */
   const char *self_exe;    /* path of the tenbind executable (for a shim) */
+  const char *instance;    /* the broker's id (hex), for tags that must
+                              not match another broker's jobs */
   adapter_update_fn update;
   void *update_arg;
 };

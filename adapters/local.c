@@ -16,6 +16,7 @@
  */
 #include "adapters/adapter.h"
 #include "adapters/local.h"
+#include "adapters/update_queue.h"
 #include "local_int.h"
 
 #include <errno.h>
@@ -57,28 +58,17 @@ struct local_job {
   struct local_job *next;
 };
 
-/* An update waiting for the loop; owns its strings. */
-struct queued_update {
-  struct adapter_update u;
-  char *strs[4];
-  struct queued_update *next;
-};
-
 struct local {
   uv_loop_t *loop;
   char *site_name;
   char *jobs_dir;          /* absolute STATE/jobs */
   char *self_exe;
-  adapter_update_fn update;
-  void *update_arg;
   struct local_inventory inv;
   int64_t max_jobs;        /* 0 = no cap */
   int64_t cancel_grace_s;
   uv_timer_t watch;        /* tries adopted jobs' locks */
-  uv_timer_t flush;        /* delivers queued updates */
+  struct adapter_queue updates;
   struct local_job *jobs;
-  struct queued_update *qhead;
-  struct queued_update **qtail;
   int handles;             /* our uv handles not yet closed */
   int closing;
   void (*close_cb)(void *arg);
@@ -87,60 +77,24 @@ struct local {
 
 /* ---- updates ---- */
 
-static void on_flush(uv_timer_t *t);
-
 static void
 queue_update(struct local *l, int64_t job_id, enum job_state state,
              const char *remote_id, const char *alloc, const char *log_path,
              const char *reason, int exit_code, int sig, int64_t at_ms)
 {
-  struct queued_update *q = xcalloc(1, sizeof(*q));
+  struct adapter_update u = {
+      .job_id = job_id,
+      .state = state,
+      .remote_id = remote_id,
+      .alloc = alloc,
+      .log_path = log_path,
+      .reason = reason,
+      .exit_code = exit_code,
+      .signal = sig,
+      .at_ms = at_ms,
+  };
 
-  if (l->closing) {
-    free(q);
-    return;
-  }
-  q->strs[0] = xstrdup(remote_id);
-  q->strs[1] = xstrdup(alloc);
-  q->strs[2] = xstrdup(log_path);
-  q->strs[3] = xstrdup(reason);
-  q->u.job_id = job_id;
-  q->u.state = state;
-  q->u.remote_id = q->strs[0];
-  q->u.alloc = q->strs[1];
-  q->u.log_path = q->strs[2];
-  q->u.reason = q->strs[3];
-  q->u.exit_code = exit_code;
-  q->u.signal = sig;
-  q->u.at_ms = at_ms;
-  *l->qtail = q;
-  l->qtail = &q->next;
-  uv_timer_start(&l->flush, on_flush, 0, 0);
-}
-
-static void
-free_update(struct queued_update *q)
-{
-  for (int i = 0; i < 4; i++)
-    free(q->strs[i]);
-  free(q);
-}
-
-static void
-on_flush(uv_timer_t *t)
-{
-  struct local *l = t->data;
-
-  /* The callback may submit (queueing more) or close the site. */
-  while (l->qhead != NULL && !l->closing) {
-    struct queued_update *q = l->qhead;
-
-    l->qhead = q->next;
-    if (l->qhead == NULL)
-      l->qtail = &l->qhead;
-    l->update(l->update_arg, &q->u);
-    free_update(q);
-  }
+  adapter_queue_push(&l->updates, &u);
 }
 
 /* ---- jobs ---- */
@@ -468,12 +422,6 @@ config_error(struct err *e, int rc)
 static void
 free_site(struct local *l)
 {
-  while (l->qhead != NULL) {
-    struct queued_update *q = l->qhead;
-
-    l->qhead = q->next;
-    free_update(q);
-  }
   adapter_local__inventory_release(&l->inv);
   free(l->site_name);
   free(l->jobs_dir);
@@ -500,7 +448,6 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
     return err_set(e, ERR_INTERNAL,
                    "local site needs a state dir, self_exe and update");
   l = xcalloc(1, sizeof(*l));
-  l->qtail = &l->qhead;
   l->loop = env->loop;
   l->site_name = xstrdup(env->site_name != NULL ? env->site_name : "local");
   /* The shim is started in the job directory: a relative path would not
@@ -511,8 +458,6 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
                  strerror(errno));
     goto out;
   }
-  l->update = env->update;
-  l->update_arg = env->update_arg;
   adapter_local__inventory_init(&l->inv);
   if (config != NULL) {
     rc = jsonx_check(config, fields, "", e);
@@ -551,9 +496,9 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
   if (rc < 0)
     goto out;
   uv_timer_init(l->loop, &l->watch);
-  uv_timer_init(l->loop, &l->flush);
+  adapter_queue_init(&l->updates, l->loop, env->update, env->update_arg);
   l->watch.data = l;
-  l->flush.data = l;
+  l->updates.timer.data = l;
   l->handles = 2;
   *ctx = l;
   l = NULL;
@@ -1026,7 +971,7 @@ local_close(void *ctx, void (*cb)(void *arg), void *arg)
   l->close_cb = cb;
   l->close_arg = arg;
   uv_close((uv_handle_t *)&l->watch, on_timer_closed);
-  uv_close((uv_handle_t *)&l->flush, on_timer_closed);
+  adapter_queue_close(&l->updates, on_timer_closed);
   /* Jobs keep running: closing a process handle does not signal it, and
    * dropping an adopted job's descriptor does not touch its lock. */
   while (j != NULL) {

@@ -44,6 +44,7 @@ struct broker {
   struct db *db;
   char *state_dir;
   char *self_exe;
+  char *instance;                 /* this database's id, in remote tags */
   const struct placement_policy *policy;
   json_t *projects;               /* allow-list, or NULL */
   struct site *sites;
@@ -106,8 +107,10 @@ void broker__submit_flush(struct broker *b);
 void broker__scheduler_init(struct broker *b);
 /* Run a scheduler pass soon (coalesced). */
 void broker__kick(struct broker *b);
-/* The adapter update callback (arg is the struct site). */
-void broker__on_update(void *arg, const struct adapter_update *u);
+/* The adapter update callback (arg is the struct site): records the
+ * batch in one transaction. */
+void broker__on_update(void *arg, const struct adapter_update *u,
+                       size_t n);
 /* Re-attach to jobs left placed, submitted or running by a previous run. */
 int broker__recover(struct broker *b, struct err *e) WARN_UNUSED;
 /* Placement request of a spec. */

@@ -51,6 +51,7 @@ broker__snapshot(struct broker *b, struct placement_site *out,
     memset(ps, 0, sizeof(*ps));
     ps->name = s->name;
     ps->reachable = c->reachable;
+    ps->unknown = c->unknown;
     ps->nodes = c->nodes;
     ps->max_jobs = c->max_jobs;
     ps->jobs_active = c->jobs_active;
@@ -59,7 +60,11 @@ broker__snapshot(struct broker *b, struct placement_site *out,
     for (int k = 0; k < ps->npools; k++) {
       ps->pools[k].type = c->pools[k].type;
       ps->pools[k].total = c->pools[k].total;
-      ps->pools[k].free = c->pools[k].total - c->pools[k].in_use;
+      /* Jobs already waiting in the site's own queue come first there. */
+      ps->pools[k].free = c->pools[k].total - c->pools[k].in_use -
+                          c->pools[k].down - c->pools[k].pending;
+      if (ps->pools[k].free < 0)
+        ps->pools[k].free = 0;
       ps->pools[k].per_node = c->pools[k].per_node;
     }
   }
@@ -367,19 +372,32 @@ replace_str(char **dst, const char *src)
   *dst = xstrdup(src);
 }
 
-void
-broker__on_update(void *arg, const struct adapter_update *u)
+/*
+ * Apply one update inside the caller's transaction.  Returns 1 when the
+ * scheduler should run (capacity came back), 0 when nothing needs doing,
+ * and < 0 only for a database error, which spoils the transaction.
+ */
+static int
+apply_update(struct site *site, const struct adapter_update *u,
+             struct err *e)
 {
-  struct site *site = arg;
   struct broker *b = site->broker;
   struct db_job j;
-  struct err e = {0};
+  struct err te = {0};
   int rc;
 
   db_job_init(&j);
-  rc = db_job_get(b->db, u->job_id, &j, &e);
-  if (rc < 0)
-    goto fail;
+  rc = db_job_get(b->db, u->job_id, &j, e);
+  if (rc < 0) {
+    /* A job the database does not have is news from a stale tag, not a
+     * reason to drop the rest of the batch. */
+    if (rc == ERR_NOT_FOUND) {
+      log_warn("site '%s' reported job %lld, which does not exist",
+               site->name, (long long)u->job_id);
+      rc = 0;
+    }
+    goto out;
+  }
   /* Only the site a job is placed at may move it: a queued job has no
    * site, and a job re-placed elsewhere must not hear from its old one. */
   if (job_state_is_final(j.state) || j.site == NULL ||
@@ -395,32 +413,60 @@ broker__on_update(void *arg, const struct adapter_update *u)
     j.exit_code = u->exit_code;
   if (u->signal > 0)
     j.signal = u->signal;
-  rc = db_begin(b->db, &e);
-  if (rc < 0)
-    goto fail;
   if (u->state == j.state) {
     /* Same state (e.g. recovery confirms a running job): refresh only. */
     replace_str(&j.reason, u->reason);
     j.updated_ms = time_now_ms();
-    rc = db_job_update(b->db, &j, &e);
-  } else {
-    rc = broker__transition(b, &j, u->state, u->reason, u->at_ms, &e);
+    rc = db_job_update(b->db, &j, e);
+    goto out;
+  }
+  rc = broker__transition(b, &j, u->state, u->reason, u->at_ms, &te);
+  if (rc == ERR_BAD_STATE) {
+    /* Refused before anything was written (e.g. Slurm requeued a running
+     * job, and running does not go back to submitted). */
+    log_info("site '%s': %s", site->name, err_msg(&te));
+    rc = 0;
+    goto out;
+  }
+  if (rc < 0) {
+    *e = te;
+    goto out;
+  }
+  rc = u->state == JOB_QUEUED || job_state_is_final(u->state);
+out:
+  db_job_release(&j);
+  return rc;
+}
+
+void
+broker__on_update(void *arg, const struct adapter_update *u, size_t n)
+{
+  struct site *site = arg;
+  struct broker *b = site->broker;
+  struct err e = {0};
+  int kick = 0;
+  int rc;
+
+  /* One transaction (one fsync) for everything a site reported at once:
+   * a poll of a busy Slurm site brings hundreds of changes. */
+  rc = db_begin(b->db, &e);
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    rc = apply_update(site, &u[i], &e);
+    if (rc > 0) {
+      kick = 1;
+      rc = 0;
+    }
   }
   if (rc == 0)
     rc = db_commit(b->db, &e);
   if (rc < 0) {
     db_rollback(b->db);
-    goto fail;
+    log_error("cannot record %zu update(s) from site '%s': %s", n,
+              site->name, err_msg(&e));
+    return;
   }
-  if (u->state == JOB_QUEUED || job_state_is_final(u->state))
+  if (kick)
     broker__kick(b);
-  goto out;
-
-fail:
-  log_error("job %lld: cannot record update from site '%s': %s",
-            (long long)u->job_id, site->name, err_msg(&e));
-out:
-  db_job_release(&j);
 }
 
 static int

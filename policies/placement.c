@@ -135,6 +135,11 @@ judge_site(const struct placement_request *req,
 
   if (gpus <= 0 && req->gpus_per_node > 0)
     gpus = req->gpus_per_node * nodes;
+  if (site->unknown) {
+    /* Not "never": what the site has is not known until it answers. */
+    reason_set(c->reason, "site not reached yet, its capacity is unknown");
+    return PLACEMENT_WAIT;
+  }
   if (nodes > site->nodes) {
     reason_set(c->reason, "needs %lld nodes, site has %lld", (long long)nodes,
                (long long)site->nodes);

@@ -29,6 +29,7 @@ struct placement_pool {
 struct placement_site {
   const char *name;  /* borrowed */
   int reachable;
+  int unknown;       /* never reached yet: nodes and pools say nothing */
   int64_t nodes;
   int64_t max_jobs;      /* 0 = no cap */
   int64_t jobs_active;

@@ -1106,7 +1106,7 @@ test_update_from_a_site_for_a_job_not_placed_there_is_ignored(void **state)
   u.state = JOB_RUNNING;
   u.exit_code = -1;
   u.remote_id = "1234:5678";
-  broker__on_update(&f->b->sites[0], &u);
+  broker__on_update(&f->b->sites[0], &u, 1);
   assert_int_equal(state_of(f, id), JOB_QUEUED);
 }
 

@@ -97,21 +97,25 @@ spec_sh(struct job_spec *s, const char *cmd)
 /* ---- fixture ---- */
 
 static void
-on_update(void *arg, const struct adapter_update *u)
+on_update(void *arg, const struct adapter_update *batch, size_t n)
 {
   struct fx *f = arg;
-  struct rec *r;
 
-  assert_true(f->nups < MAX_UPDATES);
-  r = &f->ups[f->nups++];
-  r->job_id = u->job_id;
-  r->state = u->state;
-  r->remote_id = xstrdup(u->remote_id);
-  r->alloc = xstrdup(u->alloc);
-  r->log_path = xstrdup(u->log_path);
-  r->reason = xstrdup(u->reason);
-  r->exit_code = u->exit_code;
-  r->signal = u->signal;
+  for (size_t i = 0; i < n; i++) {
+    const struct adapter_update *u = &batch[i];
+    struct rec *r;
+
+    assert_true(f->nups < MAX_UPDATES);
+    r = &f->ups[f->nups++];
+    r->job_id = u->job_id;
+    r->state = u->state;
+    r->remote_id = xstrdup(u->remote_id);
+    r->alloc = xstrdup(u->alloc);
+    r->log_path = xstrdup(u->log_path);
+    r->reason = xstrdup(u->reason);
+    r->exit_code = u->exit_code;
+    r->signal = u->signal;
+  }
 }
 
 static int

@@ -1,0 +1,104 @@
+/*
+ * The adapter-to-broker update queue (see update_queue.h).
+ */
+#include "adapters/update_queue.h"
+
+#include <stdlib.h>
+
+#include "util/alloc.h"
+
+/* One queued update; owns its strings. */
+struct adapter_queued {
+  struct adapter_update u;
+  char *strs[4];
+  struct adapter_queued *next;
+};
+
+static void
+queued_free(struct adapter_queued *q)
+{
+  for (int i = 0; i < 4; i++)
+    free(q->strs[i]);
+  free(q);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+  struct adapter_queue *q = (struct adapter_queue *)t;
+  struct adapter_queued *list = q->head;
+  struct adapter_update *batch;
+  size_t n = q->n;
+  size_t i = 0;
+
+  if (list == NULL || q->closing)
+    return;
+  /* Detach first: the broker may submit or cancel from inside fn, which
+   * queues updates for the next turn. */
+  q->head = NULL;
+  q->tail = &q->head;
+  q->n = 0;
+  batch = xmalloc(n * sizeof(*batch));
+  for (struct adapter_queued *p = list; p != NULL; p = p->next)
+    batch[i++] = p->u;
+  q->fn(q->fn_arg, batch, n);
+  free(batch);
+  while (list != NULL) {
+    struct adapter_queued *next = list->next;
+
+    queued_free(list);
+    list = next;
+  }
+}
+
+void
+adapter_queue_init(struct adapter_queue *q, uv_loop_t *loop,
+                   adapter_update_fn fn, void *fn_arg)
+{
+  uv_timer_init(loop, &q->timer);
+  q->fn = fn;
+  q->fn_arg = fn_arg;
+  q->head = NULL;
+  q->tail = &q->head;
+  q->n = 0;
+  q->closing = 0;
+}
+
+void
+adapter_queue_push(struct adapter_queue *q, const struct adapter_update *u)
+{
+  struct adapter_queued *e;
+
+  if (q->closing)
+    return;
+  e = xcalloc(1, sizeof(*e));
+  e->u = *u;
+  e->strs[0] = xstrdup(u->remote_id);
+  e->strs[1] = xstrdup(u->alloc);
+  e->strs[2] = xstrdup(u->log_path);
+  e->strs[3] = xstrdup(u->reason);
+  e->u.remote_id = e->strs[0];
+  e->u.alloc = e->strs[1];
+  e->u.log_path = e->strs[2];
+  e->u.reason = e->strs[3];
+  *q->tail = e;
+  q->tail = &e->next;
+  q->n++;
+  if (q->n == 1)
+    uv_timer_start(&q->timer, on_timer, 0, 0);
+}
+
+void
+adapter_queue_close(struct adapter_queue *q, uv_close_cb close_cb)
+{
+  q->closing = 1;
+  while (q->head != NULL) {
+    struct adapter_queued *next = q->head->next;
+
+    queued_free(q->head);
+    q->head = next;
+  }
+  q->tail = &q->head;
+  q->n = 0;
+  uv_close((uv_handle_t *)&q->timer, close_cb);
+}
