@@ -1,15 +1,17 @@
 /*
  * The registry of site adapters: the site config's "kind" names one of
- * them.  Later kinds (slurm, aws, ...) are added to the table.
+ * them.  Later kinds (aws, ...) are added to the table.
  */
 #include "adapter.h"
 
 #include <string.h>
 
 #include "local.h"
+#include "slurm.h"
 
 static const struct adapter_ops *const adapters[] = {
     &adapter_local_ops,
+    &adapter_slurm_ops,
     NULL,
 };
 

@@ -74,6 +74,7 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     env.site_name = s->name;
     env.state_dir = b->state_dir;
     env.self_exe = b->self_exe;
+    env.instance = b->instance;
     env.update = broker__on_update;
     env.update_arg = s;
     rc = s->ops->open(&env, cfg, &s->ctx, e);
@@ -139,6 +140,9 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   rc = db_open(cfg->db_path, &b->db, e);
   if (rc < 0)
     goto fail;
+  rc = db_meta_get(b->db, "instance", &b->instance, e);
+  if (rc < 0)
+    goto fail;
   rc = open_sites(b, cfg->sites, e);
   if (rc < 0)
     goto fail;
@@ -172,6 +176,7 @@ fail:
   json_decref(b->projects);
   free(b->state_dir);
   free(b->self_exe);
+  free(b->instance);
   free(b);
   return rc;
 }
@@ -191,6 +196,7 @@ broker_finish(struct broker *b)
   json_decref(b->projects);
   free(b->state_dir);
   free(b->self_exe);
+  free(b->instance);
   b->tag = 0;
   free(b);
   if (cb != NULL)
@@ -287,11 +293,16 @@ site_json(struct site *s, const int64_t *counts)
   memset(&cap, 0, sizeof(cap));
   s->ops->capacity(s->ctx, &cap);
   for (int k = 0; k < cap.npools; k++) {
-    json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "type",
-                                          cap.pools[k].type, "total",
-                                          (json_int_t)cap.pools[k].total,
-                                          "in_use",
-                                          (json_int_t)cap.pools[k].in_use));
+    const struct adapter_gpu_pool *p = &cap.pools[k];
+    int64_t idle = p->total - p->in_use - p->down;
+
+    json_array_append_new(
+        gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "type", p->type,
+                        "total", (json_int_t)p->total, "in_use",
+                        (json_int_t)p->in_use, "idle",
+                        (json_int_t)(idle > 0 ? idle : 0), "down",
+                        (json_int_t)p->down, "pending",
+                        (json_int_t)p->pending));
     total += cap.pools[k].total;
     in_use += cap.pools[k].in_use;
   }
@@ -307,13 +318,16 @@ site_json(struct site *s, const int64_t *counts)
   json_object_set_new(jobs, "cancelled",
                       json_integer(counts[JOB_CANCELLED]));
   json_object_set_new(jobs, "lost", json_integer(counts[JOB_LOST]));
-  return json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:o}",
+  return json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:o, s:I, s:I, "
+                   "s:I, s:o}",
                    "name", s->name, "kind", s->kind, "reachable",
-                   cap.reachable, "nodes", (json_int_t)cap.nodes,
-                   "nodes_down", (json_int_t)cap.nodes_down, "max_jobs",
+                   cap.reachable, "detail", cap.detail, "nodes",
+                   (json_int_t)cap.nodes, "nodes_down",
+                   (json_int_t)cap.nodes_down, "max_jobs",
                    (json_int_t)cap.max_jobs, "gpus", gpus, "gpus_total",
                    (json_int_t)total, "gpus_in_use", (json_int_t)in_use,
-                   "jobs", jobs);
+                   "gpus_pending", (json_int_t)cap.gpus_pending, "jobs",
+                   jobs);
 }
 
 json_t *

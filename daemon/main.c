@@ -9,6 +9,7 @@
  *           [--state DIR]
  *   tenbind --shim JOBDIR        (internal: the local site's job shim)
  */
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -379,7 +380,15 @@ main(int argc, char **argv)
     }
     log_set_level(lvl);
   }
+  /* Once, before any thread or handle: the Slurm adapter's HTTP client
+   * needs it, and curl_global_init is not thread-safe. */
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "tenbind: cannot initialise libcurl\n");
+    config_release(&cfg);
+    return 1;
+  }
   rc = serve(&cfg, config_path, state);
   config_release(&cfg);
+  curl_global_cleanup();
   return rc;
 }
