@@ -232,6 +232,17 @@ api__jobs_log(struct api_call *call)
     goto fail;
   if (j.log_path != NULL) {
     fd = open(j.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno == ENOENT && job_state_is_final(j.state) &&
+        j.started_ms > 0) {
+      /* It ran and ended, so its output exists somewhere: on a site
+       * whose filesystem this host does not share.  Say so rather than
+       * show an empty log.  (A running job's file may not exist yet.) */
+      err_set(&e, ERR_NOT_FOUND, "the log of job %lld is %s on site "
+              "'%s', which is not readable from the broker host; read it "
+              "there", (long long)id, j.log_path,
+              j.site != NULL ? j.site : "?");
+      goto fail;
+    }
     if (fd < 0 && errno != ENOENT) {
       err_set(&e, ERR_IO, "cannot open the log of job %lld: %s",
               (long long)id, strerror(errno));

@@ -24,6 +24,19 @@ reach(const json_t *site)
 }
 
 static void
+nodes_text(const json_t *site, char *out, size_t outlen)
+{
+  json_int_t nodes = json_integer_value(json_object_get(site, "nodes"));
+  json_int_t down = json_integer_value(json_object_get(site, "nodes_down"));
+
+  if (down > 0)
+    snprintf(out, outlen, "%lld (%lld down)", (long long)nodes,
+             (long long)down);
+  else
+    snprintf(out, outlen, "%lld", (long long)nodes);
+}
+
+static void
 count(const json_t *site, const char *key, char *out, size_t outlen)
 {
   const json_t *v = json_object_get(json_object_get(site, "jobs"), key);
@@ -34,8 +47,8 @@ count(const json_t *site, const char *key, char *out, size_t outlen)
 int
 cli_cmd_sites(struct cli *cli, int argc, char **argv)
 {
-  static const char *const head[] = {"NAME", "KIND",   "STATE",
-                                     "GPUS", "QUEUED", "RUNNING"};
+  static const char *const head[] = {"NAME",   "KIND",   "STATE", "NODES",
+                                     "GPUS",   "QUEUED", "RUNNING"};
   struct cli_response r;
   struct cli_table t;
   struct err e = {0};
@@ -49,10 +62,10 @@ cli_cmd_sites(struct cli *cli, int argc, char **argv)
                   sites_usage, &e, &status))
     return status;
   cli_response_init(&r);
-  cli_table_init(&t, head, 6);
+  cli_table_init(&t, head, 7);
   cli_table_set_max(&t, 0, 24);
-  cli_table_set_right(&t, 4);
   cli_table_set_right(&t, 5);
+  cli_table_set_right(&t, 6);
   if (cli_request(cli, "GET", "/v1/sites", NULL, &r, &reply, &e) < 0) {
     status = cli_fail(&e);
     goto out;
@@ -64,20 +77,23 @@ cli_cmd_sites(struct cli *cli, int argc, char **argv)
   json_array_foreach(json_object_get(reply, "sites"), i, site) {
     char queued[32];
     char running[32];
+    char nodes[64];
     struct buf gpus;
-    const char *row[6];
+    const char *row[7];
 
     buf_init(&gpus, CLI_MAX_RESPONSE);
     count(site, "queued", queued, sizeof(queued));
     count(site, "running", running, sizeof(running));
+    nodes_text(site, nodes, sizeof(nodes));
     row[0] = jsonx_str(site, "name");
     row[1] = jsonx_str(site, "kind");
     row[2] = reach(site);
-    row[3] = cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0
+    row[3] = nodes;
+    row[4] = cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0
                  ? buf_str(&gpus)
                  : "?";
-    row[4] = queued;
-    row[5] = running;
+    row[5] = queued;
+    row[6] = running;
     cli_table_add(&t, row);
     buf_release(&gpus);
   }
@@ -93,7 +109,9 @@ out:
 static int
 show_site(const json_t *site)
 {
-  char nodes[32], max_jobs[32], total[64], queued[32], running[32];
+  char nodes[64], max_jobs[32], total[64], queued[32], running[32];
+  char pending[32];
+  const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
   struct buf gpus;
   const json_t *v;
@@ -104,11 +122,10 @@ show_site(const json_t *site)
   cli_table_add_kv(&t, "name", jsonx_str(site, "name"));
   cli_table_add_kv(&t, "kind", jsonx_str(site, "kind"));
   cli_table_add_kv(&t, "state", reach(site));
-  v = json_object_get(site, "nodes");
-  if (json_is_integer(v)) {
-    snprintf(nodes, sizeof(nodes), "%lld", (long long)json_integer_value(v));
-    cli_table_add_kv(&t, "nodes", nodes);
-  }
+  if (detail != NULL && detail[0] != '\0')
+    cli_table_add_kv(&t, "detail", detail);
+  nodes_text(site, nodes, sizeof(nodes));
+  cli_table_add_kv(&t, "nodes", nodes);
   v = json_object_get(site, "max_jobs");
   if (json_is_integer(v)) {
     if (json_integer_value(v) > 0)
@@ -124,6 +141,10 @@ show_site(const json_t *site)
            (long long)json_integer_value(json_object_get(site, "gpus_in_use")),
            (long long)json_integer_value(json_object_get(site, "gpus_total")));
   cli_table_add_kv(&t, "gpus in use", total);
+  snprintf(pending, sizeof(pending), "%lld",
+           (long long)json_integer_value(
+               json_object_get(site, "gpus_pending")));
+  cli_table_add_kv(&t, "gpus waiting at site", pending);
   count(site, "queued", queued, sizeof(queued));
   count(site, "running", running, sizeof(running));
   cli_table_add_kv(&t, "queued", queued);

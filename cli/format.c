@@ -211,10 +211,18 @@ cli_fmt_site_gpus(const json_t *gpus, struct buf *out)
 
     if (!json_is_object(g))
       continue;
+    json_int_t down = json_integer_value(json_object_get(g, "down"));
+    json_int_t pending = json_integer_value(json_object_get(g, "pending"));
+
     rc = buf_addf(out, "%s%s %lld/%lld", n > 0 ? ", " : "",
                   type != NULL ? type : "any",
                   (long long)json_integer_value(json_object_get(g, "in_use")),
                   (long long)json_integer_value(json_object_get(g, "total")));
+    /* Only what is news: most sites have nothing down or waiting. */
+    if (rc == 0 && down > 0)
+      rc = buf_addf(out, " (%lld down)", (long long)down);
+    if (rc == 0 && pending > 0)
+      rc = buf_addf(out, " +%lld waiting", (long long)pending);
     if (rc < 0)
       return rc;
     n++;

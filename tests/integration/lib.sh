@@ -34,6 +34,7 @@ t_cleanup() {
     pid=$(cut -d' ' -f1 "$f" 2>/dev/null || true)
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
   done
+  t_slurm_stop
   if [ "$rc" -eq 0 ] && [ "$T_FAILS" -eq 0 ]; then
     rm -rf "$T_DIR"
   else
@@ -140,4 +141,55 @@ t_done() {
   fi
   echo "$((T_CHECKS - T_FAILS)) passed, $T_FAILS failed"
   [ "$T_FAILS" -eq 0 ]
+}
+
+# ---- Slurm sites ----
+
+# t_slurm_start [slurm-testbed start args...]: start a testbed of this
+# test's own (stopped at exit) and write $T_DIR/slurm.json, a tenbind
+# config with its clusters as sites (polled every 200 ms).
+T_TB=""
+t_slurm_start() {
+  # Slurm's daemons run as other users: the testbed lives outside the
+  # test's private (0700) directory.
+  T_TB=$(mktemp -d "/tmp/tenbin-tb.XXXXXX")
+  chmod 755 "$T_TB"
+  "$TENBIN_SOURCE_DIR/scripts/slurm-testbed" start --dir "$T_TB" "$@" \
+    >"$T_DIR/sites.json" 2>"$T_DIR/testbed.err" || {
+    cat "$T_DIR/testbed.err" >&2
+    return 1
+  }
+  jq --arg tb "$T_TB" \
+    '{sites: [.[] | . + {poll_ms: 200, workdir: ($tb + "/" + .name + "/jobs")}]}' \
+    "$T_DIR/sites.json" >"$T_DIR/slurm.json"
+  # shellcheck disable=SC1090
+  . <("$TENBIN_SOURCE_DIR/scripts/slurm-testbed" env --dir "$T_TB")
+}
+
+t_slurm_stop() {
+  [ -n "$T_TB" ] || return 0
+  "$TENBIN_SOURCE_DIR/scripts/slurm-testbed" stop --dir "$T_TB" >/dev/null 2>&1 || true
+  if [ "$T_FAILS" -eq 0 ]; then
+    rm -rf "$T_TB"
+  else
+    echo "kept $T_TB (Slurm logs) for inspection" >&2
+  fi
+  T_TB=""
+}
+
+# t_slurmrest CLUSTER METHOD PATH [curl args]: slurmrestd's answer body.
+t_slurmrest() {
+  local c=${1^^} method=$2 path=$3
+  shift 3
+  local url token
+  url=$(eval echo "\$${c}_REST_URL")
+  token=$(eval echo "\$${c}_JWT")
+  curl -sS -X "$method" -H "X-SLURM-USER-NAME: $SLURM_TESTBED_USER" \
+    -H "X-SLURM-USER-TOKEN: $token" "$url/slurm/v0.0.38$path" "$@"
+}
+
+# t_slurm_tagged CLUSTER ID: how many Slurm jobs carry tenbin job ID's tag.
+t_slurm_tagged() {
+  t_slurmrest "$1" GET /jobs |
+    jq --arg id "$2" '[.jobs[] | select(.comment | test("^tenbin:[0-9a-f]+:" + $id + "$"))] | length'
 }
