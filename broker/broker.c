@@ -5,6 +5,7 @@
  */
 #include <assert.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,6 +363,29 @@ broker_site_json(struct broker *b, const char *name)
   return v;
 }
 
+/* One gauge family by site and GPU type: the int64_t member of struct
+ * adapter_gpu_pool at offset. */
+static int
+gpu_family(struct broker *b, const struct adapter_capacity *caps,
+           const char *name, const char *help, size_t offset,
+           struct buf *out)
+{
+  int rc = buf_addf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
+                    name);
+
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    for (int k = 0; rc == 0 && k < caps[i].npools; k++) {
+      const struct adapter_gpu_pool *p = &caps[i].pools[k];
+      int64_t v;
+
+      memcpy(&v, (const char *)p + offset, sizeof(v));
+      rc = buf_addf(out, "%s{site=\"%s\",type=\"%s\"} %lld\n", name,
+                    b->sites[i].name, p->type, (long long)v);
+    }
+  }
+  return rc;
+}
+
 /* Prometheus wants each family's samples together, so one family is
  * written for every site before the next family starts. */
 static int
@@ -379,24 +403,19 @@ metrics_sites(struct broker *b, struct buf *out)
     rc = buf_addf(out, "tenbin_site_up{site=\"%s\"} %d\n", b->sites[i].name,
                   caps[i].reachable ? 1 : 0);
   if (rc == 0)
-    rc = buf_adds(out, "# HELP tenbin_gpus GPUs by site and type.\n"
-                       "# TYPE tenbin_gpus gauge\n");
-  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
-    for (int k = 0; rc == 0 && k < caps[i].npools; k++)
-      rc = buf_addf(out, "tenbin_gpus{site=\"%s\",type=\"%s\"} %lld\n",
-                    b->sites[i].name, caps[i].pools[k].type,
-                    (long long)caps[i].pools[k].total);
-  }
+    rc = gpu_family(b, caps, "tenbin_gpus", "GPUs by site and type.",
+                    offsetof(struct adapter_gpu_pool, total), out);
   if (rc == 0)
-    rc = buf_adds(out, "# HELP tenbin_gpus_in_use GPUs assigned to jobs.\n"
-                       "# TYPE tenbin_gpus_in_use gauge\n");
-  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
-    for (int k = 0; rc == 0 && k < caps[i].npools; k++)
-      rc = buf_addf(out,
-                    "tenbin_gpus_in_use{site=\"%s\",type=\"%s\"} %lld\n",
-                    b->sites[i].name, caps[i].pools[k].type,
-                    (long long)caps[i].pools[k].in_use);
-  }
+    rc = gpu_family(b, caps, "tenbin_gpus_in_use", "GPUs assigned to jobs.",
+                    offsetof(struct adapter_gpu_pool, in_use), out);
+  if (rc == 0)
+    rc = gpu_family(b, caps, "tenbin_gpus_down",
+                    "GPUs on drained or down nodes.",
+                    offsetof(struct adapter_gpu_pool, down), out);
+  if (rc == 0)
+    rc = gpu_family(b, caps, "tenbin_gpus_waiting",
+                    "GPUs asked for by jobs waiting in the site's queue.",
+                    offsetof(struct adapter_gpu_pool, pending), out);
   free(caps);
   return rc;
 }
