@@ -827,10 +827,11 @@ static void
 env_push(char ***env, const char *key, const char *value)
 {
   size_t klen = strlen(key);
-  char *kv = xmalloc(klen + strlen(value) + 2);
+  size_t len = klen + strlen(value) + 2;
+  char *kv = xmalloc(len);
   char **v = *env;
 
-  sprintf(kv, "%s=%s", key, value);
+  snprintf(kv, len, "%s=%s", key, value);
   /* A later value replaces an earlier one, as in a shell. */
   for (size_t i = 0; v != NULL && v[i] != NULL; i++) {
     if (strncmp(v[i], key, klen) == 0 && v[i][klen] == '=') {
@@ -893,12 +894,14 @@ job_env(const struct slurm_site *s, int64_t id, const struct job_spec *sp)
 static char *
 site_path(const char *workdir, const char *path)
 {
+  size_t len;
   char *out;
 
   if (path[0] == '/')
     return xstrdup(path);
-  out = xmalloc(strlen(workdir) + strlen(path) + 2);
-  sprintf(out, "%s/%s", workdir, path);
+  len = strlen(workdir) + strlen(path) + 2;
+  out = xmalloc(len);
+  snprintf(out, len, "%s/%s", workdir, path);
   return out;
 }
 
