@@ -84,7 +84,12 @@ adapter_queue_push(struct adapter_queue *q, const struct adapter_update *u)
   *q->tail = e;
   q->tail = &e->next;
   q->n++;
+  /* Answers from a site arrive one by one; waiting a little lets the
+   * broker record many of them with one commit (one fsync) instead of
+   * one each.  A full batch goes at once. */
   if (q->n == 1)
+    uv_timer_start(&q->timer, on_timer, ADAPTER_QUEUE_DELAY_MS, 0);
+  else if (q->n == ADAPTER_QUEUE_BATCH)
     uv_timer_start(&q->timer, on_timer, 0, 0);
 }
 

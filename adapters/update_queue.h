@@ -3,9 +3,10 @@
  *
  * An adapter never calls the broker back from inside a call the broker
  * made (submit, cancel, ...): it pushes the update here and the queue
- * delivers it from the loop, after that call has returned.  Everything
- * queued by then goes out in one call of the update function, so the
- * broker can record a whole poll's worth of changes in one transaction.
+ * delivers it from the loop, after that call has returned, at most
+ * ADAPTER_QUEUE_DELAY_MS later.  Everything queued by then goes out in
+ * one call of the update function, so the broker records a whole poll's
+ * worth of changes, or a burst of submit answers, in one transaction.
  *
  * The struct is embedded in the adapter's own (libuv's caller-allocates
  * rule); its timer is one uv handle the adapter closes with
@@ -18,6 +19,11 @@
 #include <uv.h>
 
 #include "adapters/adapter.h"
+
+/* An update waits at most this long for others to share its commit. */
+#define ADAPTER_QUEUE_DELAY_MS 10
+/* ... and no longer once this many are waiting. */
+#define ADAPTER_QUEUE_BATCH 256
 
 struct adapter_queued;
 

@@ -233,8 +233,9 @@ api__jobs_log(struct api_call *call)
   if (j.log_path != NULL) {
     fd = open(j.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0 && errno == ENOENT && job_state_is_final(j.state) &&
-        j.started_ms > 0) {
-      /* It ran and ended, so its output exists somewhere: on a site
+        (j.started_ms > 0 || j.exit_code >= 0 || j.signal > 0)) {
+      /* It ran (it may have ended before a poll saw it running) and
+       * ended, so its output exists somewhere: on a site
        * whose filesystem this host does not share.  Say so rather than
        * show an empty log.  (A running job's file may not exist yet.) */
       err_set(&e, ERR_NOT_FOUND, "the log of job %lld is %s on site "
