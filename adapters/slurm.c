@@ -360,12 +360,11 @@ answer_error(struct slurm_site *s, const struct http_client_response *resp,
 }
 
 static int
-answer_json(const struct http_client_response *resp, json_t **out,
-            struct err *e)
+parse_json(const char *body, size_t len, json_t **out, struct err *e)
 {
   json_error_t jerr;
 
-  *out = json_loadb(resp->body, resp->len, 0, &jerr);
+  *out = json_loadb(body, len, 0, &jerr);
   if (*out == NULL)
     return err_set(e, ERR_SITE, "slurmrestd sent malformed JSON: %s",
                    jerr.text);
@@ -570,13 +569,10 @@ static void
 parse_listing(uv_work_t *req)
 {
   struct listing_work *w = req->data;
-  json_error_t jerr;
-  json_t *answer = json_loadb(w->body, w->len, 0, &jerr);
+  json_t *answer = NULL;
 
-  if (answer == NULL)
-    w->rc = err_set(&w->e, ERR_SITE, "slurmrestd sent malformed JSON: %s",
-                    jerr.text);
-  else
+  w->rc = parse_json(w->body, w->len, &answer, &w->e);
+  if (w->rc == 0)
     w->rc = w->schema->jobs(answer, w->instance, &w->list, &w->e);
   json_decref(answer);
 }
@@ -692,7 +688,7 @@ on_db_job(struct slurm_site *s, const struct sreq *q, int rc,
   if (rc == 0 && resp->status != 200)
     rc = answer_error(s, resp, e);
   if (rc == 0)
-    rc = answer_json(resp, &answer, e);
+    rc = parse_json(resp->body, resp->len, &answer, e);
   if (rc == 0)
     rc = s->schema->db_jobs(answer, s->instance, &l, e);
   json_decref(answer);
@@ -731,7 +727,7 @@ on_nodes(struct slurm_site *s, int rc,
   if (rc == 0 && resp->status != 200)
     rc = answer_error(s, resp, e);
   if (rc == 0)
-    rc = answer_json(resp, &answer, e);
+    rc = parse_json(resp->body, resp->len, &answer, e);
   if (rc == 0)
     rc = s->schema->nodes(answer, &cap, e);
   json_decref(answer);
@@ -787,7 +783,7 @@ on_submit(struct slurm_site *s, const struct sreq *q, int rc,
     remove_job(s, j);
     return;
   }
-  rc = answer_json(resp, &answer, e);
+  rc = parse_json(resp->body, resp->len, &answer, e);
   if (rc == 0)
     rc = s->schema->submit_id(answer, &slurm_id, e);
   json_decref(answer);
@@ -987,6 +983,31 @@ site_path(const char *workdir, const char *path)
   return out;
 }
 
+/* Where the job's stdout goes, as a Slurm pattern (%j ...). */
+static char *
+stdout_pattern(const struct slurm_site *s, const struct job_spec *sp)
+{
+  return site_path(sp->chdir != NULL ? sp->chdir : s->workdir,
+                   sp->stdout_path != NULL ? sp->stdout_path : s->output);
+}
+
+/* Start following aj: what the adapter keeps of it. */
+static struct sjob *
+track(struct slurm_site *s, const struct adapter_job *aj)
+{
+  const struct job_spec *sp = aj->spec;
+  struct sjob *j = add_job(s, aj->id);
+
+  j->since_gen = s->gen;
+  j->name = xstrdup(sp->name);
+  j->gpus = sp->gpus > 0 ? sp->gpus : sp->gpus_per_node * sp->nodes;
+  snprintf(j->gpu_type, sizeof(j->gpu_type), "%s",
+           sp->gpu_type != NULL ? sp->gpu_type : "");
+  j->stdout_pattern = aj->log_path != NULL ? xstrdup(aj->log_path)
+                                           : stdout_pattern(s, sp);
+  return j;
+}
+
 static int
 slurm_submit_job(void *ctx, const struct adapter_job *aj, struct err *e)
 {
@@ -1014,9 +1035,7 @@ slurm_submit_job(void *ctx, const struct adapter_job *aj, struct err *e)
   sub.partition = lookup(s->partitions, sp->gpu_type, s->default_partition);
   sub.account = lookup(s->accounts, sp->project, s->default_account);
   sub.workdir = sp->chdir != NULL ? sp->chdir : s->workdir;
-  stdout_path = site_path(sub.workdir, sp->stdout_path != NULL
-                                           ? sp->stdout_path
-                                           : s->output);
+  stdout_path = stdout_pattern(s, sp);
   if (sp->stderr_path != NULL)
     stderr_path = site_path(sub.workdir, sp->stderr_path);
   sub.stdout_path = stdout_path;
@@ -1035,15 +1054,8 @@ slurm_submit_job(void *ctx, const struct adapter_job *aj, struct err *e)
     rc = ERR_UNAVAILABLE;
     goto out;
   }
-  j = add_job(s, aj->id);
+  j = track(s, aj);
   j->phase = SJ_SUBMITTING;
-  j->since_gen = s->gen;
-  j->stdout_pattern = stdout_path;
-  stdout_path = NULL;
-  j->name = xstrdup(sp->name);
-  j->gpus = sp->gpus > 0 ? sp->gpus : sp->gpus_per_node * sp->nodes;
-  snprintf(j->gpu_type, sizeof(j->gpu_type), "%s",
-           sp->gpu_type != NULL ? sp->gpu_type : "");
 out:
   free(text);
   json_decref(body);
@@ -1096,23 +1108,9 @@ slurm_adopt_job(void *ctx, const struct adapter_job *aj, struct err *e)
       return err_set(e, ERR_INVALID, "remote id '%s' is not a Slurm job id",
                      aj->remote_id);
   }
-  j = add_job(s, aj->id);
+  j = track(s, aj);
   j->slurm_id = slurm_id;
   j->phase = slurm_id > 0 ? SJ_ACTIVE : SJ_ADOPTING;
-  j->since_gen = s->gen;
-  j->name = xstrdup(aj->spec->name);
-  j->gpus = aj->spec->gpus;
-  snprintf(j->gpu_type, sizeof(j->gpu_type), "%s",
-           aj->spec->gpu_type != NULL ? aj->spec->gpu_type : "");
-  if (aj->log_path != NULL) {
-    j->stdout_pattern = xstrdup(aj->log_path);
-  } else {
-    const char *wd = aj->spec->chdir != NULL ? aj->spec->chdir : s->workdir;
-
-    j->stdout_pattern = site_path(wd, aj->spec->stdout_path != NULL
-                                          ? aj->spec->stdout_path
-                                          : s->output);
-  }
   return 0;
 }
 
