@@ -1,0 +1,82 @@
+/*
+ * The block-delta engine: librsync signatures, deltas and patches over
+ * file descriptors, one segment at a time.
+ *
+ * A large file is handled as independent segments (MANIFEST_SEG_SIZE):
+ * the source computes each segment's delta against the signature of the
+ * destination's whole old file, so segments can be computed, sent,
+ * patched and verified in parallel and a cut transfer resumes per
+ * segment.  Block lengths are powers of two that divide the segment
+ * size, so unshifted data never loses a match at a segment boundary.
+ *
+ * Every function is synchronous and thread-safe (no shared state; a
+ * struct delta_sig belongs to one thread at a time) and meant for the
+ * thread pool.  Memory is bounded: file data is streamed through fixed
+ * buffers (DELTA_IO_BUF), and an output buffer never holds more than one
+ * segment's delta or data (capped by the caller's struct buf).
+ */
+#ifndef TENBIN_SYNC_DELTA_H
+#define TENBIN_SYNC_DELTA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+
+#define DELTA_IO_BUF ((size_t)1 << 20)
+
+/* Block length for a basis file of this size: a power of two in
+ * [2 KiB, 1 MiB] near sqrt(size) (librsync's rule), dividing SEG. */
+size_t delta_block_len(uint64_t size);
+
+/*
+ * Signature of the first size bytes of fd (read with pread, so the file
+ * offset is untouched) appended to out, librsync header included.
+ * ERR_TOO_LARGE when out's cap is reached.
+ */
+int delta_signature(int fd, uint64_t size, struct buf *out, struct err *e)
+    WARN_UNUSED;
+
+/* A signature loaded and indexed for computing deltas. */
+struct delta_sig;
+
+/* Load len bytes of signature (copied) into *out (new: delta_sig_free).
+ * ERR_INVALID for bytes that are not a librsync signature. */
+int delta_sig_load(const void *sig, size_t len, struct delta_sig **out,
+                   struct err *e) WARN_UNUSED;
+void delta_sig_free(struct delta_sig *s);
+
+/*
+ * Append to out the librsync delta that turns the basis described by sig
+ * into the len bytes of fd at off, and put the XXH3-128 (canonical
+ * big-endian bytes) of those bytes into xxh.  ERR_IO when fd is shorter
+ * than off + len.
+ */
+int delta_compute(struct delta_sig *sig, int fd, uint64_t off,
+                  uint64_t len, struct buf *out, uint8_t xxh[16],
+                  struct err *e) WARN_UNUSED;
+/* Append the len bytes of fd at off to out (literal), with their
+ * XXH3-128 in xxh.  ERR_IO when fd is shorter. */
+int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
+               uint8_t xxh[16], struct err *e) WARN_UNUSED;
+
+/*
+ * Apply len bytes of delta with basis_fd (-1 when there is no basis: a
+ * COPY is then an error) and write the result with pwrite at out_off of
+ * out_fd; the result must be exactly expect_len bytes.  Its SHA-256 goes
+ * into sha.  ERR_INVALID for a corrupt delta or a wrong length; ERR_IO
+ * naming ENOSPC, EFBIG (a file size limit) or another write error.
+ */
+int delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
+                uint64_t out_off, uint64_t expect_len, uint8_t sha[32],
+                struct err *e) WARN_UNUSED;
+/* pwrite len bytes of data at out_off of out_fd, with their SHA-256 in
+ * sha; errors as delta_patch. */
+int delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
+                uint8_t sha[32], struct err *e) WARN_UNUSED;
+/* SHA-256 of len bytes of fd at off (for re-verifying staged data). */
+int delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
+                     struct err *e) WARN_UNUSED;
+
+#endif

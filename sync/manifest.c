@@ -1,0 +1,1384 @@
+/*
+ * Manifests (docs/SYNC.md "Manifest"): canonical JSON, strict decoding,
+ * scanning a tree and the source side's checks file.
+ */
+#include "manifest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "sync/path.h"
+#include "util/alloc.h"
+#include "util/buf.h"
+#include "util/hash.h"
+
+#define READ_CHUNK ((size_t)1 << 20)
+#define JSON_FLAGS (JSON_COMPACT | JSON_SORT_KEYS)
+
+void
+manifest_init(struct manifest *m)
+{
+  memset(m, 0, sizeof(*m));
+}
+
+static void
+entry_release(struct manifest_entry *me)
+{
+  free(me->path);
+  free(me->segs);
+  free(me->target);
+}
+
+void
+manifest_release(struct manifest *m)
+{
+  for (size_t i = 0; i < m->n; i++)
+    entry_release(&m->v[i]);
+  free(m->v);
+  manifest_init(m);
+}
+
+uint32_t
+manifest_nsegs(uint64_t size)
+{
+  uint64_t n = size / MANIFEST_SEG_SIZE + (size % MANIFEST_SEG_SIZE != 0);
+
+  if (n == 0)
+    return 1;
+  /* Only reachable past the 2^50 limit; never wrap. */
+  return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+void
+manifest_seg_range(uint64_t size, uint32_t k, uint64_t *off, uint64_t *len)
+{
+  uint64_t o = (uint64_t)k * MANIFEST_SEG_SIZE;
+
+  if (o > size)
+    o = size;
+  *off = o;
+  *len = size - o < MANIFEST_SEG_SIZE ? size - o : MANIFEST_SEG_SIZE;
+}
+
+const uint8_t *
+manifest_seg_sha(const struct manifest_entry *e, uint32_t k)
+{
+  if (k >= e->nsegs)
+    return NULL;
+  return e->segs != NULL ? e->segs[k] : e->sha256;
+}
+
+ssize_t
+manifest_find(const struct manifest *m, const char *path)
+{
+  size_t lo = 0, hi = m->n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(m->v[mid].path, path);
+
+    if (c == 0)
+      return (ssize_t)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
+/* ---- helpers ---- */
+
+static void
+hex_encode(const uint8_t *in, size_t n, char *out)
+{
+  static const char digits[] = "0123456789abcdef";
+
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[in[i] >> 4];
+    out[2 * i + 1] = digits[in[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static int
+hex_digit(char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1; /* uppercase too: the canonical form is lowercase */
+}
+
+/* Decode exactly 64 lowercase hex digits into 32 bytes; 0 if not that. */
+static int
+hex_decode32(const char *s, uint8_t out[32])
+{
+  if (s == NULL || strlen(s) != 64)
+    return 0;
+  for (size_t i = 0; i < 32; i++) {
+    int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+
+    if (hi < 0 || lo < 0)
+      return 0;
+    out[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return 1;
+}
+
+/*
+ * Length of the valid UTF-8 character at p (before end) by jansson's
+ * rules (shortest form, no surrogates, at most U+10FFFF), or 0.
+ */
+static size_t
+utf8_char(const unsigned char *p, const unsigned char *end)
+{
+  unsigned c = *p;
+  size_t len;
+  uint32_t v, min;
+
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, v = c & 0x1f, min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, v = c & 0x0f, min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if ((size_t)(end - p) < len)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    v = v << 6 | (p[i] & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+    return 0;
+  return len;
+}
+
+/* 1 when the n bytes at s are valid UTF-8: only such names can be JSON
+ * strings, so anything else is refused while scanning. */
+static int
+utf8_valid(const char *s, size_t n)
+{
+  const unsigned char *p = (const unsigned char *)s;
+  const unsigned char *end = p + n;
+
+  while (p < end) {
+    size_t len = utf8_char(p, end);
+
+    if (len == 0)
+      return 0;
+    p += len;
+  }
+  return 1;
+}
+
+/*
+ * Error messages end up in JSON replies, which must be valid UTF-8, but
+ * names quoted in them were cut at byte counts ("%.100s", and err_set's
+ * own size): replace every byte that does not start a whole character.
+ */
+static int
+msg_repair(struct err *e, int rc)
+{
+  unsigned char *p, *end;
+
+  if (e == NULL)
+    return rc;
+  p = (unsigned char *)e->msg;
+  end = p + strlen(e->msg);
+  while (p < end) {
+    size_t len = utf8_char(p, end);
+
+    if (len == 0) {
+      *p = '?';
+      len = 1;
+    }
+    p += len;
+  }
+  return rc;
+}
+
+/* s with bytes outside printable ASCII as \xNN, for error messages
+ * (which end up in JSON, so must be valid UTF-8 themselves). */
+static void
+escape_name(const char *s, char *out, size_t outlen)
+{
+  static const char digits[] = "0123456789abcdef";
+  size_t n = 0;
+
+  for (; *s != '\0' && n + 5 < outlen; s++) {
+    unsigned char c = (unsigned char)*s;
+
+    if (c >= 0x20 && c < 0x7f) {
+      out[n++] = (char)c;
+    } else {
+      out[n++] = '\\';
+      out[n++] = 'x';
+      out[n++] = digits[c >> 4];
+      out[n++] = digits[c & 15];
+    }
+  }
+  out[n] = '\0';
+}
+
+static int64_t
+timespec_ns(const struct timespec *ts)
+{
+  int64_t ns;
+
+  /* Saturate instead of wrapping for times past the year 2262. */
+  if (__builtin_mul_overflow((int64_t)ts->tv_sec, (int64_t)1000000000,
+                             &ns) ||
+      __builtin_add_overflow(ns, (int64_t)ts->tv_nsec, &ns))
+    return ts->tv_sec < 0 ? INT64_MIN : INT64_MAX;
+  return ns;
+}
+
+/* ---- canonical JSON ---- */
+
+static const char *const type_names[] = {"dir", "file", "link"};
+
+/* One entry as a JSON object (new), or NULL when a string in it is not
+ * valid UTF-8 (json_string refuses those). */
+static json_t *
+entry_json(const struct manifest_entry *me)
+{
+  json_t *o = json_object();
+  json_t *s = json_string(me->path);
+  char hex[65];
+
+  if (s == NULL)
+    goto fail;
+  json_object_set_new(o, "path", s);
+  json_object_set_new(o, "type", json_string(type_names[me->type]));
+  if (me->type == MANIFEST_LINK) {
+    s = json_string(me->target != NULL ? me->target : "");
+    if (s == NULL)
+      goto fail;
+    json_object_set_new(o, "target", s);
+    return o;
+  }
+  json_object_set_new(o, "mode", json_integer(me->mode & 07777));
+  if (me->type == MANIFEST_DIR)
+    return o;
+  json_object_set_new(o, "mtime_ns", json_integer(me->mtime_ns));
+  json_object_set_new(o, "size", json_integer((json_int_t)me->size));
+  hex_encode(me->sha256, 32, hex);
+  json_object_set_new(o, "sha256", json_string(hex));
+  if (me->segs != NULL) {
+    json_t *a = json_array();
+
+    for (uint32_t k = 0; k < me->nsegs; k++) {
+      hex_encode(me->segs[k], 32, hex);
+      json_array_append_new(a, json_string(hex));
+    }
+    json_object_set_new(o, "segments", a);
+  }
+  return o;
+
+fail:
+  json_decref(o);
+  return NULL;
+}
+
+static int
+dump_cb(const char *data, size_t size, void *arg)
+{
+  return buf_add(arg, data, size) < 0 ? -1 : 0;
+}
+
+/*
+ * The text is built one entry at a time: compact jansson output of the
+ * whole object is exactly '{"entries":[' E ',' E ... '],"format":1}' with
+ * each E dumped alone, and this way a manifest of millions of entries
+ * never exists as one jansson tree.
+ */
+int
+manifest_encode(const struct manifest *m, char **out, size_t *len,
+                char id[MANIFEST_ID_HEX + 1], struct err *e)
+{
+  struct buf b;
+  int rc = 0;
+
+  buf_init(&b, MANIFEST_MAX_TEXT);
+  if (buf_adds(&b, "{\"entries\":[") < 0)
+    goto too_large;
+  for (size_t i = 0; i < m->n; i++) {
+    json_t *o = entry_json(&m->v[i]);
+    char name[256];
+    int failed;
+
+    if (o == NULL) {
+      escape_name(m->v[i].path, name, sizeof(name));
+      rc = err_set(e, ERR_INVALID, "entry %zu '%s': not valid UTF-8", i,
+                   name);
+      goto out;
+    }
+    failed = (i > 0 && buf_adds(&b, ",") < 0) ||
+             json_dump_callback(o, dump_cb, &b, JSON_FLAGS) < 0;
+    json_decref(o);
+    if (failed)
+      goto too_large;
+  }
+  if (buf_addf(&b, "],\"format\":%d}", MANIFEST_FORMAT) < 0)
+    goto too_large;
+  hash_sha256_hex(b.data, b.len, id);
+  *out = buf_take(&b, len);
+  goto out;
+
+too_large:
+  rc = err_set(e, ERR_TOO_LARGE, "manifest: more than %zu bytes of text",
+               MANIFEST_MAX_TEXT);
+out:
+  buf_release(&b);
+  return msg_repair(e, rc);
+}
+
+/* ---- decoding ---- */
+
+/* 1 when a component of the path is "..". */
+static int
+has_dotdot(const char *path)
+{
+  const char *p = path;
+
+  for (;;) {
+    if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
+      return 1;
+    p = strchr(p, '/');
+    if (p == NULL)
+      return 0;
+    p++;
+  }
+}
+
+static int
+in_store(const char *path)
+{
+  size_t n = strlen(SYNCPATH_STORE);
+
+  return strncmp(path, SYNCPATH_STORE, n) == 0 &&
+         (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * Index among the first hi entries whose path is the first len bytes of
+ * key, or -1.  Entries before hi are sorted (checked as they are read).
+ */
+static ssize_t
+find_prefix(const struct manifest *m, size_t hi, const char *key,
+            size_t len)
+{
+  size_t lo = 0;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const char *p = m->v[mid].path;
+    int c = strncmp(p, key, len);
+
+    if (c == 0 && p[len] != '\0')
+      c = 1; /* p is longer, so after the key */
+    if (c == 0)
+      return (ssize_t)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
+/* Error for entry i, whose path (maybe NULL yet) is quoted. */
+static int PRINTF_LIKE(4, 5)
+entry_err(struct err *e, size_t i, const char *path, const char *fmt, ...)
+{
+  char what[200];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  if (path == NULL)
+    return err_set(e, ERR_INVALID, "entry %zu: %s", i, what);
+  return err_set(e, ERR_INVALID, "entry %zu '%.100s': %s", i, path, what);
+}
+
+static const char *const dir_fields[] = {"mode", "path", "type", NULL};
+static const char *const file_fields[] = {"mode", "mtime_ns", "path",
+                                          "segments", "sha256", "size",
+                                          "type", NULL};
+static const char *const link_fields[] = {"path", "target", "type", NULL};
+
+static int
+get_int(const json_t *o, const char *key, json_int_t min, json_int_t max,
+        json_int_t *out)
+{
+  const json_t *v = json_object_get(o, key);
+
+  if (!json_is_integer(v))
+    return 0;
+  *out = json_integer_value(v);
+  return *out >= min && *out <= max;
+}
+
+static int
+decode_file(const json_t *o, size_t i, struct manifest_entry *me,
+            struct err *e)
+{
+  const json_t *segs = json_object_get(o, "segments");
+  json_int_t v;
+
+  if (!get_int(o, "mtime_ns", INT64_MIN, INT64_MAX, &v))
+    return entry_err(e, i, me->path, "field 'mtime_ns' must be an "
+                     "integer");
+  me->mtime_ns = v;
+  if (!get_int(o, "size", 0, (json_int_t)MANIFEST_MAX_FILE_SIZE, &v))
+    return entry_err(e, i, me->path, "field 'size' must be an integer "
+                     "from 0 to 2^50");
+  me->size = (uint64_t)v;
+  me->nsegs = manifest_nsegs(me->size);
+  if (!hex_decode32(json_string_value(json_object_get(o, "sha256")),
+                    me->sha256))
+    return entry_err(e, i, me->path, "field 'sha256' must be 64 "
+                     "lowercase hex digits");
+  if (me->size <= MANIFEST_SEG_SIZE) {
+    if (segs != NULL)
+      return entry_err(e, i, me->path, "field 'segments' is only for "
+                       "files larger than 16 MiB");
+    return 0;
+  }
+  if (!json_is_array(segs))
+    return entry_err(e, i, me->path, "field 'segments' (an array) is "
+                     "required for a file larger than 16 MiB");
+  if (json_array_size(segs) != me->nsegs)
+    return entry_err(e, i, me->path, "%zu segments, a file of %llu "
+                     "bytes has %u", json_array_size(segs),
+                     (unsigned long long)me->size, me->nsegs);
+  me->segs = xcalloc(me->nsegs, sizeof(*me->segs));
+  for (uint32_t k = 0; k < me->nsegs; k++) {
+    if (!hex_decode32(json_string_value(json_array_get(segs, k)),
+                      me->segs[k]))
+      return entry_err(e, i, me->path, "segment %u must be 64 lowercase "
+                       "hex digits", k);
+  }
+  {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    EVP_Digest(me->segs, (size_t)me->nsegs * 32, md, &mdlen, EVP_sha256(),
+               NULL);
+    if (mdlen != 32 || memcmp(md, me->sha256, 32) != 0)
+      return entry_err(e, i, me->path, "sha256 is not the SHA-256 of the "
+                       "segment hashes");
+  }
+  return 0;
+}
+
+/* Decode entry i into m->v[i]; the entries before it are valid. */
+static int
+decode_entry(const json_t *o, size_t i, struct manifest *m, struct err *e)
+{
+  struct manifest_entry *me = &m->v[i];
+  const char *const *fields;
+  const char *path, *type, *key, *slash;
+  json_t *val;
+  json_int_t mode;
+
+  if (!json_is_object(o))
+    return entry_err(e, i, NULL, "not an object");
+  path = json_string_value(json_object_get(o, "path"));
+  if (path == NULL)
+    return entry_err(e, i, NULL, "field 'path' (a string) is required");
+  type = json_string_value(json_object_get(o, "type"));
+  if (type == NULL)
+    return entry_err(e, i, path, "field 'type' (a string) is required");
+  if (strcmp(type, "dir") == 0) {
+    me->type = MANIFEST_DIR;
+    fields = dir_fields;
+  } else if (strcmp(type, "file") == 0) {
+    me->type = MANIFEST_FILE;
+    fields = file_fields;
+  } else if (strcmp(type, "link") == 0) {
+    me->type = MANIFEST_LINK;
+    fields = link_fields;
+  } else {
+    return entry_err(e, i, path, "unknown type '%.40s'", type);
+  }
+  json_object_foreach((json_t *)o, key, val) {
+    const char *const *f = fields;
+
+    while (*f != NULL && strcmp(*f, key) != 0)
+      f++;
+    if (*f == NULL)
+      return entry_err(e, i, path, "unknown field '%.40s' for a %s", key,
+                       type);
+  }
+  if (has_dotdot(path))
+    return entry_err(e, i, path, "path escapes the dataset ('..')");
+  if (!syncpath_is_normal(path))
+    return entry_err(e, i, path, "path is not normalized");
+  if (in_store(path))
+    return entry_err(e, i, path, "path is inside '%s', the agent's own "
+                     "store", SYNCPATH_STORE);
+  me->path = xstrdup(path);
+
+  if (i > 0) {
+    int c = strcmp(m->v[i - 1].path, path);
+
+    if (c == 0)
+      return entry_err(e, i, path, "duplicate path");
+    if (c > 0)
+      return entry_err(e, i, path, "not sorted (after '%.60s')",
+                       m->v[i - 1].path);
+  }
+  slash = strrchr(path, '/');
+  if (slash != NULL) {
+    size_t plen = (size_t)(slash - path);
+    ssize_t j = find_prefix(m, i, path, plen);
+
+    if (j < 0)
+      return entry_err(e, i, path, "parent directory '%.*s' is not listed "
+                       "before it", (int)(plen < 60 ? plen : 60), path);
+    if (m->v[j].type != MANIFEST_DIR)
+      return entry_err(e, i, path, "parent '%.*s' is not a directory",
+                       (int)(plen < 60 ? plen : 60), path);
+  }
+
+  if (me->type == MANIFEST_LINK) {
+    const char *target = json_string_value(json_object_get(o, "target"));
+
+    if (target == NULL || *target == '\0')
+      return entry_err(e, i, path, "field 'target' (a non-empty string) "
+                       "is required");
+    if (strlen(target) > SYNCPATH_MAX)
+      return entry_err(e, i, path, "target longer than %d bytes",
+                       SYNCPATH_MAX);
+    if (!syncpath_link_inside(path, target))
+      return entry_err(e, i, path, "link target '%.60s' points outside "
+                       "the dataset", target);
+    me->target = xstrdup(target);
+    return 0;
+  }
+  if (!get_int(o, "mode", 0, 07777, &mode))
+    return entry_err(e, i, path, "field 'mode' must be an integer from 0 "
+                     "to 4095");
+  me->mode = (uint32_t)mode;
+  if (me->type == MANIFEST_FILE)
+    return decode_file(o, i, me, e);
+  return 0;
+}
+
+int
+manifest_decode(const char *text, size_t len, struct manifest *m,
+                struct err *e)
+{
+  json_error_t jerr;
+  json_t *root = NULL;
+  json_t *entries, *val;
+  const char *key;
+  size_t n;
+  int rc = 0;
+
+  manifest_release(m);
+  if (len > MANIFEST_MAX_TEXT)
+    return err_set(e, ERR_INVALID, "manifest: %zu bytes of text, more "
+                   "than the limit of %zu", len, MANIFEST_MAX_TEXT);
+  root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (root == NULL) {
+    /* jerr.text may quote the bad bytes: out repairs the message. */
+    rc = err_set(e, ERR_INVALID, "manifest: malformed JSON at line %d "
+                 "column %d: %s", jerr.line, jerr.column, jerr.text);
+    goto out;
+  }
+  if (!json_is_object(root)) {
+    rc = err_set(e, ERR_INVALID, "manifest: not a JSON object");
+    goto out;
+  }
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "entries") != 0 && strcmp(key, "format") != 0) {
+      rc = err_set(e, ERR_INVALID, "manifest: unknown field '%.40s'", key);
+      goto out;
+    }
+  }
+  val = json_object_get(root, "format");
+  if (!json_is_integer(val) || json_integer_value(val) != MANIFEST_FORMAT) {
+    rc = err_set(e, ERR_INVALID, "manifest: field 'format' must be %d",
+                 MANIFEST_FORMAT);
+    goto out;
+  }
+  entries = json_object_get(root, "entries");
+  if (!json_is_array(entries)) {
+    rc = err_set(e, ERR_INVALID, "manifest: field 'entries' (an array) "
+                 "is required");
+    goto out;
+  }
+  n = json_array_size(entries);
+  if (n > MANIFEST_MAX_ENTRIES) {
+    rc = err_set(e, ERR_INVALID, "manifest: %zu entries, more than the "
+                 "limit of %u", n, MANIFEST_MAX_ENTRIES);
+    goto out;
+  }
+  m->v = xcalloc(n > 0 ? n : 1, sizeof(*m->v));
+  m->cap = n;
+  for (size_t i = 0; i < n; i++) {
+    struct manifest_entry *me = &m->v[i];
+
+    /* Counted first so that release frees a half-decoded entry. */
+    m->n++;
+    rc = decode_entry(json_array_get(entries, i), i, m, e);
+    if (rc < 0)
+      goto out;
+    if (me->type == MANIFEST_DIR) {
+      m->dirs++;
+    } else if (me->type == MANIFEST_LINK) {
+      m->links++;
+    } else {
+      /* 4M files of 2^50 bytes would not fit in 64 bits. */
+      if (m->bytes > UINT64_MAX - me->size) {
+        rc = entry_err(e, i, me->path, "total size overflows");
+        goto out;
+      }
+      m->bytes += me->size;
+      m->files++;
+    }
+  }
+
+out:
+  json_decref(root);
+  if (rc < 0)
+    manifest_release(m);
+  return msg_repair(e, rc);
+}
+
+/* ---- checks ---- */
+
+void
+manifest_checks_init(struct manifest_checks *c)
+{
+  memset(c, 0, sizeof(*c));
+}
+
+void
+manifest_checks_release(struct manifest_checks *c)
+{
+  for (size_t i = 0; i < c->n; i++)
+    free(c->v[i].xxh);
+  free(c->v);
+  manifest_checks_init(c);
+}
+
+/*
+ * The checks file, all integers little-endian:
+ *   "TBCHECKS" u32 version(1) u32 0 u64 n
+ *   n times: u64 dev ino size, i64 mtime_ns ctime_ns, u32 nsegs, u32 0,
+ *            nsegs * 16 bytes of XXH3-128
+ *   u64 XXH3-64 of every byte before it
+ * The trailing hash makes a truncated, torn or foreign file an error
+ * rather than wrong checks.
+ */
+#define CHECKS_MAGIC "TBCHECKS"
+#define CHECKS_VERSION 1u
+#define CHECKS_HEAD 24
+#define CHECKS_REC 48
+
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+  uint32_t v = 0;
+
+  for (int i = 3; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static uint64_t
+get_u64(const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+struct wbuf {
+  int fd;
+  uint8_t *b;
+  size_t n;
+  XXH3_state_t *h;
+  int err; /* errno of the first failed write */
+};
+
+/* Write all n bytes; 0 or the errno of the failure. */
+static int
+write_all(int fd, const uint8_t *p, size_t n)
+{
+  while (n > 0) {
+    ssize_t r = write(fd, p, n);
+
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return errno;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static void
+wbuf_flush(struct wbuf *w)
+{
+  XXH3_64bits_update(w->h, w->b, w->n);
+  if (w->err == 0)
+    w->err = write_all(w->fd, w->b, w->n);
+  w->n = 0;
+}
+
+static void
+wbuf_add(struct wbuf *w, const void *data, size_t n)
+{
+  const uint8_t *p = data;
+
+  while (n > 0) {
+    size_t k = READ_CHUNK - w->n < n ? READ_CHUNK - w->n : n;
+
+    memcpy(w->b + w->n, p, k);
+    w->n += k;
+    p += k;
+    n -= k;
+    if (w->n == READ_CHUNK)
+      wbuf_flush(w);
+  }
+}
+
+int
+manifest_checks_save(const struct manifest_checks *c, const char *path,
+                     struct err *e)
+{
+  char tmp[4096 + 8];
+  uint8_t rec[CHECKS_REC];
+  struct wbuf w = {-1, NULL, 0, NULL, 0};
+  int rc = 0;
+
+  if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+    return err_set(e, ERR_INVALID, "checks path '%.200s': too long", path);
+  w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w.fd < 0)
+    return err_set(e, ERR_IO, "cannot create '%.200s': %s", tmp,
+                   strerror(errno));
+  w.b = xmalloc(READ_CHUNK);
+  w.h = XXH3_createState();
+  if (w.h == NULL)
+    abort(); /* the alloc.h policy for small allocations */
+  XXH3_64bits_reset(w.h);
+
+  memcpy(rec, CHECKS_MAGIC, 8);
+  put_u32(rec + 8, CHECKS_VERSION);
+  put_u32(rec + 12, 0);
+  put_u64(rec + 16, c->n);
+  wbuf_add(&w, rec, CHECKS_HEAD);
+  for (size_t i = 0; i < c->n; i++) {
+    const struct manifest_check *ck = &c->v[i];
+    uint32_t nsegs = ck->xxh != NULL ? ck->nsegs : 0;
+
+    put_u64(rec, ck->dev);
+    put_u64(rec + 8, ck->ino);
+    put_u64(rec + 16, ck->size);
+    put_u64(rec + 24, (uint64_t)ck->mtime_ns);
+    put_u64(rec + 32, (uint64_t)ck->ctime_ns);
+    put_u32(rec + 40, nsegs);
+    put_u32(rec + 44, 0);
+    wbuf_add(&w, rec, CHECKS_REC);
+    if (nsegs > 0)
+      wbuf_add(&w, ck->xxh, (size_t)nsegs * 16);
+  }
+  wbuf_flush(&w);
+  put_u64(rec, XXH3_64bits_digest(w.h));
+  if (w.err == 0)
+    w.err = write_all(w.fd, rec, 8);
+  if (w.err == 0 && fsync(w.fd) < 0)
+    w.err = errno;
+  if (close(w.fd) < 0 && w.err == 0)
+    w.err = errno;
+  w.fd = -1;
+  if (w.err != 0) {
+    rc = err_set(e, ERR_IO, "cannot write '%.200s': %s", tmp,
+                 strerror(w.err));
+    goto out;
+  }
+  if (rename(tmp, path) < 0)
+    rc = err_set(e, ERR_IO, "cannot rename '%.200s': %s", tmp,
+                 strerror(errno));
+
+out:
+  if (rc < 0)
+    unlink(tmp);
+  XXH3_freeState(w.h);
+  free(w.b);
+  return rc;
+}
+
+static int
+read_all(const char *path, uint8_t **out, size_t *len, struct err *e)
+{
+  struct stat st;
+  uint8_t *data = NULL;
+  size_t off = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int rc = 0;
+
+  if (fd < 0)
+    return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO,
+                   "cannot open '%.200s': %s", path, strerror(errno));
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    rc = err_set(e, ERR_INVALID, "checks '%.200s': not a regular file",
+                 path);
+    goto out;
+  }
+  data = xmalloc_try((size_t)st.st_size + 1);
+  if (data == NULL) {
+    rc = err_set(e, ERR_NOMEM, "checks '%.200s': %lld bytes", path,
+                 (long long)st.st_size);
+    goto out;
+  }
+  while (off < (size_t)st.st_size) {
+    ssize_t r = read(fd, data + off, (size_t)st.st_size - off);
+
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      rc = err_set(e, ERR_IO, "cannot read '%.200s': %s", path,
+                   strerror(errno));
+      goto out;
+    }
+    if (r == 0)
+      break;
+    off += (size_t)r;
+  }
+  *out = data;
+  *len = off;
+  data = NULL;
+
+out:
+  free(data);
+  close(fd);
+  return rc;
+}
+
+int
+manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
+                     struct err *e)
+{
+  uint8_t *data = NULL;
+  size_t len = 0, off;
+  uint64_t count;
+  int rc;
+
+  manifest_checks_release(c);
+  rc = read_all(path, &data, &len, e);
+  if (rc < 0)
+    return rc;
+  if (len < CHECKS_HEAD + 8 || memcmp(data, CHECKS_MAGIC, 8) != 0 ||
+      get_u32(data + 8) != CHECKS_VERSION ||
+      get_u64(data + len - 8) != XXH3_64bits(data, len - 8)) {
+    rc = err_set(e, ERR_INVALID, "checks '%.200s': not a checks file of "
+                 "version %u, or damaged", path, CHECKS_VERSION);
+    goto out;
+  }
+  count = get_u64(data + 16);
+  if (count != n) {
+    rc = err_set(e, ERR_INVALID, "checks '%.200s': %llu entries, the "
+                 "manifest has %zu", path, (unsigned long long)count, n);
+    goto out;
+  }
+  /* Every record takes 48 bytes, so a count the file cannot hold is
+   * refused before allocating for it. */
+  if (count > (len - CHECKS_HEAD - 8) / CHECKS_REC)
+    goto short_file;
+  c->v = xcalloc(n > 0 ? n : 1, sizeof(*c->v));
+  off = CHECKS_HEAD;
+  for (size_t i = 0; i < n; i++) {
+    struct manifest_check *ck = &c->v[i];
+    const uint8_t *p = data + off;
+
+    if (len - 8 - off < CHECKS_REC)
+      goto short_file;
+    ck->dev = get_u64(p);
+    ck->ino = get_u64(p + 8);
+    ck->size = get_u64(p + 16);
+    ck->mtime_ns = (int64_t)get_u64(p + 24);
+    ck->ctime_ns = (int64_t)get_u64(p + 32);
+    ck->nsegs = get_u32(p + 40);
+    off += CHECKS_REC;
+    c->n = i + 1;
+    if (ck->nsegs == 0)
+      continue;
+    if (ck->nsegs != manifest_nsegs(ck->size) ||
+        (len - 8 - off) / 16 < ck->nsegs)
+      goto short_file;
+    ck->xxh = xmalloc((size_t)ck->nsegs * 16);
+    memcpy(ck->xxh, data + off, (size_t)ck->nsegs * 16);
+    off += (size_t)ck->nsegs * 16;
+  }
+  if (off != len - 8)
+    goto short_file;
+  goto out;
+
+short_file:
+  rc = err_set(e, ERR_INVALID, "checks '%.200s': sizes do not add up",
+               path);
+out:
+  free(data);
+  if (rc < 0)
+    manifest_checks_release(c);
+  return rc;
+}
+
+/* ---- scanning ---- */
+
+struct scan_item {
+  struct manifest_entry me;
+  struct manifest_check ck;
+};
+
+struct scan {
+  int topfd;
+  int at_root; /* the dataset is the agent's root: skip ".tenbin" */
+  const struct manifest *prev;
+  const struct manifest_checks *prev_checks;
+  struct scan_item *v;
+  size_t n, cap;
+  const char **dirs; /* to visit: paths borrowed from v[].me.path */
+  size_t ndirs, dcap;
+  uint8_t *buf;      /* READ_CHUNK bytes */
+  EVP_MD_CTX *seg_ctx, *root_ctx;
+  XXH3_state_t *xs;
+  struct manifest_scan_stats st;
+  struct err *e;
+};
+
+static struct scan_item *
+scan_add(struct scan *sc, const char *path, enum manifest_type type)
+{
+  struct scan_item *it;
+
+  if (sc->n == sc->cap) {
+    sc->cap = sc->cap ? sc->cap * 2 : 256;
+    sc->v = xrealloc(sc->v, sc->cap * sizeof(*sc->v));
+  }
+  it = &sc->v[sc->n++];
+  memset(it, 0, sizeof(*it));
+  it->me.path = xstrdup(path);
+  it->me.type = type;
+  return it;
+}
+
+/* Reuse the hashes of prev when the stat identity is unchanged. */
+static int
+scan_reuse(struct scan *sc, struct scan_item *it)
+{
+  const struct manifest_entry *pe;
+  const struct manifest_check *pc;
+  ssize_t j;
+
+  if (sc->prev == NULL || sc->prev_checks == NULL ||
+      sc->prev_checks->n != sc->prev->n)
+    return 0;
+  j = manifest_find(sc->prev, it->me.path);
+  if (j < 0)
+    return 0;
+  pe = &sc->prev->v[j];
+  pc = &sc->prev_checks->v[j];
+  if (pe->type != MANIFEST_FILE || pe->size != it->me.size ||
+      pc->size != it->ck.size || pc->dev != it->ck.dev ||
+      pc->ino != it->ck.ino || pc->mtime_ns != it->ck.mtime_ns ||
+      pc->ctime_ns != it->ck.ctime_ns || pc->xxh == NULL ||
+      pe->nsegs != it->me.nsegs || pc->nsegs != it->me.nsegs ||
+      (pe->segs != NULL) != (it->me.size > MANIFEST_SEG_SIZE))
+    return 0;
+  memcpy(it->me.sha256, pe->sha256, 32);
+  if (pe->segs != NULL) {
+    it->me.segs = xmalloc((size_t)pe->nsegs * 32);
+    memcpy(it->me.segs, pe->segs, (size_t)pe->nsegs * 32);
+  }
+  it->ck.xxh = xmalloc((size_t)pc->nsegs * 16);
+  memcpy(it->ck.xxh, pc->xxh, (size_t)pc->nsegs * 16);
+  return 1;
+}
+
+static void
+set_identity(struct scan_item *it, const struct stat *st)
+{
+  it->ck.dev = (uint64_t)st->st_dev;
+  it->ck.ino = (uint64_t)st->st_ino;
+  it->ck.size = (uint64_t)st->st_size;
+  it->ck.mtime_ns = timespec_ns(&st->st_mtim);
+  it->ck.ctime_ns = timespec_ns(&st->st_ctim);
+  it->me.size = it->ck.size;
+  it->me.mtime_ns = it->ck.mtime_ns;
+  it->me.mode = (uint32_t)st->st_mode & 07777;
+  it->me.nsegs = manifest_nsegs(it->me.size);
+  it->ck.nsegs = it->me.nsegs;
+}
+
+/* Read fd once, hashing every segment with SHA-256 and XXH3-128. */
+static int
+scan_read(struct scan *sc, int fd, struct scan_item *it)
+{
+  struct manifest_entry *me = &it->me;
+  int two_level = me->size > MANIFEST_SEG_SIZE;
+  unsigned int mdlen;
+  ssize_t r;
+
+  it->ck.xxh = xcalloc(me->nsegs, 16);
+  if (two_level) {
+    me->segs = xcalloc(me->nsegs, 32);
+    EVP_DigestInit_ex(sc->root_ctx, EVP_sha256(), NULL);
+  }
+  for (uint32_t k = 0; k < me->nsegs; k++) {
+    uint64_t off, left;
+    XXH128_canonical_t canon;
+
+    manifest_seg_range(me->size, k, &off, &left);
+    EVP_DigestInit_ex(sc->seg_ctx, EVP_sha256(), NULL);
+    XXH3_128bits_reset(sc->xs);
+    while (left > 0) {
+      size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
+
+      r = read(fd, sc->buf, want);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return err_set(sc->e, ERR_IO, "cannot read '%.200s': %s",
+                       me->path, strerror(errno));
+      if (r == 0)
+        return err_set(sc->e, ERR_IO, "file '%.200s' shrank while being "
+                       "read", me->path);
+      EVP_DigestUpdate(sc->seg_ctx, sc->buf, (size_t)r);
+      XXH3_128bits_update(sc->xs, sc->buf, (size_t)r);
+      left -= (uint64_t)r;
+      sc->st.bytes_hashed += (uint64_t)r;
+    }
+    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(sc->xs));
+    memcpy(it->ck.xxh[k], canon.digest, 16);
+    mdlen = 0;
+    EVP_DigestFinal_ex(sc->seg_ctx, two_level ? me->segs[k] : me->sha256,
+                       &mdlen);
+    if (two_level)
+      EVP_DigestUpdate(sc->root_ctx, me->segs[k], 32);
+  }
+  if (two_level) {
+    mdlen = 0;
+    EVP_DigestFinal_ex(sc->root_ctx, me->sha256, &mdlen);
+  }
+  do {
+    r = read(fd, sc->buf, 1);
+  } while (r < 0 && errno == EINTR);
+  if (r != 0)
+    return err_set(sc->e, ERR_IO, "file '%.200s' grew while being read",
+                   me->path);
+  return 0;
+}
+
+static int
+scan_file(struct scan *sc, int dirfd, const char *name, const char *path,
+          const struct stat *lst)
+{
+  struct scan_item *it = scan_add(sc, path, MANIFEST_FILE);
+  struct stat st, after;
+  int fd, rc;
+
+  set_identity(it, lst);
+  if (it->me.size > MANIFEST_MAX_FILE_SIZE)
+    return err_set(sc->e, ERR_INVALID, "file '%.200s': %llu bytes, more "
+                   "than the limit of 2^50", path,
+                   (unsigned long long)it->me.size);
+  if (scan_reuse(sc, it)) {
+    sc->st.files_reused++;
+    return 0;
+  }
+  /* O_NONBLOCK: if a fifo took the file's place, do not wait on it. */
+  fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+              O_CLOEXEC);
+  if (fd < 0)
+    return err_set(sc->e, ERR_IO, "cannot open '%.200s': %s", path,
+                   strerror(errno));
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+      st.st_dev != lst->st_dev || st.st_ino != lst->st_ino) {
+    rc = err_set(sc->e, ERR_IO, "file '%.200s' changed while scanning",
+                 path);
+    goto out;
+  }
+  /* Record what was read: the identity of the open file. */
+  set_identity(it, &st);
+  if (it->me.size > MANIFEST_MAX_FILE_SIZE) {
+    rc = err_set(sc->e, ERR_IO, "file '%.200s' changed while scanning",
+                 path);
+    goto out;
+  }
+  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  rc = scan_read(sc, fd, it);
+  if (rc < 0)
+    goto out;
+  if (fstat(fd, &after) < 0 || after.st_size != st.st_size ||
+      timespec_ns(&after.st_mtim) != it->ck.mtime_ns) {
+    rc = err_set(sc->e, ERR_IO, "file '%.200s' changed while being read",
+                 path);
+    goto out;
+  }
+  sc->st.files_hashed++;
+
+out:
+  close(fd);
+  return rc;
+}
+
+static int
+scan_link(struct scan *sc, int dirfd, const char *name, const char *path)
+{
+  char target[SYNCPATH_MAX + 2];
+  char shown[128];
+  struct scan_item *it;
+  ssize_t r = readlinkat(dirfd, name, target, sizeof(target));
+
+  if (r < 0)
+    return err_set(sc->e, ERR_IO, "cannot read link '%.200s': %s", path,
+                   strerror(errno));
+  if ((size_t)r > SYNCPATH_MAX)
+    return err_set(sc->e, ERR_INVALID, "link '%.200s': target longer than "
+                   "%d bytes", path, SYNCPATH_MAX);
+  target[r] = '\0';
+  escape_name(target, shown, sizeof(shown));
+  if (!utf8_valid(target, (size_t)r))
+    return err_set(sc->e, ERR_INVALID, "link '%.100s': target '%s' is not "
+                   "valid UTF-8", path, shown);
+  if (!syncpath_link_inside(path, target))
+    return err_set(sc->e, ERR_INVALID, "link '%.100s' -> '%s' points "
+                   "outside the dataset", path, shown);
+  it = scan_add(sc, path, MANIFEST_LINK);
+  it->me.target = xstrdup(target);
+  return 0;
+}
+
+static const char *
+kind_name(mode_t mode)
+{
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISFIFO(mode))
+    return "a fifo";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "of an unknown type";
+}
+
+/* One child of directory dir (path "" for the top). */
+static int
+scan_child(struct scan *sc, int dirfd, const char *dir, const char *name)
+{
+  char path[SYNCPATH_MAX + 1];
+  char shown[128];
+  size_t dlen = strlen(dir), nlen = strlen(name);
+  struct stat st;
+
+  if (dlen == 0 && strcmp(name, SYNCPATH_STORE) == 0) {
+    if (sc->at_root)
+      return 0;
+    return err_set(sc->e, ERR_INVALID, "'%s' at the top of a dataset is "
+                   "reserved for the agent", SYNCPATH_STORE);
+  }
+  if (!utf8_valid(name, nlen)) {
+    escape_name(name, shown, sizeof(shown));
+    return err_set(sc->e, ERR_INVALID, "name '%s' in '%.100s' is not valid "
+                   "UTF-8", shown, dlen > 0 ? dir : ".");
+  }
+  if (dlen + (dlen > 0) + nlen > SYNCPATH_MAX)
+    return err_set(sc->e, ERR_INVALID, "path '%.100s/%.100s': longer than "
+                   "%d bytes", dir, name, SYNCPATH_MAX);
+  if (dlen > 0)
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+  else
+    snprintf(path, sizeof(path), "%s", name);
+  if (sc->n >= MANIFEST_MAX_ENTRIES)
+    return err_set(sc->e, ERR_INVALID, "more than %u entries",
+                   MANIFEST_MAX_ENTRIES);
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return err_set(sc->e, ERR_IO, "cannot stat '%.200s': %s", path,
+                   strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    struct scan_item *it = scan_add(sc, path, MANIFEST_DIR);
+
+    it->me.mode = (uint32_t)st.st_mode & 07777;
+    if (sc->ndirs == sc->dcap) {
+      sc->dcap = sc->dcap ? sc->dcap * 2 : 64;
+      sc->dirs = xrealloc(sc->dirs, sc->dcap * sizeof(*sc->dirs));
+    }
+    sc->dirs[sc->ndirs++] = it->me.path;
+    return 0;
+  }
+  if (S_ISREG(st.st_mode))
+    return scan_file(sc, dirfd, name, path, &st);
+  if (S_ISLNK(st.st_mode))
+    return scan_link(sc, dirfd, name, path);
+  return err_set(sc->e, ERR_INVALID, "'%.200s' is %s: only files, "
+                 "directories and symlinks can be published", path,
+                 kind_name(st.st_mode));
+}
+
+static int
+scan_dir(struct scan *sc, const char *dir)
+{
+  struct dirent *de;
+  DIR *dp;
+  int fd, rc = 0;
+
+  /* Each directory is opened from the top, never following a link, so
+   * only one directory is open at a time however deep the tree is. */
+  if (*dir == '\0')
+    fd = openat(sc->topfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  else
+    fd = syncpath_openat(sc->topfd, dir, O_RDONLY | O_DIRECTORY, 0, sc->e);
+  if (fd < 0 && *dir == '\0')
+    return err_set(sc->e, ERR_IO, "cannot open the dataset: %s",
+                   strerror(errno));
+  if (fd < 0)
+    return fd;
+  dp = fdopendir(fd);
+  if (dp == NULL) {
+    close(fd);
+    return err_set(sc->e, ERR_IO, "cannot list '%.200s': %s",
+                   *dir ? dir : ".", strerror(errno));
+  }
+  for (;;) {
+    errno = 0;
+    de = readdir(dp);
+    if (de == NULL) {
+      if (errno != 0)
+        rc = err_set(sc->e, ERR_IO, "cannot list '%.200s': %s",
+                     *dir ? dir : ".", strerror(errno));
+      break;
+    }
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    rc = scan_child(sc, dirfd(dp), dir, de->d_name);
+    if (rc < 0)
+      break;
+  }
+  closedir(dp);
+  return rc;
+}
+
+static int
+item_cmp(const void *a, const void *b)
+{
+  return strcmp(((const struct scan_item *)a)->me.path,
+                ((const struct scan_item *)b)->me.path);
+}
+
+int
+manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
+              const struct manifest_checks *prev_checks,
+              struct manifest *out, struct manifest_checks *checks,
+              struct manifest_scan_stats *st, struct err *e)
+{
+  struct scan sc;
+  int rc;
+
+  manifest_release(out);
+  manifest_checks_release(checks);
+  memset(&sc, 0, sizeof(sc));
+  sc.prev = prev;
+  sc.prev_checks = prev_checks;
+  sc.e = e;
+  sc.at_root = strcmp(rel, ".") == 0;
+  sc.topfd = syncpath_openat(rootfd, rel, O_RDONLY | O_DIRECTORY, 0, e);
+  if (sc.topfd < 0)
+    return sc.topfd;
+  sc.buf = xmalloc(READ_CHUNK);
+  sc.seg_ctx = EVP_MD_CTX_new();
+  sc.root_ctx = EVP_MD_CTX_new();
+  sc.xs = XXH3_createState();
+  if (sc.seg_ctx == NULL || sc.root_ctx == NULL || sc.xs == NULL)
+    abort(); /* the alloc.h policy for small allocations */
+
+  rc = scan_dir(&sc, "");
+  while (rc == 0 && sc.ndirs > 0)
+    rc = scan_dir(&sc, sc.dirs[--sc.ndirs]);
+  if (rc < 0)
+    goto out;
+
+  /* readdir order is arbitrary and a depth-first one is not strcmp
+   * order either ('/' sorts before most characters), so sort. */
+  if (sc.n > 0)
+    qsort(sc.v, sc.n, sizeof(*sc.v), item_cmp);
+  out->v = xcalloc(sc.n > 0 ? sc.n : 1, sizeof(*out->v));
+  out->cap = sc.n;
+  checks->v = xcalloc(sc.n > 0 ? sc.n : 1, sizeof(*checks->v));
+  for (size_t i = 0; i < sc.n; i++) {
+    const struct manifest_entry *me = &sc.v[i].me;
+
+    out->v[i] = *me;
+    checks->v[i] = sc.v[i].ck;
+    if (me->type == MANIFEST_DIR) {
+      out->dirs++;
+    } else if (me->type == MANIFEST_LINK) {
+      out->links++;
+    } else {
+      out->files++;
+      out->bytes += me->size;
+    }
+  }
+  out->n = sc.n;
+  checks->n = sc.n;
+  sc.n = 0; /* moved */
+  if (st != NULL)
+    *st = sc.st;
+
+out:
+  for (size_t i = 0; i < sc.n; i++) {
+    entry_release(&sc.v[i].me);
+    free(sc.v[i].ck.xxh);
+  }
+  free(sc.v);
+  free(sc.dirs);
+  free(sc.buf);
+  EVP_MD_CTX_free(sc.seg_ctx);
+  EVP_MD_CTX_free(sc.root_ctx);
+  XXH3_freeState(sc.xs);
+  close(sc.topfd);
+  return msg_repair(e, rc);
+}

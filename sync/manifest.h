@@ -1,0 +1,136 @@
+/*
+ * Manifests: what a dataset version is (docs/SYNC.md "Manifest").
+ *
+ * A manifest lists every directory, file and symlink of a version with
+ * its mode, mtime, size and content hash; the SHA-256 of its canonical
+ * JSON is the version id, so two publishes of the same tree give the same
+ * id and a destination can check that the manifest it fetched is the one
+ * it asked for.
+ *
+ * The source side also keeps "checks" beside a manifest: per file the
+ * stat identity it was hashed with (to reuse hashes when republishing an
+ * unchanged file) and an XXH3-128 per segment (to notice, cheaply and
+ * while streaming, that a file changed after it was published).
+ *
+ * Value types (git's _init/_release): every pointer member is owned by
+ * the struct.  Nothing here touches the loop; scanning and hashing are
+ * meant for the thread pool, and each call is thread-safe.
+ */
+#ifndef TENBIN_SYNC_MANIFEST_H
+#define TENBIN_SYNC_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+#define MANIFEST_FORMAT 1
+#define MANIFEST_SEG_SIZE ((uint64_t)16 << 20)
+#define MANIFEST_MAX_ENTRIES 4000000u
+#define MANIFEST_MAX_FILE_SIZE ((uint64_t)1 << 50)
+#define MANIFEST_MAX_TEXT ((size_t)1 << 30)
+#define MANIFEST_ID_HEX 64
+
+enum manifest_type { MANIFEST_DIR = 0, MANIFEST_FILE, MANIFEST_LINK };
+
+struct manifest_entry {
+  char *path;          /* normalized, relative to the dataset's top */
+  enum manifest_type type;
+  uint32_t mode;       /* permission bits (& 07777); 0 for links */
+  int64_t mtime_ns;    /* files only */
+  uint64_t size;       /* files only */
+  uint8_t sha256[32];  /* files only: the content hash (two-level when
+                          size > MANIFEST_SEG_SIZE) */
+  uint32_t nsegs;      /* files only: manifest_nsegs(size) */
+  uint8_t (*segs)[32]; /* SHA-256 per segment when size > SEG, else NULL
+                          (then segment 0's hash is sha256) */
+  char *target;        /* links only */
+};
+
+struct manifest {
+  struct manifest_entry *v; /* sorted by path (strcmp) */
+  size_t n;
+  size_t cap;
+  uint64_t bytes;           /* sum of file sizes */
+  size_t files, dirs, links;
+};
+
+void manifest_init(struct manifest *m);
+void manifest_release(struct manifest *m);
+
+/* Segments of a file of this size: ceil(size / SEG), and 1 for 0 bytes. */
+uint32_t manifest_nsegs(uint64_t size);
+/* Byte range of segment k of a file of this size. */
+void manifest_seg_range(uint64_t size, uint32_t k, uint64_t *off,
+                        uint64_t *len);
+/* The expected SHA-256 of segment k of entry e (borrowed). */
+const uint8_t *manifest_seg_sha(const struct manifest_entry *e, uint32_t k);
+
+/*
+ * Canonical JSON of m into *out (new, free()) and its SHA-256 hex, the
+ * version id, into id (65 bytes).  m must be sorted and valid.
+ */
+int manifest_encode(const struct manifest *m, char **out, size_t *len,
+                    char id[MANIFEST_ID_HEX + 1], struct err *e)
+    WARN_UNUSED;
+/*
+ * Parse and validate len bytes of manifest JSON into m (new contents).
+ * Everything a peer could get wrong is ERR_INVALID naming the entry
+ * index and path: limits, types, hex, segment counts and the two-level
+ * hash, order, duplicates, missing parent directories, paths that are not
+ * normal or escape (".."), links that point outside.
+ */
+int manifest_decode(const char *text, size_t len, struct manifest *m,
+                    struct err *e) WARN_UNUSED;
+/* Index of the entry with this path, or -1 (binary search). */
+ssize_t manifest_find(const struct manifest *m, const char *path);
+
+/* ---- source side: scanning and checks ---- */
+
+struct manifest_check {
+  uint64_t dev, ino, size;
+  int64_t mtime_ns, ctime_ns;
+  uint32_t nsegs;
+  uint8_t (*xxh)[16]; /* XXH3-128 (canonical big-endian) per segment */
+};
+
+/* Parallel to a manifest's entries (dirs and links have zeroed checks). */
+struct manifest_checks {
+  struct manifest_check *v;
+  size_t n;
+};
+
+void manifest_checks_init(struct manifest_checks *c);
+void manifest_checks_release(struct manifest_checks *c);
+/* Save to path (written to path.tmp, then renamed) / load, for a
+ * manifest of n entries; load checks that the counts agree. */
+int manifest_checks_save(const struct manifest_checks *c, const char *path,
+                         struct err *e) WARN_UNUSED;
+int manifest_checks_load(const char *path, size_t n,
+                         struct manifest_checks *c, struct err *e)
+    WARN_UNUSED;
+
+struct manifest_scan_stats {
+  uint64_t files_hashed, bytes_hashed; /* read and hashed this time */
+  uint64_t files_reused;               /* hashes reused from prev */
+};
+
+/*
+ * Build the manifest of the tree at rel (normalized) beneath rootfd into
+ * out, with its checks.  Never follows a symlink (they become entries,
+ * and must point inside the tree); skips a top-level ".tenbin" when rel
+ * is the root itself ("."); refuses sockets, fifos and devices naming
+ * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
+ * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
+ * others are read once, computing SHA-256 (flat, per segment) and
+ * XXH3-128 per segment in that one pass.  Runs on the calling thread;
+ * st may be NULL.
+ */
+int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
+                  const struct manifest_checks *prev_checks,
+                  struct manifest *out, struct manifest_checks *checks,
+                  struct manifest_scan_stats *st, struct err *e)
+    WARN_UNUSED;
+
+#endif

@@ -1,0 +1,1108 @@
+/*
+ * Tests for sync/manifest.c: scanning a real tree (hashes checked against
+ * SHA-256 and XXH3 computed here), the canonical JSON and its id, strict
+ * decoding of everything a peer could get wrong, hash reuse, and the
+ * checks file.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "sync/manifest.h"
+#include "sync/path.h"
+#include "util/alloc.h"
+#include "util/hash.h"
+
+#define assert_contains(hay, needle)                                       \
+  do {                                                                     \
+    if (strstr((hay), (needle)) == NULL)                                   \
+      fail_msg("'%s' does not contain '%s'", (hay), (needle));             \
+  } while (0)
+
+#define SEG MANIFEST_SEG_SIZE
+
+/* ---- a temporary tree ---- */
+
+struct fx {
+  char dir[64]; /* mkdtemp: the agent's root */
+  int rootfd;
+};
+
+static int
+fx_setup(void **state)
+{
+  struct fx *f = xcalloc(1, sizeof(*f));
+
+  /* Modes in the expectations assume the usual umask. */
+  umask(022);
+  snprintf(f->dir, sizeof(f->dir), "/tmp/tenbin-manifest-XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  f->rootfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(f->rootfd >= 0);
+  *state = f;
+  return 0;
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *w)
+{
+  (void)st;
+  (void)flag;
+  (void)w;
+  return remove(path);
+}
+
+static int
+fx_teardown(void **state)
+{
+  struct fx *f = *state;
+
+  close(f->rootfd);
+  nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(f);
+  return 0;
+}
+
+static void
+fx_path(const struct fx *f, const char *rel, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "%s/%s", f->dir, rel);
+}
+
+static void
+put_file(const struct fx *f, const char *rel, const void *data, size_t len)
+{
+  char p[512];
+  int fd;
+
+  fx_path(f, rel, p, sizeof(p));
+  fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, len), (ssize_t)len);
+  assert_int_equal(close(fd), 0);
+}
+
+static void
+put_dir(const struct fx *f, const char *rel)
+{
+  char p[512];
+
+  fx_path(f, rel, p, sizeof(p));
+  assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static void
+put_link(const struct fx *f, const char *rel, const char *target)
+{
+  char p[512];
+
+  fx_path(f, rel, p, sizeof(p));
+  assert_int_equal(symlink(target, p), 0);
+}
+
+static void
+sha256_bin(const void *data, size_t len, uint8_t out[32])
+{
+  unsigned int n = 0;
+
+  EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
+  assert_int_equal(n, 32);
+}
+
+static void
+bin_hex(const uint8_t in[32], char out[65])
+{
+  for (int i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", in[i]);
+}
+
+static void
+assert_sha_of(const uint8_t got[32], const void *data, size_t len)
+{
+  char want[65], have[65];
+
+  hash_sha256_hex(data, len, want);
+  bin_hex(got, have);
+  assert_string_equal(have, want);
+}
+
+static void
+assert_xxh_of(const uint8_t got[16], const void *data, size_t len)
+{
+  XXH128_canonical_t c;
+
+  XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
+  assert_memory_equal(got, c.digest, 16);
+}
+
+static int
+scan(const struct fx *f, const char *rel, const struct manifest *prev,
+     const struct manifest_checks *prev_c, struct manifest *m,
+     struct manifest_checks *c, struct manifest_scan_stats *st,
+     struct err *e)
+{
+  err_clear(e);
+  return manifest_scan(f->rootfd, rel, prev, prev_c, m, c, st, e);
+}
+
+static void
+encode_id(const struct manifest *m, char id[MANIFEST_ID_HEX + 1])
+{
+  char *text = NULL;
+  size_t len;
+  struct err e;
+
+  if (manifest_encode(m, &text, &len, id, &e) != 0)
+    fail_msg("encode: %s", e.msg);
+  free(text);
+}
+
+/*
+ * ds/a.txt "hello", ds/empty, ds/dir/, ds/dir-x "x" (between "dir" and
+ * "dir/..." in strcmp order), ds/dir/link -> ../a.txt,
+ * ds/dir/sub/deep.bin (3000 bytes), ds/dir/sub/up -> ../..
+ */
+static unsigned char deep[3000];
+
+static void
+make_small_tree(const struct fx *f)
+{
+  for (size_t i = 0; i < sizeof(deep); i++)
+    deep[i] = (unsigned char)(i * 7 + 3);
+  put_dir(f, "ds");
+  put_file(f, "ds/a.txt", "hello", 5);
+  put_file(f, "ds/empty", "", 0);
+  put_dir(f, "ds/dir");
+  put_file(f, "ds/dir-x", "x", 1);
+  put_link(f, "ds/dir/link", "../a.txt");
+  put_dir(f, "ds/dir/sub");
+  put_file(f, "ds/dir/sub/deep.bin", deep, sizeof(deep));
+  put_link(f, "ds/dir/sub/up", "../..");
+}
+
+/* ---- segments ---- */
+
+static void
+test_nsegs_and_ranges_cut_at_16_mib(void **state)
+{
+  uint64_t off, len;
+
+  (void)state;
+  assert_int_equal(manifest_nsegs(0), 1);
+  assert_int_equal(manifest_nsegs(1), 1);
+  assert_int_equal(manifest_nsegs(SEG), 1);
+  assert_int_equal(manifest_nsegs(SEG + 1), 2);
+  assert_int_equal(manifest_nsegs(3 * SEG), 3);
+  assert_int_equal(manifest_nsegs(MANIFEST_MAX_FILE_SIZE), 1u << 26);
+  manifest_seg_range(SEG + 10, 0, &off, &len);
+  assert_true(off == 0 && len == SEG);
+  manifest_seg_range(SEG + 10, 1, &off, &len);
+  assert_true(off == SEG && len == 10);
+  manifest_seg_range(0, 0, &off, &len);
+  assert_true(off == 0 && len == 0);
+  manifest_seg_range(5, 0, &off, &len);
+  assert_true(off == 0 && len == 5);
+}
+
+/* ---- scanning ---- */
+
+static void
+test_scan_lists_sorted_entries_with_their_hashes(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct manifest_scan_stats st;
+  struct err e;
+  static const char *const order[] = {
+    "a.txt", "dir", "dir-x", "dir/link", "dir/sub", "dir/sub/deep.bin",
+    "dir/sub/up", "empty"};
+  const struct manifest_entry *me;
+  char p[512];
+
+  make_small_tree(f);
+  fx_path(f, "ds/a.txt", p, sizeof(p));
+  assert_int_equal(chmod(p, 0640), 0);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  if (scan(f, "ds", NULL, NULL, &m, &c, &st, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_int_equal(m.n, 8);
+  assert_int_equal(c.n, 8);
+  for (size_t i = 0; i < m.n; i++)
+    assert_string_equal(m.v[i].path, order[i]);
+  assert_int_equal(m.files, 4);
+  assert_int_equal(m.dirs, 2);
+  assert_int_equal(m.links, 2);
+  assert_int_equal(m.bytes, 5 + 0 + 1 + sizeof(deep));
+  assert_int_equal(st.files_hashed, 4);
+  assert_int_equal(st.files_reused, 0);
+  assert_int_equal(st.bytes_hashed, 5 + 1 + sizeof(deep));
+
+  me = &m.v[0];
+  assert_int_equal(me->type, MANIFEST_FILE);
+  assert_int_equal(me->mode, 0640);
+  assert_int_equal(me->size, 5);
+  assert_int_equal(me->nsegs, 1);
+  assert_null(me->segs);
+  assert_sha_of(me->sha256, "hello", 5);
+  assert_ptr_equal(manifest_seg_sha(me, 0), me->sha256);
+  assert_null(manifest_seg_sha(me, 1));
+  assert_int_equal(c.v[0].nsegs, 1);
+  assert_xxh_of(c.v[0].xxh[0], "hello", 5);
+  {
+    struct stat sb;
+
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(c.v[0].ino == (uint64_t)sb.st_ino);
+    assert_true(c.v[0].size == 5);
+    assert_true(me->mtime_ns == (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+                                    sb.st_mtim.tv_nsec);
+  }
+  me = &m.v[1];
+  assert_int_equal(me->type, MANIFEST_DIR);
+  assert_int_equal(me->mode, 0755);
+  assert_null(c.v[1].xxh);
+  me = &m.v[3];
+  assert_int_equal(me->type, MANIFEST_LINK);
+  assert_string_equal(me->target, "../a.txt");
+  assert_int_equal(me->mode, 0);
+  me = &m.v[5];
+  assert_sha_of(me->sha256, deep, sizeof(deep));
+  assert_xxh_of(c.v[5].xxh[0], deep, sizeof(deep));
+  assert_string_equal(m.v[6].target, "../..");
+  /* An empty file has one segment: the hashes of empty input. */
+  me = &m.v[7];
+  assert_int_equal(me->size, 0);
+  assert_int_equal(me->nsegs, 1);
+  assert_sha_of(me->sha256, "", 0);
+  assert_xxh_of(c.v[7].xxh[0], "", 0);
+
+  assert_int_equal(manifest_find(&m, "dir/sub"), 4);
+  assert_int_equal(manifest_find(&m, "a.txt"), 0);
+  assert_int_equal(manifest_find(&m, "empty"), 7);
+  assert_int_equal(manifest_find(&m, "dir/su"), -1);
+  assert_int_equal(manifest_find(&m, "zzz"), -1);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+}
+
+static void
+test_scan_hashes_a_large_file_in_two_level_segments(void **state)
+{
+  struct fx *f = *state;
+  size_t size = (size_t)SEG + (1u << 20) + 123;
+  unsigned char *data = xmalloc(size);
+  uint8_t segs[2][32], root[32];
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+  const struct manifest_entry *me;
+
+  for (size_t i = 0; i < size; i++)
+    data[i] = (unsigned char)((i * 2654435761u) >> 13);
+  put_dir(f, "big");
+  put_file(f, "big/f.bin", data, size);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  if (scan(f, "big", NULL, NULL, &m, &c, NULL, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_int_equal(m.n, 1);
+  me = &m.v[0];
+  assert_int_equal(me->size, size);
+  assert_int_equal(me->nsegs, 2);
+  assert_non_null(me->segs);
+  sha256_bin(data, SEG, segs[0]);
+  sha256_bin(data + SEG, size - SEG, segs[1]);
+  sha256_bin(segs, sizeof(segs), root);
+  assert_memory_equal(me->segs[0], segs[0], 32);
+  assert_memory_equal(me->segs[1], segs[1], 32);
+  assert_memory_equal(me->sha256, root, 32);
+  assert_ptr_equal(manifest_seg_sha(me, 1), me->segs[1]);
+  assert_int_equal(c.v[0].nsegs, 2);
+  assert_xxh_of(c.v[0].xxh[0], data, SEG);
+  assert_xxh_of(c.v[0].xxh[1], data + SEG, size - SEG);
+
+  /* The two-level hash survives the trip through JSON. */
+  {
+    struct manifest back;
+    char *text = NULL;
+    size_t len;
+    char id[MANIFEST_ID_HEX + 1];
+
+    manifest_init(&back);
+    assert_int_equal(manifest_encode(&m, &text, &len, id, &e), 0);
+    assert_non_null(strstr(text, "\"segments\":[\""));
+    if (manifest_decode(text, len, &back, &e) != 0)
+      fail_msg("decode: %s", e.msg);
+    assert_int_equal(back.v[0].nsegs, 2);
+    assert_memory_equal(back.v[0].segs, me->segs, 64);
+    manifest_release(&back);
+    free(text);
+  }
+  free(data);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+}
+
+static void
+test_same_tree_gives_same_id_and_one_byte_changes_it(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, m3;
+  struct manifest_checks c;
+  char id1[MANIFEST_ID_HEX + 1], id2[MANIFEST_ID_HEX + 1];
+  char id3[MANIFEST_ID_HEX + 1];
+  unsigned char changed[sizeof(deep)];
+  struct err e;
+
+  make_small_tree(f);
+  manifest_init(&m1);
+  manifest_init(&m2);
+  manifest_init(&m3);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c, NULL, &e), 0);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m2, &c, NULL, &e), 0);
+  encode_id(&m1, id1);
+  encode_id(&m2, id2);
+  assert_string_equal(id1, id2);
+
+  memcpy(changed, deep, sizeof(deep));
+  changed[1234] ^= 1;
+  put_file(f, "ds/dir/sub/deep.bin", changed, sizeof(changed));
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m3, &c, NULL, &e), 0);
+  encode_id(&m3, id3);
+  assert_string_not_equal(id1, id3);
+  assert_sha_of(m3.v[5].sha256, changed, sizeof(changed));
+  manifest_release(&m1);
+  manifest_release(&m2);
+  manifest_release(&m3);
+  manifest_checks_release(&c);
+}
+
+static void
+test_rescan_reuses_hashes_of_unchanged_files(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, m3;
+  struct manifest_checks c1, c2, c3;
+  struct manifest_scan_stats st;
+  char id1[MANIFEST_ID_HEX + 1], id2[MANIFEST_ID_HEX + 1];
+  struct timespec ts[2] = {{1000000000, 5}, {1000000000, 5}};
+  char p[512];
+  struct err e;
+
+  make_small_tree(f);
+  manifest_init(&m1);
+  manifest_init(&m2);
+  manifest_init(&m3);
+  manifest_checks_init(&c1);
+  manifest_checks_init(&c2);
+  manifest_checks_init(&c3);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 4);
+
+  assert_int_equal(scan(f, "ds", &m1, &c1, &m2, &c2, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 0);
+  assert_int_equal(st.bytes_hashed, 0);
+  assert_int_equal(st.files_reused, 4);
+  encode_id(&m1, id1);
+  encode_id(&m2, id2);
+  assert_string_equal(id1, id2);
+  assert_memory_equal(c2.v[5].xxh[0], c1.v[5].xxh[0], 16);
+
+  /* A new mtime (same content) is a new identity: read again. */
+  fx_path(f, "ds/dir/sub/deep.bin", p, sizeof(p));
+  assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+  assert_int_equal(scan(f, "ds", &m2, &c2, &m3, &c3, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 1);
+  assert_int_equal(st.files_reused, 3);
+  assert_int_equal(st.bytes_hashed, sizeof(deep));
+  assert_int_equal(m3.v[5].mtime_ns, 1000000000000000005LL);
+  assert_memory_equal(m3.v[5].sha256, m1.v[5].sha256, 32);
+  manifest_release(&m1);
+  manifest_release(&m2);
+  manifest_release(&m3);
+  manifest_checks_release(&c1);
+  manifest_checks_release(&c2);
+  manifest_checks_release(&c3);
+}
+
+static void
+test_scan_refuses_a_link_pointing_outside(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+
+  make_small_tree(f);
+  put_link(f, "ds/dir/out", "../../a.txt");
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "dir/out");
+  assert_contains(e.msg, "outside");
+  assert_int_equal(m.n, 0);
+  assert_int_equal(c.n, 0);
+}
+
+static void
+test_scan_refuses_an_absolute_link(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+
+  put_dir(f, "ds");
+  put_link(f, "ds/abs", "/etc");
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "'abs'");
+}
+
+static void
+test_scan_refuses_a_fifo_naming_it(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+  char p[512];
+
+  make_small_tree(f);
+  fx_path(f, "ds/dir/sub/pipe", p, sizeof(p));
+  assert_int_equal(mkfifo(p, 0644), 0);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "'dir/sub/pipe' is a fifo");
+}
+
+static void
+test_scan_refuses_a_name_that_is_not_utf8(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+
+  put_dir(f, "ds");
+  put_file(f, "ds/bad\xff", "x", 1);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "bad\\xff");
+  assert_contains(e.msg, "UTF-8");
+}
+
+static void
+test_scan_refuses_a_dataset_dir_that_is_a_symlink(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+
+  make_small_tree(f);
+  put_link(f, "via", "ds");
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "via", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_int_equal(scan(f, "nothere", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_NOT_FOUND);
+}
+
+static void
+test_scan_of_the_root_skips_the_store(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c;
+  struct err e;
+
+  put_dir(f, ".tenbin");
+  put_file(f, ".tenbin/state", "s", 1);
+  put_file(f, "top.txt", "t", 1);
+  put_dir(f, "sub");
+  put_dir(f, "sub/.tenbin"); /* only the top-level one is the store */
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  if (scan(f, ".", NULL, NULL, &m, &c, NULL, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_int_equal(m.n, 3);
+  assert_string_equal(m.v[0].path, "sub");
+  assert_string_equal(m.v[1].path, "sub/.tenbin");
+  assert_string_equal(m.v[2].path, "top.txt");
+  manifest_release(&m);
+  manifest_checks_release(&c);
+
+  /* Below the root, a top-level ".tenbin" would make a manifest that
+   * no agent accepts: refused. */
+  put_dir(f, "ds");
+  put_dir(f, "ds/.tenbin");
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, ".tenbin");
+}
+
+/* ---- canonical JSON ---- */
+
+static void
+test_encode_is_jansson_canonical_and_round_trips(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m, back;
+  struct manifest_checks c;
+  char *text = NULL, *again = NULL, *whole;
+  size_t len, len2;
+  char id[MANIFEST_ID_HEX + 1], id2[MANIFEST_ID_HEX + 1];
+  char want[MANIFEST_ID_HEX + 1];
+  json_t *v;
+  struct err e;
+
+  make_small_tree(f);
+  manifest_init(&m);
+  manifest_init(&back);
+  manifest_checks_init(&c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e), 0);
+  assert_int_equal(manifest_encode(&m, &text, &len, id, &e), 0);
+  assert_int_equal(strlen(text), len);
+  assert_true(strncmp(text, "{\"entries\":[{\"mode\":420,\"mtime_ns\":",
+                      35) == 0);
+  assert_non_null(strstr(text, "{\"path\":\"dir/link\",\"target\":"
+                               "\"../a.txt\",\"type\":\"link\"}"));
+  assert_non_null(strstr(text, "{\"mode\":493,\"path\":\"dir\","
+                               "\"type\":\"dir\"}"));
+  assert_true(len > 13 &&
+              strcmp(text + len - 13, "],\"format\":1}") == 0);
+  /* The id is the SHA-256 of exactly these bytes. */
+  hash_sha256_hex(text, len, want);
+  assert_string_equal(id, want);
+  /* Byte-identical to jansson dumping the whole document. */
+  v = json_loadb(text, len, 0, NULL);
+  assert_non_null(v);
+  whole = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(whole, text);
+  free(whole);
+  json_decref(v);
+
+  if (manifest_decode(text, len, &back, &e) != 0)
+    fail_msg("decode: %s", e.msg);
+  assert_int_equal(back.n, m.n);
+  assert_int_equal(back.files, 4);
+  assert_int_equal(back.dirs, 2);
+  assert_int_equal(back.links, 2);
+  assert_int_equal(back.bytes, m.bytes);
+  for (size_t i = 0; i < m.n; i++) {
+    assert_string_equal(back.v[i].path, m.v[i].path);
+    assert_int_equal(back.v[i].type, m.v[i].type);
+    assert_int_equal(back.v[i].mode, m.v[i].mode);
+    if (m.v[i].type == MANIFEST_FILE) {
+      assert_memory_equal(back.v[i].sha256, m.v[i].sha256, 32);
+      assert_true(back.v[i].mtime_ns == m.v[i].mtime_ns);
+      assert_int_equal(back.v[i].nsegs, 1);
+    }
+  }
+  assert_int_equal(manifest_encode(&back, &again, &len2, id2, &e), 0);
+  assert_string_equal(id, id2);
+  assert_string_equal(again, text);
+  free(text);
+  free(again);
+  manifest_release(&m);
+  manifest_release(&back);
+  manifest_checks_release(&c);
+}
+
+static void
+test_encode_keeps_64_bit_mtimes_as_integers(void **state)
+{
+  struct manifest m, back;
+  char *text = NULL;
+  size_t len;
+  char id[MANIFEST_ID_HEX + 1];
+  struct err e;
+
+  (void)state;
+  manifest_init(&m);
+  manifest_init(&back);
+  m.v = xcalloc(1, sizeof(*m.v));
+  m.n = m.cap = 1;
+  m.v[0].path = xstrdup("f");
+  m.v[0].type = MANIFEST_FILE;
+  m.v[0].mode = 0600;
+  m.v[0].mtime_ns = INT64_MAX - 1;
+  m.v[0].size = 16;
+  m.v[0].nsegs = 1;
+  assert_int_equal(manifest_encode(&m, &text, &len, id, &e), 0);
+  assert_non_null(strstr(text, "\"mtime_ns\":9223372036854775806,"));
+  assert_int_equal(manifest_decode(text, len, &back, &e), 0);
+  assert_true(back.v[0].mtime_ns == INT64_MAX - 1);
+  free(text);
+  manifest_release(&m);
+  manifest_release(&back);
+}
+
+/* ---- decoding what a peer sent ---- */
+
+#define H0 "0000000000000000000000000000000000000000000000000000000000000000"
+#define H1 "1111111111111111111111111111111111111111111111111111111111111111"
+#define DIR_A "{\"mode\":493,\"path\":\"a\",\"type\":\"dir\"}"
+#define FILE_(p, size, sha, extra)                                         \
+  "{\"mode\":420,\"mtime_ns\":1,\"path\":\"" p "\",\"sha256\":\"" sha     \
+  "\",\"size\":" #size extra ",\"type\":\"file\"}"
+#define DOC(entries) "{\"entries\":[" entries "],\"format\":1}"
+
+static int
+decode(const char *text, struct manifest *m, struct err *e)
+{
+  err_clear(e);
+  return manifest_decode(text, strlen(text), m, e);
+}
+
+static void
+test_decode_accepts_a_minimal_valid_manifest(void **state)
+{
+  struct manifest m;
+  struct err e;
+
+  (void)state;
+  manifest_init(&m);
+  assert_int_equal(decode(DOC(""), &m, &e), 0);
+  assert_int_equal(m.n, 0);
+  if (decode(DOC(DIR_A "," FILE_("a/f", 3, H0, "") ","
+                 "{\"path\":\"a/l\",\"target\":\"f\",\"type\":\"link\"}"),
+             &m, &e) != 0)
+    fail_msg("decode: %s", e.msg);
+  assert_int_equal(m.n, 3);
+  assert_int_equal(m.v[1].size, 3);
+  assert_int_equal(m.files, 1);
+  manifest_release(&m);
+}
+
+static void
+test_decode_rejects_each_bad_case_naming_the_entry(void **state)
+{
+  static const struct {
+    const char *text, *msg;
+  } cases[] = {
+    {"[]", "not a JSON object"},
+    {"{\"entries\":[", "malformed JSON"},
+    {"{\"entries\":[],\"format\":2}", "'format'"},
+    {"{\"entries\":[]}", "'format'"},
+    {"{\"format\":1}", "'entries'"},
+    {"{\"entries\":[],\"format\":1,\"x\":1}", "unknown field 'x'"},
+    {DOC("1"), "entry 0: not an object"},
+    {DOC("{\"type\":\"dir\",\"mode\":1}"), "entry 0: field 'path'"},
+    {DOC("{\"path\":\"a\",\"type\":\"fifo\"}"), "entry 0 'a': unknown type"},
+    {DOC("{\"mode\":493,\"path\":\"a\",\"type\":\"dir\",\"x\":1}"),
+     "entry 0 'a': unknown field 'x'"},
+    {DOC("{\"mode\":493,\"path\":\"../a\",\"type\":\"dir\"}"),
+     "entry 0 '../a': path escapes"},
+    {DOC(DIR_A ",{\"mode\":493,\"path\":\"a/../b\",\"type\":\"dir\"}"),
+     "entry 1 'a/../b': path escapes"},
+    {DOC("{\"mode\":493,\"path\":\"/a\",\"type\":\"dir\"}"),
+     "entry 0 '/a': path is not normalized"},
+    {DOC("{\"mode\":493,\"path\":\"a//b\",\"type\":\"dir\"}"),
+     "path is not normalized"},
+    {DOC("{\"mode\":493,\"path\":\"./a\",\"type\":\"dir\"}"),
+     "path is not normalized"},
+    {DOC("{\"mode\":493,\"path\":\"\",\"type\":\"dir\"}"),
+     "path is not normalized"},
+    {DOC("{\"mode\":493,\".tenbin\":1,\"type\":\"dir\"}"),
+     "field 'path'"},
+    {DOC("{\"mode\":493,\"path\":\".tenbin\",\"type\":\"dir\"}"),
+     "'.tenbin': path is inside '.tenbin'"},
+    {DOC("{\"mode\":493,\"path\":\"b\",\"type\":\"dir\"}," DIR_A),
+     "entry 1 'a': not sorted"},
+    {DOC(DIR_A "," DIR_A), "entry 1 'a': duplicate path"},
+    {DOC(FILE_("a/f", 3, H0, "")),
+     "entry 0 'a/f': parent directory 'a' is not listed"},
+    {DOC(FILE_("a", 3, H0, "") "," FILE_("a/f", 3, H0, "")),
+     "entry 1 'a/f': parent 'a' is not a directory"},
+    {DOC(DIR_A ",{\"mode\":493,\"path\":\"a/b/c\",\"type\":\"dir\"}"),
+     "parent directory 'a/b' is not listed"},
+    {DOC("{\"mode\":4096,\"path\":\"a\",\"type\":\"dir\"}"),
+     "entry 0 'a': field 'mode'"},
+    {DOC("{\"path\":\"a\",\"type\":\"dir\"}"), "field 'mode'"},
+    {DOC(FILE_("f", 3, "00", "")), "entry 0 'f': field 'sha256'"},
+    {DOC(FILE_("f", 3, "000000000000000000000000000000000000000000000000000"
+                       "000000000000G", "")), "field 'sha256'"},
+    {DOC(FILE_("f", 3, "ABCDEF0000000000000000000000000000000000000000000"
+                       "000000000000000", "")), "field 'sha256'"},
+    {DOC(FILE_("f", -1, H0, "")), "field 'size'"},
+    {DOC(FILE_("f", 1125899906842625, H0, "")), "field 'size'"},
+    {DOC(FILE_("f", 1.5, H0, "")), "field 'size'"},
+    {DOC("{\"mode\":420,\"path\":\"f\",\"sha256\":\"" H0 "\",\"size\":1,"
+         "\"type\":\"file\"}"), "field 'mtime_ns'"},
+    {DOC(FILE_("f", 3, H0, ",\"segments\":[\"" H0 "\"]")),
+     "'segments' is only for files larger"},
+    {DOC(FILE_("f", 16777217, H0, "")), "'segments' (an array) is required"},
+    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\"]")),
+     "entry 0 'f': 1 segments, a file of 16777217 bytes has 2"},
+    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"" H0 "\","
+               "\"" H0 "\"]")), "3 segments, a file"},
+    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"xx\"]")),
+     "segment 1 must be 64"},
+    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"" H1
+               "\"]")), "sha256 is not the SHA-256 of the segment hashes"},
+    {DOC("{\"path\":\"l\",\"target\":\"../x\",\"type\":\"link\"}"),
+     "entry 0 'l': link target '../x' points outside"},
+    {DOC("{\"path\":\"l\",\"target\":\"/etc\",\"type\":\"link\"}"),
+     "points outside"},
+    {DOC(DIR_A ",{\"path\":\"a/l\",\"target\":\"../../x\","
+         "\"type\":\"link\"}"), "entry 1 'a/l': link target"},
+    {DOC("{\"path\":\"l\",\"target\":\"\",\"type\":\"link\"}"),
+     "field 'target'"},
+    {DOC("{\"mode\":1,\"path\":\"l\",\"target\":\"x\",\"type\":\"link\"}"),
+     "unknown field 'mode' for a link"},
+    {DOC("{\"mode\":493,\"path\":\"a\\u0000b\",\"type\":\"dir\"}"),
+     "malformed JSON"},
+  };
+  struct manifest m;
+  struct err e;
+
+  (void)state;
+  manifest_init(&m);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (decode(cases[i].text, &m, &e) != ERR_INVALID)
+      fail_msg("case %zu accepted: %s", i, cases[i].text);
+    if (strstr(e.msg, cases[i].msg) == NULL)
+      fail_msg("case %zu: '%s' does not contain '%s'", i, e.msg,
+               cases[i].msg);
+    assert_int_equal(m.n, 0);
+    assert_null(m.v);
+  }
+}
+
+static void
+test_decode_errors_stay_valid_utf8_when_cut(void **state)
+{
+  /* "/" and 150 two-byte characters: quoting the path cut at an odd
+   * byte count would end the message inside a character, and a JSON
+   * error reply could not carry it. */
+  char text[1024], path[400];
+  struct manifest m;
+  struct err e;
+  json_t *s;
+  size_t n = 0;
+
+  (void)state;
+  path[n++] = '/';
+  for (int i = 0; i < 150; i++) {
+    path[n++] = '\xc3';
+    path[n++] = '\xa9';
+  }
+  path[n] = '\0';
+  snprintf(text, sizeof(text), DOC("{\"mode\":493,\"path\":\"%s\","
+                                   "\"type\":\"dir\"}"), path);
+  manifest_init(&m);
+  assert_int_equal(decode(text, &m, &e), ERR_INVALID);
+  assert_contains(e.msg, "entry 0 '/\xc3\xa9");
+  s = json_string(e.msg);
+  if (s == NULL)
+    fail_msg("not valid UTF-8: %s", e.msg);
+  json_decref(s);
+}
+
+static void
+test_decode_accepts_the_right_two_level_hash(void **state)
+{
+  uint8_t segs[2][32], root[32];
+  char h[2][65], r[65], text[1024];
+  struct manifest m;
+  struct err e;
+
+  (void)state;
+  memset(segs[0], 0xab, 32);
+  memset(segs[1], 0x01, 32);
+  sha256_bin(segs, sizeof(segs), root);
+  bin_hex(segs[0], h[0]);
+  bin_hex(segs[1], h[1]);
+  bin_hex(root, r);
+  snprintf(text, sizeof(text),
+           DOC("{\"mode\":420,\"mtime_ns\":-5,\"path\":\"f\",\"segments\":"
+               "[\"%s\",\"%s\"],\"sha256\":\"%s\",\"size\":%llu,"
+               "\"type\":\"file\"}"),
+           h[0], h[1], r, (unsigned long long)(2 * SEG));
+  manifest_init(&m);
+  if (decode(text, &m, &e) != 0)
+    fail_msg("decode: %s", e.msg);
+  assert_int_equal(m.v[0].nsegs, 2);
+  assert_true(m.v[0].mtime_ns == -5);
+  assert_memory_equal(manifest_seg_sha(&m.v[0], 1), segs[1], 32);
+  manifest_release(&m);
+}
+
+static void
+test_decode_enforces_text_and_entry_limits(void **state)
+{
+  struct manifest m;
+  struct err e;
+  size_t n = (size_t)MANIFEST_MAX_ENTRIES + 1;
+  size_t len = 12 + n * 5 + 12;
+  char *text, *p;
+
+  (void)state;
+  manifest_init(&m);
+  /* The length is refused before a byte of the text is read. */
+  err_clear(&e);
+  assert_int_equal(manifest_decode("{}", MANIFEST_MAX_TEXT + 1, &m, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "more than the limit");
+
+  /* 4,000,001 nulls (jansson shares one null, so this is cheap to
+   * parse): refused on the count, before anything is allocated. */
+  text = xmalloc(len + 1);
+  p = text;
+  memcpy(p, "{\"entries\":[", 12);
+  p += 12;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p, i > 0 ? ",null" : "null", i > 0 ? 5 : 4);
+    p += i > 0 ? 5 : 4;
+  }
+  memcpy(p, "],\"format\":1}", 13);
+  p += 13;
+  *p = '\0';
+  err_clear(&e);
+  assert_int_equal(manifest_decode(text, (size_t)(p - text), &m, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "4000001 entries, more than the limit of 4000000");
+  free(text);
+}
+
+static void
+test_decode_of_many_entries_checks_every_parent(void **state)
+{
+  /* 20,000 entries: 100 dirs of 199 files each; the last one's parent
+   * is missing, which a check of only the previous entry would miss. */
+  struct buf_like {
+    char *p;
+    size_t len, cap;
+  } b = {NULL, 0, 0};
+  struct manifest m;
+  struct err e;
+  char line[256];
+
+  (void)state;
+  b.cap = 4 << 20;
+  b.p = xmalloc(b.cap);
+  b.len = (size_t)snprintf(b.p, b.cap, "{\"entries\":[");
+  for (int d = 0; d < 100; d++) {
+    b.len += (size_t)snprintf(b.p + b.len, b.cap - b.len,
+                              "%s{\"mode\":493,\"path\":\"d%03d\","
+                              "\"type\":\"dir\"}", d > 0 ? "," : "", d);
+    for (int i = 0; i < 199; i++) {
+      snprintf(line, sizeof(line), ",{\"mode\":420,\"mtime_ns\":1,"
+               "\"path\":\"d%03d/f%03d\",\"sha256\":\"%s\",\"size\":1,"
+               "\"type\":\"file\"}", d, i, H0);
+      b.len += (size_t)snprintf(b.p + b.len, b.cap - b.len, "%s", line);
+    }
+  }
+  snprintf(b.p + b.len, b.cap - b.len, "],\"format\":1}");
+  manifest_init(&m);
+  if (decode(b.p, &m, &e) != 0)
+    fail_msg("decode: %s", e.msg);
+  assert_int_equal(m.n, 20000);
+  assert_int_equal(m.files, 19900);
+  assert_int_equal(manifest_find(&m, "d050/f100"), 50 * 200 + 101);
+  manifest_release(&m);
+
+  /* Now move the last file under a directory that is not listed. */
+  {
+    char *last = strstr(b.p, "d099/f198");
+
+    assert_non_null(last);
+    memcpy(last, "d099x/f19", 9);
+  }
+  assert_int_equal(decode(b.p, &m, &e), ERR_INVALID);
+  assert_contains(e.msg, "entry 19999 'd099x/f19': parent directory "
+                         "'d099x' is not listed");
+  free(b.p);
+}
+
+/* ---- checks file ---- */
+
+static void
+test_checks_save_and_load_round_trip(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c, back;
+  char p[512];
+  struct stat st;
+  struct err e;
+
+  make_small_tree(f);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  manifest_checks_init(&back);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e), 0);
+  fx_path(f, "v.idx", p, sizeof(p));
+  if (manifest_checks_save(&c, p, &e) != 0)
+    fail_msg("save: %s", e.msg);
+  {
+    char tmp[600];
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+    assert_int_equal(stat(tmp, &st), -1); /* renamed away */
+  }
+  if (manifest_checks_load(p, m.n, &back, &e) != 0)
+    fail_msg("load: %s", e.msg);
+  assert_int_equal(back.n, c.n);
+  for (size_t i = 0; i < c.n; i++) {
+    assert_true(back.v[i].dev == c.v[i].dev);
+    assert_true(back.v[i].ino == c.v[i].ino);
+    assert_true(back.v[i].size == c.v[i].size);
+    assert_true(back.v[i].mtime_ns == c.v[i].mtime_ns);
+    assert_true(back.v[i].ctime_ns == c.v[i].ctime_ns);
+    assert_int_equal(back.v[i].nsegs, c.v[i].xxh ? c.v[i].nsegs : 0);
+    if (c.v[i].xxh != NULL)
+      assert_memory_equal(back.v[i].xxh, c.v[i].xxh, 16 * c.v[i].nsegs);
+    else
+      assert_null(back.v[i].xxh);
+  }
+  /* Loaded checks let a rescan reuse every hash. */
+  {
+    struct manifest m2;
+    struct manifest_checks c2;
+    struct manifest_scan_stats sst;
+
+    manifest_init(&m2);
+    manifest_checks_init(&c2);
+    assert_int_equal(scan(f, "ds", &m, &back, &m2, &c2, &sst, &e), 0);
+    assert_int_equal(sst.files_reused, 4);
+    assert_int_equal(sst.files_hashed, 0);
+    manifest_release(&m2);
+    manifest_checks_release(&c2);
+  }
+  /* The count must agree with the manifest's. */
+  assert_int_equal(manifest_checks_load(p, m.n + 1, &back, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "8 entries, the manifest has 9");
+  assert_int_equal(back.n, 0);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+}
+
+static void
+test_checks_load_rejects_truncated_and_foreign_files(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m;
+  struct manifest_checks c, back;
+  char p[512];
+  struct stat st;
+  struct err e;
+
+  make_small_tree(f);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  manifest_checks_init(&back);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e), 0);
+  fx_path(f, "v.idx", p, sizeof(p));
+  assert_int_equal(manifest_checks_save(&c, p, &e), 0);
+  assert_int_equal(stat(p, &st), 0);
+  /* Every shorter length is refused, not read as fewer checks. */
+  for (off_t len = st.st_size - 1; len >= 0; len -= 7) {
+    assert_int_equal(truncate(p, len), 0);
+    err_clear(&e);
+    if (manifest_checks_load(p, m.n, &back, &e) != ERR_INVALID)
+      fail_msg("%lld bytes accepted", (long long)len);
+    assert_int_equal(back.n, 0);
+  }
+  put_file(f, "foreign", "{\"entries\":[],\"format\":1}", 26);
+  fx_path(f, "foreign", p, sizeof(p));
+  assert_int_equal(manifest_checks_load(p, 0, &back, &e), ERR_INVALID);
+  assert_contains(e.msg, "not a checks file");
+  fx_path(f, "missing", p, sizeof(p));
+  assert_int_equal(manifest_checks_load(p, 0, &back, &e), ERR_NOT_FOUND);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+}
+
+static void
+test_checks_load_rejects_a_flipped_byte(void **state)
+{
+  struct fx *f = *state;
+  struct manifest_checks c, back;
+  struct manifest m;
+  char p[512];
+  struct err e;
+  int fd;
+  unsigned char byte;
+
+  make_small_tree(f);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  manifest_checks_init(&back);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m, &c, NULL, &e), 0);
+  fx_path(f, "v.idx", p, sizeof(p));
+  assert_int_equal(manifest_checks_save(&c, p, &e), 0);
+  fd = open(p, O_RDWR);
+  assert_true(fd >= 0);
+  assert_int_equal(pread(fd, &byte, 1, 40), 1);
+  byte ^= 0x10;
+  assert_int_equal(pwrite(fd, &byte, 1, 40), 1);
+  close(fd);
+  assert_int_equal(manifest_checks_load(p, m.n, &back, &e), ERR_INVALID);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+}
+
+int
+main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_nsegs_and_ranges_cut_at_16_mib),
+    T(test_scan_lists_sorted_entries_with_their_hashes),
+    T(test_scan_hashes_a_large_file_in_two_level_segments),
+    T(test_same_tree_gives_same_id_and_one_byte_changes_it),
+    T(test_rescan_reuses_hashes_of_unchanged_files),
+    T(test_scan_refuses_a_link_pointing_outside),
+    T(test_scan_refuses_an_absolute_link),
+    T(test_scan_refuses_a_fifo_naming_it),
+    T(test_scan_refuses_a_name_that_is_not_utf8),
+    T(test_scan_refuses_a_dataset_dir_that_is_a_symlink),
+    T(test_scan_of_the_root_skips_the_store),
+    T(test_encode_is_jansson_canonical_and_round_trips),
+    cmocka_unit_test(test_encode_keeps_64_bit_mtimes_as_integers),
+    cmocka_unit_test(test_decode_accepts_a_minimal_valid_manifest),
+    cmocka_unit_test(test_decode_rejects_each_bad_case_naming_the_entry),
+    cmocka_unit_test(test_decode_errors_stay_valid_utf8_when_cut),
+    cmocka_unit_test(test_decode_accepts_the_right_two_level_hash),
+    cmocka_unit_test(test_decode_enforces_text_and_entry_limits),
+    cmocka_unit_test(test_decode_of_many_entries_checks_every_parent),
+    T(test_checks_save_and_load_round_trip),
+    T(test_checks_load_rejects_truncated_and_foreign_files),
+    T(test_checks_load_rejects_a_flipped_byte),
+  };
+#undef T
+
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
