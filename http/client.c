@@ -723,6 +723,9 @@ call_setup(struct call *call, const struct http_client_request *r,
       (long)(r->connect_timeout_ms != 0
                  ? r->connect_timeout_ms
                  : HTTP_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS));
+  if (r->max_recv_speed > 0)
+    (void)curl_easy_setopt(call->easy, CURLOPT_MAX_RECV_SPEED_LARGE,
+                           (curl_off_t)r->max_recv_speed);
   buf_init(&call->resp, r->max_response != 0
                             ? r->max_response
                             : HTTP_CLIENT_DEFAULT_MAX_RESPONSE);

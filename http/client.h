@@ -72,6 +72,7 @@ struct http_client_request {
                                  0: the default */
   bool retry_on_5xx;          /* retry answers 502, 503 and 504 */
   bool idempotent;            /* a POST that may be repeated safely */
+  uint64_t max_recv_speed;    /* bytes/s while receiving; 0: no limit */
 };
 
 struct http_client_response {

@@ -24,3 +24,11 @@ fault_point(const char *name)
   log_warn("fault point '%s' reached: killing myself (TENBIN_FAULT)", name);
   raise(SIGKILL);
 }
+
+int
+fault_armed(const char *name)
+{
+  const char *armed = getenv("TENBIN_FAULT");
+
+  return armed != NULL && strcmp(armed, name) == 0;
+}

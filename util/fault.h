@@ -11,5 +11,11 @@
 #define TENBIN_UTIL_FAULT_H
 
 void fault_point(const char *name);
+/*
+ * 1 when TENBIN_FAULT names this fault, for faults that are not a crash
+ * (a test-only switch that, say, corrupts what a peer is sent).  Read it
+ * once, on the loop, and keep the answer.
+ */
+int fault_armed(const char *name);
 
 #endif

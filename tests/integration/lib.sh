@@ -35,6 +35,10 @@ t_cleanup() {
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
   done
   t_slurm_stop
+  for pid in "${T_AGENT_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [ "$rc" -eq 0 ] && [ "$T_FAILS" -eq 0 ]; then
     rm -rf "$T_DIR"
   else
@@ -135,12 +139,96 @@ t_wait_state() {
 }
 
 t_done() {
-  if [ -s "$T_DIR/tenbind.err" ] && grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$T_DIR/tenbind.err"; then
-    t_fail "tenbind ran clean under the sanitizers"
-    grep -A20 "Sanitizer\|runtime error" "$T_DIR/tenbind.err" >&2 | head -60
-  fi
+  local log
+  for log in "$T_DIR/tenbind.err" "$T_DIR"/agent-*.log; do
+    [ -s "$log" ] || continue
+    if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$log"; then
+      t_fail "$(basename "$log") is clean under the sanitizers"
+      grep -A20 "Sanitizer\|runtime error" "$log" >&2 | head -60
+    fi
+  done
   echo "$((T_CHECKS - T_FAILS)) passed, $T_FAILS failed"
   [ "$T_FAILS" -eq 0 ]
+}
+
+# ---- dataset agents ----
+
+# t_agent_start NAME ROOT [tenbin-agent args...]: start an agent serving
+# ROOT with a token of its own ($T_DIR/agent-NAME.token).  Sets
+# AGENT_URL_NAME, AGENT_TOKEN_NAME and AGENT_PID_NAME.  A restart of NAME
+# listens on the port it had, as a restarted site's agent would.
+# T_AGENT_PREFIX (words) runs before it, e.g. "prlimit --fsize=N --".
+T_AGENT_PIDS=()
+t_agent_start() {
+  local name=$1 root=$2
+  shift 2
+  local tok="$T_DIR/agent-$name.token" portf="$T_DIR/agent-$name.port"
+  local port=0
+  mkdir -p "$root"
+  [ -f "$tok" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=\n' >"$tok"
+  [ -s "$portf" ] && port=$(cat "$portf")
+  rm -f "$portf"
+  # shellcheck disable=SC2086 # the prefix is words on purpose
+  ${T_AGENT_PREFIX:-} "$TENBIN_BIN/tenbin-agent" --root "$root" \
+    --listen "127.0.0.1:$port" \
+    --token-file "$tok" --port-file "$portf" "$@" \
+    >>"$T_DIR/agent-$name.log" 2>&1 &
+  local pid=$!
+  T_AGENT_PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    [ -s "$portf" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "agent $name exited at start:" >&2
+      tail -n 20 "$T_DIR/agent-$name.log" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+  [ -s "$portf" ] || { echo "agent $name did not start" >&2; return 1; }
+  printf -v "AGENT_PID_$name" '%s' "$pid"
+  printf -v "AGENT_URL_$name" 'http://127.0.0.1:%s' "$(cat "$portf")"
+  printf -v "AGENT_TOKEN_$name" '%s' "$(cat "$tok")"
+}
+
+# t_agent_stop NAME: SIGTERM, and require a clean exit.
+t_agent_stop() {
+  local pidvar="AGENT_PID_$1" rc=0
+  kill -TERM "${!pidvar}"
+  wait "${!pidvar}" || rc=$?
+  [ "$rc" -eq 0 ] || { echo "agent $1 exited with $rc" >&2; return 1; }
+}
+
+# t_agent_kill NAME: SIGKILL (a crash).
+t_agent_kill() {
+  local pidvar="AGENT_PID_$1"
+  kill -KILL "${!pidvar}"
+  wait "${!pidvar}" 2>/dev/null || true
+}
+
+# t_agent NAME METHOD PATH [curl args...]: "STATUS BODY" from agent NAME.
+t_agent() {
+  local urlvar="AGENT_URL_$1" tokvar="AGENT_TOKEN_$1" method=$2 path=$3
+  shift 3
+  curl -sS -o "$T_DIR/body" -w '%{http_code}' -X "$method" \
+    -H "Authorization: Bearer ${!tokvar}" "${!urlvar}$path" "$@" >"$T_DIR/status"
+  printf '%s %s\n' "$(cat "$T_DIR/status")" "$(tr '\n\0' '  ' <"$T_DIR/body")"
+}
+
+# t_pull DST SRC NAME VERSION [extra JSON fields]: start the pull of
+# NAME@VERSION by agent DST from agent SRC; prints "STATUS BODY".
+t_pull() {
+  local dst=$1 src=$2 name=$3 v=$4 extra=${5:-}
+  local urlvar="AGENT_URL_$src" tokvar="AGENT_TOKEN_$src"
+  t_agent "$dst" PUT "/v1/datasets/$name/pulls/$v" \
+    -d "{\"source\":{\"url\":\"${!urlvar}\",\"token\":\"${!tokvar}\"}$extra}"
+}
+
+# t_pull_wait DST NAME VERSION [seconds]: the pull status once it is no
+# longer running (JSON on one line).
+t_pull_wait() {
+  local dst=$1 name=$2 v=$3 secs=${4:-60} out
+  out=$(t_agent "$dst" GET "/v1/datasets/$name/pulls/$v?wait_ms=$((secs * 1000))")
+  printf '%s\n' "${out#* }"
 }
 
 # ---- Slurm sites ----

@@ -1,0 +1,41 @@
+/*
+ * tenbin-agent: serves one dataset root to peers and to tenbind.
+ *
+ * As a source it publishes versions (scans and hashes a directory into a
+ * manifest) and answers batches of signatures with deltas; as a
+ * destination it pulls versions from a source agent into its store
+ * (docs/SYNC.md).  Everything runs on one libuv loop; hashing, librsync
+ * and file I/O go to the thread pool.
+ *
+ * Lifecycle (libuv style): agent_start() -> uv_run -> agent_close(cb).
+ */
+#ifndef TENBIN_SYNC_AGENT_H
+#define TENBIN_SYNC_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/err.h"
+
+struct agent;
+
+struct agent_config {
+  const char *root;      /* the dataset root it serves */
+  const char *host;      /* numeric address to listen on */
+  uint16_t port;         /* 0: any free port (agent_port) */
+  const char *token;     /* bearer token peers and tenbind present */
+  unsigned parallel;     /* batches in flight per pull; 0: 4 */
+  size_t batch_bytes;    /* segment data asked per batch; 0: 16 MiB */
+  int fsync_publish;     /* sync a replica's data before publishing it */
+};
+
+/* Open the store, listen and serve.  *out is new: agent_close(). */
+int agent_start(uv_loop_t *loop, const struct agent_config *cfg,
+                struct agent **out, struct err *e) WARN_UNUSED;
+uint16_t agent_port(const struct agent *a);
+/* Stop serving, cancel pulls (their staging stays for a resume), free a
+ * once the loop has let go of everything; cb(arg) then.  cb may be NULL. */
+void agent_close(struct agent *a, void (*cb)(void *arg), void *arg);
+
+#endif

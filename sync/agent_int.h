@@ -1,0 +1,90 @@
+/*
+ * What agent.c, serve.c (the source side) and pull.c (the destination
+ * side) share.  Everything here is owned by the loop thread.
+ */
+#ifndef TENBIN_SYNC_AGENT_INT_H
+#define TENBIN_SYNC_AGENT_INT_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "http/client.h"
+#include "http/server.h"
+#include "sync/agent.h"
+#include "sync/manifest.h"
+#include "sync/store.h"
+
+#define AGENT_JSON_MAX ((size_t)64 << 10)
+#define AGENT_BATCH_MAX ((size_t)64 << 20)   /* request body */
+#define AGENT_BATCH_FRAMES 4096u
+#define AGENT_ANSWER_MAX ((size_t)80 << 20)  /* 64 MiB data + framing */
+
+struct serve_state;
+struct pull;
+
+struct agent {
+  uv_loop_t *loop;
+  struct store *store;
+  struct http_server *http;
+  struct http_client *client;
+  char *token;
+  unsigned parallel;
+  size_t batch_bytes;
+  struct serve_state *serve;   /* source side caches */
+  struct pull *pulls;          /* destination side, a list */
+  unsigned background;         /* signature jobs queued or running */
+  unsigned inflight;           /* work items on the thread pool */
+  int closing;
+  void (*close_cb)(void *arg);
+  void *close_arg;
+};
+
+/* Answers (each answers req exactly once). */
+void agent_reply_json(struct http_request *req, int status, json_t *v);
+void agent_reply_err(struct http_request *req, const struct err *e);
+void agent_reply_errf(struct http_request *req, int code, const char *fmt,
+                      ...) PRINTF_LIKE(3, 4);
+/* The JSON object body of req (new reference), ERR_INVALID otherwise. */
+int agent_body_json(struct http_request *req, json_t **out, struct err *e)
+    WARN_UNUSED;
+
+/* ---- serve.c: the source side ---- */
+int serve_new(struct agent *a);
+void serve_free(struct agent *a);
+void serve_publish(struct agent *a, struct http_request *req,
+                   const char *name);
+void serve_versions(struct agent *a, struct http_request *req,
+                    const char *name);
+void serve_manifest(struct agent *a, struct http_request *req,
+                    const char *name, const char *v);
+void serve_batch(struct agent *a, struct http_request *req,
+                 const char *name, const char *v);
+/* Content bytes answered (DATA and DELTA payloads) since the start. */
+uint64_t serve_served_bytes(const struct agent *a);
+
+/* ---- pull.c: the destination side ---- */
+void pull_put(struct agent *a, struct http_request *req, const char *name,
+              const char *v);
+void pull_get(struct agent *a, struct http_request *req, const char *name,
+              const char *v);
+/* Stop every pull (staging is kept for a resume) and answer the
+ * requests waiting on them; work already on the pool still finishes. */
+void pull_cancel_all(struct agent *a);
+/* Free every pull; only once nothing of theirs is in flight. */
+void pull_free_all(struct agent *a);
+
+/*
+ * Work on the thread pool: agent_queue counts it in, and every done
+ * callback ends with agent_work_done(a), after its last use of a, so
+ * that agent_close can wait for the pool to let go of everything.
+ */
+void agent_queue(struct agent *a, uv_work_t *w, uv_work_cb run,
+                 uv_after_work_cb done);
+void agent_work_done(struct agent *a);
+
+/* ---- small helpers ---- */
+int agent_hex_decode(const char *hex, uint8_t *out, size_t n);
+void agent_hex_encode(const uint8_t *in, size_t n, char *out);
+
+#endif

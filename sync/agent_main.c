@@ -1,0 +1,257 @@
+/*
+ * tenbin-agent: one dataset root served on one address.
+ *
+ *   tenbin-agent --root DIR [--listen ADDR:PORT] [--token-file FILE]
+ *                [--port-file FILE] [--parallel N] [--no-fsync]
+ *                [--log-level LEVEL]
+ *
+ * The token comes from --token-file or TENBIN_AGENT_TOKEN; peers and
+ * tenbind present it as a bearer token.
+ */
+#include <curl/curl.h>
+#include <librsync.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sync/agent.h"
+#include "sync/store.h"
+#include "util/log.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:8760"
+
+struct main_state {
+  uv_loop_t loop;
+  uv_signal_t sigint, sigterm;
+  struct agent *agent;
+  int stopping;
+};
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+          "usage: tenbin-agent --root DIR [--listen ADDR:PORT] "
+          "[--token-file FILE]\n"
+          "                    [--port-file FILE] [--parallel N] "
+          "[--no-fsync] [--log-level LEVEL]\n"
+          "\n"
+          "  --root DIR         the dataset root it serves (store in "
+          "DIR/.tenbin)\n"
+          "  --listen ADDR:PORT where to serve (default %s; port 0 picks "
+          "one)\n"
+          "  --token-file FILE  the bearer token (else "
+          "$TENBIN_AGENT_TOKEN)\n"
+          "  --port-file FILE   write the port listened on to FILE\n"
+          "  --parallel N       batches in flight per pull (default 4)\n"
+          "  --no-fsync         publish replicas without syncing them to "
+          "disk first\n"
+          "  --log-level LEVEL  debug, info, warn or error\n",
+          DEFAULT_LISTEN);
+}
+
+static int
+read_token(const char *path, char *out, size_t outlen)
+{
+  char *text = NULL;
+  size_t len;
+  struct err e = {0};
+
+  if (store_read_file(path, 4096, &text, &len, &e) < 0) {
+    fprintf(stderr, "tenbin-agent: --token-file: %s\n", err_msg(&e));
+    return -1;
+  }
+  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
+                     text[len - 1] == ' '))
+    text[--len] = '\0';
+  snprintf(out, outlen, "%s", text);
+  free(text);
+  return 0;
+}
+
+static int
+parse_listen(const char *s, char *host, size_t hostlen, uint16_t *port)
+{
+  const char *colon = strrchr(s, ':');
+  char *end;
+  long p;
+
+  if (colon == NULL || (size_t)(colon - s) >= hostlen)
+    return -1;
+  memcpy(host, s, (size_t)(colon - s));
+  host[colon - s] = '\0';
+  errno = 0;
+  p = strtol(colon + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || p < 0 || p > 65535)
+    return -1;
+  *port = (uint16_t)p;
+  return 0;
+}
+
+static void
+closed_cb(void *arg)
+{
+  struct main_state *m = arg;
+
+  m->agent = NULL;
+  uv_close((uv_handle_t *)&m->sigint, NULL);
+  uv_close((uv_handle_t *)&m->sigterm, NULL);
+}
+
+static void
+signal_cb(uv_signal_t *h, int signum)
+{
+  struct main_state *m = h->data;
+
+  if (m->stopping)
+    return;
+  m->stopping = 1;
+  log_info("received %s, stopping (pulls resume on the next start)",
+           strsignal(signum));
+  agent_close(m->agent, closed_cb, m);
+}
+
+int
+main(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"root", required_argument, NULL, 'r'},
+      {"listen", required_argument, NULL, 'l'},
+      {"token-file", required_argument, NULL, 't'},
+      {"port-file", required_argument, NULL, 'p'},
+      {"parallel", required_argument, NULL, 'j'},
+      {"no-fsync", no_argument, NULL, 'n'},
+      {"log-level", required_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  struct main_state m;
+  struct agent_config cfg;
+  struct err e = {0};
+  char host[64];
+  char token[4097] = "";
+  const char *listen = DEFAULT_LISTEN;
+  const char *token_file = NULL;
+  const char *port_file = NULL;
+  enum log_level level;
+  int c;
+  int rc = 1;
+
+  memset(&m, 0, sizeof(m));
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.fsync_publish = 1;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r':
+      cfg.root = optarg;
+      break;
+    case 'l':
+      listen = optarg;
+      break;
+    case 't':
+      token_file = optarg;
+      break;
+    case 'p':
+      port_file = optarg;
+      break;
+    case 'j': {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+
+      if (*optarg == '\0' || *end != '\0' || n < 1 || n > 64) {
+        fprintf(stderr, "tenbin-agent: --parallel must be 1..64\n");
+        return 2;
+      }
+      cfg.parallel = (unsigned)n;
+      break;
+    }
+    case 'n':
+      cfg.fsync_publish = 0;
+      break;
+    case 'v':
+      if (log_parse_level(optarg, &level) < 0) {
+        fprintf(stderr, "tenbin-agent: --log-level: debug, info, warn or "
+                        "error\n");
+        return 2;
+      }
+      log_set_level(level);
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (cfg.root == NULL || optind != argc) {
+    usage(stderr);
+    return 2;
+  }
+  if (parse_listen(listen, host, sizeof(host), &cfg.port) < 0) {
+    fprintf(stderr, "tenbin-agent: --listen '%s': want ADDR:PORT\n",
+            listen);
+    return 2;
+  }
+  cfg.host = host;
+  if (token_file != NULL) {
+    if (read_token(token_file, token, sizeof(token)) < 0)
+      return 2;
+  } else if (getenv("TENBIN_AGENT_TOKEN") != NULL) {
+    snprintf(token, sizeof(token), "%s", getenv("TENBIN_AGENT_TOKEN"));
+  }
+  cfg.token = token;
+
+  /* Hashing, librsync and file I/O run on libuv's pool: give it room
+   * for every core and for the batches and pulls that wait on I/O. */
+  if (getenv("UV_THREADPOOL_SIZE") == NULL) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    char n[16];
+
+    snprintf(n, sizeof(n), "%ld", ncpu < 4 ? 8 : ncpu * 2);
+    setenv("UV_THREADPOOL_SIZE", n, 1);
+  }
+  /* A write past RLIMIT_FSIZE must be an EFBIG we report, not a kill. */
+  signal(SIGXFSZ, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  /* A peer's bad delta is our error to report, not librsync's to print. */
+  rs_trace_set_level(RS_LOG_EMERG);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  uv_loop_init(&m.loop);
+  if (agent_start(&m.loop, &cfg, &m.agent, &e) < 0) {
+    fprintf(stderr, "tenbin-agent: %s\n", err_msg(&e));
+    goto out;
+  }
+  if (port_file != NULL) {
+    char text[16];
+    int n = snprintf(text, sizeof(text), "%u\n", agent_port(m.agent));
+
+    if (store_write_file(port_file, text, (size_t)n, &e) < 0) {
+      fprintf(stderr, "tenbin-agent: %s\n", err_msg(&e));
+      goto out;
+    }
+  }
+  uv_signal_init(&m.loop, &m.sigint);
+  uv_signal_init(&m.loop, &m.sigterm);
+  m.sigint.data = &m;
+  m.sigterm.data = &m;
+  uv_signal_start(&m.sigint, signal_cb, SIGINT);
+  uv_signal_start(&m.sigterm, signal_cb, SIGTERM);
+  log_info("tenbin-agent serving '%s' on %s:%u", cfg.root, host,
+           agent_port(m.agent));
+  uv_run(&m.loop, UV_RUN_DEFAULT);
+  rc = 0;
+
+out:
+  if (m.agent != NULL && !m.stopping) {
+    agent_close(m.agent, NULL, NULL);
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+  }
+  if (uv_loop_close(&m.loop) != 0)
+    log_warn("loop closed with handles still open");
+  curl_global_cleanup();
+  return rc;
+}

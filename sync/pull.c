@@ -1,0 +1,931 @@
+/*
+ * The destination side of replication on the loop: one struct pull per
+ * version being pulled, driven by HTTP answers and done callbacks.
+ *
+ *   PUT  -> GET the manifest -> plan (pool) -> batches: prep (pool) ->
+ *   POST to the source -> apply (pool) ... -> finish (pool): one rename
+ *   -> complete; then signatures of the received files (pool, background)
+ *
+ * At most `parallel` batches are in flight per pull.  A multi-segment
+ * file's signature goes once, in the batch of its first segment; its
+ * other segments wait for that answer and then name the signature by
+ * hash, so the signature crosses the link once however many segments.
+ * A source that cannot be reached is retried with backoff (it may be
+ * restarting); answers that do not verify are retried per file.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/pull_int.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+#define BACKOFF_FIRST_MS 200
+#define BACKOFF_MAX_MS 5000
+#define WAIT_MAX_MS 600000
+#define BATCH_TIMEOUT_MS 600000u
+
+static void pump(struct pull *p);
+static void fetch_manifest(struct pull *p);
+
+/* ---- status and waiters ---- */
+
+static json_t *
+status_json(const struct pull *p)
+{
+  const char *state = p->state == PULL_COMPLETE ? "complete"
+                      : p->state == PULL_FAILED ? "failed"
+                                                : "running";
+  uint64_t saved = p->bytes_total > p->bytes_literal
+                       ? p->bytes_total - p->bytes_literal
+                       : 0;
+  json_t *v = json_pack(
+      "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+      "state", state, "dataset", p->name, "version", p->v, "files_total",
+      (json_int_t)p->files_total, "files_done", (json_int_t)p->files_done,
+      "files_resumed", (json_int_t)p->files_resumed, "bytes_total",
+      (json_int_t)p->bytes_total, "bytes_done", (json_int_t)p->bytes_done,
+      "bytes_wire", (json_int_t)p->bytes_wire, "bytes_saved",
+      (json_int_t)saved, "bytes_linked", (json_int_t)p->bytes_linked,
+      "retries", (json_int_t)p->retries, "elapsed_ms",
+      (json_int_t)(p->started_ms > 0 ? time_mono_ms() - p->started_ms : 0));
+
+  jsonx_set_str(v, "path", p->state == PULL_COMPLETE ? p->data : NULL);
+  jsonx_set_str(v, "error", p->state == PULL_FAILED ? p->error : NULL);
+  return v;
+}
+
+static void
+waiter_closed(uv_handle_t *h)
+{
+  free(h->data);
+}
+
+static void
+waiter_answer(struct pull_waiter *w)
+{
+  struct pull *p = w->p;
+
+  for (struct pull_waiter **q = &p->waiters; *q != NULL; q = &(*q)->next) {
+    if (*q == w) {
+      *q = w->next;
+      break;
+    }
+  }
+  agent_reply_json(w->req, 200, status_json(p));
+  uv_timer_stop(&w->timer);
+  w->timer.data = w;
+  uv_close((uv_handle_t *)&w->timer, waiter_closed);
+}
+
+static void
+waiter_timeout(uv_timer_t *t)
+{
+  waiter_answer(t->data);
+}
+
+static void
+answer_waiters(struct pull *p)
+{
+  while (p->waiters != NULL)
+    waiter_answer(p->waiters);
+}
+
+/* ---- ending ---- */
+
+static void
+sigs_done(uv_work_t *w, int status)
+{
+  struct sig_work *sw = w->data;
+  struct agent *a = sw->a;
+
+  (void)status;
+  for (size_t i = 0; i < sw->n; i++)
+    free(sw->items[i].path);
+  free(sw->items);
+  free(sw);
+  a->background--;
+  agent_work_done(a);
+}
+
+/* Sign what crossed the network, so the next version's deltas need no
+ * signature work at transfer time. */
+static void
+queue_signatures(struct pull *p)
+{
+  struct sig_work *sw;
+
+  if (p->nfiles == 0 || p->a->closing)
+    return;
+  sw = xcalloc(1, sizeof(*sw));
+  sw->a = p->a;
+  snprintf(sw->dir, sizeof(sw->dir), "%s", p->data);
+  sw->items = xcalloc(p->nfiles, sizeof(*sw->items));
+  for (size_t i = 0; i < p->nfiles; i++) {
+    const struct manifest_entry *e = &p->m.v[p->files[i].entry];
+
+    if (e->size < PULL_DELTA_MIN)
+      continue;
+    sw->items[sw->n].path = xstrdup(e->path);
+    memcpy(sw->items[sw->n].sha, e->sha256, 32);
+    sw->items[sw->n].size = e->size;
+    sw->n++;
+  }
+  sw->w.data = sw;
+  p->a->background++;
+  agent_queue(p->a, &sw->w, pull_sigs_run, sigs_done);
+}
+
+static void
+pull_fail(struct pull *p, const char *fmt, ...) PRINTF_LIKE(2, 3);
+
+static void
+pull_fail(struct pull *p, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (p->state != PULL_RUNNING)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(p->error, sizeof(p->error), fmt, ap);
+  va_end(ap);
+  p->state = PULL_FAILED;
+  uv_timer_stop(&p->retry);
+  log_warn("pull %s@%.12s failed: %s", p->name, p->v, p->error);
+  answer_waiters(p);
+}
+
+static void
+finish_done(uv_work_t *w, int status)
+{
+  struct finish_work *fw = w->data;
+  struct pull *p = fw->p;
+  struct agent *a = p->a;
+
+  (void)status;
+  p->work--;
+  if (p->cancelled) {
+    /* the agent is closing; staging or the replica stays as it is */
+  } else if (fw->rc < 0) {
+    pull_fail(p, "%s", err_msg(&fw->e));
+  } else {
+    p->state = PULL_COMPLETE;
+    log_info("pull %s@%.12s complete: %llu files, %llu bytes, %llu on "
+             "the wire, %llu linked, %lld ms", p->name, p->v,
+             (unsigned long long)p->files_total,
+             (unsigned long long)p->bytes_total,
+             (unsigned long long)p->bytes_wire,
+             (unsigned long long)p->bytes_linked,
+             (long long)(time_mono_ms() - p->started_ms));
+    answer_waiters(p);
+    queue_signatures(p);
+  }
+  free(fw);
+  agent_work_done(a);
+}
+
+static void
+maybe_finish(struct pull *p)
+{
+  struct finish_work *fw;
+
+  if (p->state != PULL_RUNNING || p->cancelled || !p->planned ||
+      p->qlen > 0 || p->batches > 0 || p->work > 0)
+    return;
+  fw = xcalloc(1, sizeof(*fw));
+  fw->p = p;
+  fw->w.data = fw;
+  p->work++;
+  agent_queue(p->a, &fw->w, pull_finish_run, finish_done);
+}
+
+/* ---- the source is away: back off and try again ---- */
+
+static void
+retry_cb(uv_timer_t *t)
+{
+  struct pull *p = t->data;
+
+  if (p->state != PULL_RUNNING || p->cancelled)
+    return;
+  if (!p->planned && p->work == 0)
+    fetch_manifest(p);
+  else
+    pump(p);
+}
+
+/* 1 when the caller should retry later, 0 when the pull failed. */
+static int
+source_away(struct pull *p, const char *what, const struct err *e)
+{
+  int64_t now = time_mono_ms();
+
+  if (p->failing_since == 0)
+    p->failing_since = now;
+  if (now - p->failing_since > PULL_GIVE_UP_MS) {
+    pull_fail(p, "source unreachable for %lld s (%s): %s",
+              (long long)((now - p->failing_since) / 1000), what,
+              err_msg(e));
+    return 0;
+  }
+  p->backoff_ms = p->backoff_ms == 0 ? BACKOFF_FIRST_MS
+                  : p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                       : p->backoff_ms * 2;
+  log_info("pull %s@%.12s: source unreachable (%s: %s); again in %u ms",
+           p->name, p->v, what, err_msg(e), p->backoff_ms);
+  if (!uv_is_active((uv_handle_t *)&p->retry))
+    uv_timer_start(&p->retry, retry_cb, p->backoff_ms, 0);
+  return 1;
+}
+
+static void
+source_back(struct pull *p)
+{
+  p->failing_since = 0;
+  p->backoff_ms = 0;
+}
+
+/* The source's error message from an answer body, into out. */
+static void
+answer_error(const struct http_client_response *r, char *out, size_t len)
+{
+  json_t *v = NULL;
+  struct err ignore = {0};
+  const char *msg = NULL;
+
+  if (jsonx_parse_object(r->body, r->len, &v, &ignore) == 0) {
+    json_t *err = json_object_get(v, "error");
+
+    msg = jsonx_str(err, "message");
+  }
+  snprintf(out, len, "source answered %d: %s", r->status,
+           msg != NULL ? msg : "(no message)");
+  json_decref(v);
+}
+
+static void
+add_auth(const struct pull *p, char *hdr, size_t len)
+{
+  snprintf(hdr, len, "Authorization: Bearer %s", p->src_token);
+}
+
+/* ---- the manifest and the plan ---- */
+
+static void
+plan_done(uv_work_t *w, int status)
+{
+  struct plan_work *pw = w->data;
+  struct pull *p = pw->p;
+  struct agent *a = p->a;
+
+  (void)status;
+  p->work--;
+  if (!p->cancelled && p->state == PULL_RUNNING && pw->rc < 0) {
+    pull_fail(p, "%s", err_msg(&pw->e));
+  } else if (!p->cancelled && p->state == PULL_RUNNING) {
+    p->m = pw->m;
+    manifest_init(&pw->m);
+    p->mtext = pw->text;
+    p->mlen = pw->len;
+    pw->text = NULL;
+    p->files = pw->files;
+    p->nfiles = pw->nfiles;
+    pw->files = NULL;
+    pw->nfiles = 0;
+    p->queue = pw->queue;
+    p->qlen = pw->qlen;
+    p->qcap = pw->qlen;
+    p->qhead = 0;
+    pw->queue = NULL;
+    p->files_total = p->m.files;
+    p->bytes_total = p->m.bytes;
+    p->files_done = pw->files_done;
+    p->files_resumed = pw->files_resumed;
+    p->bytes_done = pw->bytes_done;
+    p->bytes_linked = pw->bytes_linked;
+    p->planned = 1;
+    log_info("pull %s@%.12s: %zu files to fetch (%zu segments), %llu "
+             "bytes linked, %llu files resumed", p->name, p->v, p->nfiles,
+             p->qlen, (unsigned long long)p->bytes_linked,
+             (unsigned long long)p->files_resumed);
+    pump(p);
+    maybe_finish(p);
+  }
+  free(pw->text);
+  manifest_release(&pw->m);
+  for (size_t i = 0; i < pw->nfiles; i++)
+    free(pw->files[i].basis);
+  free(pw->files);
+  free(pw->queue);
+  free(pw);
+  agent_work_done(a);
+}
+
+static void
+manifest_cb(void *arg, int rc, const struct http_client_response *r,
+            const struct err *e)
+{
+  struct pull *p = arg;
+  struct plan_work *pw;
+
+  p->work--;
+  if (p->cancelled || p->state != PULL_RUNNING)
+    return;
+  if (rc < 0) {
+    (void)source_away(p, "fetching the manifest", e);
+    return;
+  }
+  if (r->status >= 500) {
+    struct err se;
+
+    se.code = ERR_SITE;
+    answer_error(r, se.msg, sizeof(se.msg));
+    (void)source_away(p, "fetching the manifest", &se);
+    return;
+  }
+  if (r->status != 200) {
+    char msg[ERR_MSG_SIZE];
+
+    answer_error(r, msg, sizeof(msg));
+    pull_fail(p, "manifest: %s", msg);
+    return;
+  }
+  source_back(p);
+  p->bytes_wire += r->len;
+  pw = xcalloc(1, sizeof(*pw));
+  pw->p = p;
+  pw->text = xmalloc(r->len + 1);
+  memcpy(pw->text, r->body, r->len);
+  pw->text[r->len] = '\0';
+  pw->len = r->len;
+  manifest_init(&pw->m);
+  pw->w.data = pw;
+  p->work++;
+  agent_queue(p->a, &pw->w, pull_plan_run, plan_done);
+}
+
+static void
+fetch_manifest(struct pull *p)
+{
+  struct http_client_request r;
+  struct err e = {0};
+  char url[2048], auth[4200];
+  const char *headers[2] = {auth, NULL};
+
+  snprintf(url, sizeof(url), "%s/v1/datasets/%s/versions/%s/manifest",
+           p->src_url, p->name, p->v);
+  add_auth(p, auth, sizeof(auth));
+  memset(&r, 0, sizeof(r));
+  r.method = "GET";
+  r.url = url;
+  r.headers = headers;
+  r.max_response = MANIFEST_MAX_TEXT;
+  r.timeout_ms = BATCH_TIMEOUT_MS;
+  p->work++;
+  if (http_client_send(p->a->client, &r, manifest_cb, p, &e) < 0) {
+    p->work--;
+    pull_fail(p, "source url '%s': %s", p->src_url, err_msg(&e));
+  }
+}
+
+/* ---- batches ---- */
+
+static void
+batch_free(struct batch_req *br)
+{
+  buf_release(&br->body);
+  free(br->answer);
+  free(br->segs);
+  free(br->sigmode);
+  free(br->sigref);
+  free(br->result);
+  free(br);
+}
+
+/* Put a batch's segments back at the front of the queue. */
+static void
+requeue(struct pull *p, const struct pull_seg *segs, size_t n)
+{
+  if (n == 0)
+    return;
+  if (p->qhead >= n) {
+    p->qhead -= n;
+  } else {
+    size_t need = p->qlen + n;
+
+    if (need > p->qcap) {
+      p->qcap = need * 2;
+      p->queue = xrealloc(p->queue, p->qcap * sizeof(*p->queue));
+    }
+    memmove(p->queue + n, p->queue + p->qhead, p->qlen * sizeof(*p->queue));
+    p->qhead = 0;
+  }
+  memcpy(p->queue + p->qhead, segs, n * sizeof(*segs));
+  p->qlen += n;
+}
+
+static void
+batch_end(struct pull *p, struct batch_req *br)
+{
+  struct agent *a = p->a;
+
+  p->batches--;
+  batch_free(br);
+  if (!p->cancelled && p->state == PULL_RUNNING) {
+    pump(p);
+    maybe_finish(p);
+  }
+  agent_work_done(a);
+}
+
+static void
+apply_done(uv_work_t *w, int status)
+{
+  struct batch_req *br = w->data;
+  struct pull *p = br->p;
+
+  (void)status;
+  p->work--;
+  p->bytes_literal += br->literal;
+  if (p->cancelled || p->state != PULL_RUNNING)
+    goto out;
+  if (br->fatal < 0) {
+    pull_fail(p, "%s", br->msg);
+    goto out;
+  }
+  for (size_t i = 0; i < br->nsegs; i++) {
+    struct pull_file *f = &p->files[br->segs[i].file];
+    const struct manifest_entry *e = &p->m.v[f->entry];
+    uint64_t off, len;
+
+    manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
+    switch (br->result[i]) {
+    case SEG_OK:
+      if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
+        f->sig = SIG_ACKED;
+      p->bytes_done += len;
+      if (--f->segs_left == 0) {
+        struct err fe = {0};
+
+        if (e->nsegs > 1 && pull_file_finish(p, f, &fe) < 0) {
+          pull_fail(p, "%s", err_msg(&fe));
+          goto out;
+        }
+        p->files_done++;
+      }
+      break;
+    case SEG_CONFLICT:
+      pull_fail(p, "%s", br->msg);
+      goto out;
+    case SEG_SIG_MISSING:
+      f->sig = SIG_NONE;
+      requeue(p, &br->segs[i], 1);
+      break;
+    case SEG_CORRUPT:
+      p->retries++;
+      if (++f->attempts >= PULL_MAX_ATTEMPTS) {
+        pull_fail(p, "file '%s' did not verify after %d attempts", e->path,
+                  PULL_MAX_ATTEMPTS);
+        goto out;
+      }
+      /* The last attempt goes without delta: a bad basis cannot spoil
+       * it. */
+      if (f->attempts == PULL_MAX_ATTEMPTS - 1)
+        f->full = 1;
+      if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
+        f->sig = SIG_NONE;
+      br->segs[i].local = 0;
+      requeue(p, &br->segs[i], 1);
+      break;
+    default: /* no answer frame for it */
+      if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
+        f->sig = SIG_NONE;
+      requeue(p, &br->segs[i], 1);
+      break;
+    }
+  }
+
+out:
+  batch_end(p, br);
+}
+
+static void
+send_cb(void *arg, int rc, const struct http_client_response *r,
+        const struct err *e)
+{
+  struct batch_req *br = arg;
+  struct pull *p = br->p;
+  struct err se;
+
+  p->work--;
+  if (p->cancelled || p->state != PULL_RUNNING) {
+    p->batches--;
+    batch_free(br);
+    maybe_finish(p);
+    return;
+  }
+  if (rc < 0 || r->status >= 500) {
+    if (rc >= 0) {
+      se.code = ERR_SITE;
+      answer_error(r, se.msg, sizeof(se.msg));
+      e = &se;
+    }
+    for (size_t i = 0; i < br->nsegs; i++) {
+      struct pull_file *f = &p->files[br->segs[i].file];
+
+      if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
+        f->sig = SIG_NONE;
+    }
+    requeue(p, br->segs, br->nsegs);
+    p->batches--;
+    batch_free(br);
+    (void)source_away(p, "sending a batch", e);
+    return;
+  }
+  if (r->status != 200) {
+    char msg[ERR_MSG_SIZE];
+
+    answer_error(r, msg, sizeof(msg));
+    p->batches--;
+    batch_free(br);
+    pull_fail(p, "batch: %s", msg);
+    return;
+  }
+  source_back(p);
+  p->bytes_wire += br->body.len + r->len;
+  br->answer = xmalloc(r->len + 1);
+  memcpy(br->answer, r->body, r->len);
+  br->answer_len = r->len;
+  buf_release(&br->body);
+  br->result = xcalloc(br->nsegs, 1);
+  br->w.data = br;
+  p->work++;
+  agent_queue(p->a, &br->w, pull_apply_run, apply_done);
+}
+
+static void
+prep_done(uv_work_t *w, int status)
+{
+  struct batch_req *br = w->data;
+  struct pull *p = br->p;
+  struct agent *a = p->a;
+  struct http_client_request r;
+  struct err e = {0};
+  char url[2048], auth[4200];
+  const char *headers[3] = {auth,
+                            "Content-Type: application/x-tenbin-batch",
+                            NULL};
+
+  (void)status;
+  p->work--;
+  if (p->cancelled || p->state != PULL_RUNNING) {
+    p->batches--;
+    batch_free(br);
+    agent_work_done(a);
+    return;
+  }
+  if (br->rc < 0) {
+    p->batches--;
+    pull_fail(p, "%s", err_msg(&br->e));
+    batch_free(br);
+    agent_work_done(a);
+    return;
+  }
+  for (size_t i = 0; i < br->nsegs; i++) {
+    struct pull_file *f = &p->files[br->segs[i].file];
+
+    if (br->sigmode[i] == WIRE_SIG && p->m.v[f->entry].nsegs > 1)
+      memcpy(f->sig_sha, br->carrier_sha, 32);
+  }
+  snprintf(url, sizeof(url), "%s/v1/datasets/%s/versions/%s/batch",
+           p->src_url, p->name, p->v);
+  add_auth(p, auth, sizeof(auth));
+  memset(&r, 0, sizeof(r));
+  r.method = "POST";
+  r.url = url;
+  r.headers = headers;
+  r.body = br->body.data;
+  r.body_len = br->body.len;
+  r.max_response = AGENT_ANSWER_MAX;
+  r.timeout_ms = BATCH_TIMEOUT_MS;
+  r.max_recv_speed = p->bwlimit / a->parallel;
+  p->work++;
+  if (http_client_send(a->client, &r, send_cb, br, &e) < 0) {
+    p->work--;
+    p->batches--;
+    pull_fail(p, "source url '%s': %s", p->src_url, err_msg(&e));
+    batch_free(br);
+  }
+  agent_work_done(a);
+}
+
+/*
+ * Take segments off the queue into one batch: up to batch_bytes of
+ * segment data or PULL_MAX_FRAMES segments.  A segment of a file whose
+ * signature is on its way waits (the batch stops there).
+ */
+static struct batch_req *
+take_batch(struct pull *p, int *local)
+{
+  struct batch_req *br = NULL;
+  uint64_t bytes = 0;
+  size_t cap = 0;
+
+  while (p->qlen > 0) {
+    struct pull_seg s = p->queue[p->qhead];
+    struct pull_file *f = &p->files[s.file];
+    const struct manifest_entry *e = &p->m.v[f->entry];
+    int multi = e->nsegs > 1;
+    uint64_t off, len;
+    uint8_t mode = 0;
+
+    manifest_seg_range(e->size, s.seg, &off, &len);
+    if (br != NULL && ((int)s.local != *local ||
+                       bytes + len > p->a->batch_bytes ||
+                       br->nsegs == PULL_MAX_FRAMES))
+      break;
+    if (!s.local && multi && f->sig == SIG_SENDING && f->basis != NULL &&
+        !f->full)
+      break;
+    if (br == NULL) {
+      br = xcalloc(1, sizeof(*br));
+      br->p = p;
+      *local = (int)s.local;
+    }
+    if (br->nsegs == cap) {
+      cap = cap == 0 ? 16 : cap * 2;
+      br->segs = xrealloc(br->segs, cap * sizeof(*br->segs));
+      br->sigmode = xrealloc(br->sigmode, cap);
+      br->sigref = xrealloc(br->sigref, cap * 32);
+    }
+    if (!s.local && f->basis != NULL && !f->full) {
+      if (!multi) {
+        mode = WIRE_SIG;
+      } else if (f->sig == SIG_ACKED) {
+        mode = WIRE_SIGREF;
+        memcpy(br->sigref[br->nsegs], f->sig_sha, 32);
+      } else {
+        mode = WIRE_SIG;
+        f->sig = SIG_SENDING;
+      }
+    }
+    br->segs[br->nsegs] = s;
+    br->sigmode[br->nsegs] = mode;
+    br->nsegs++;
+    bytes += len;
+    p->qhead++;
+    p->qlen--;
+    /* The carrier of a signature goes alone: its answer acks it.  A
+     * local segment goes alone too, so that copies run in parallel. */
+    if ((mode == WIRE_SIG && multi) || s.local)
+      break;
+  }
+  if (p->qlen == 0)
+    p->qhead = 0;
+  return br;
+}
+
+static void
+pump(struct pull *p)
+{
+  while (p->state == PULL_RUNNING && !p->cancelled && p->planned &&
+         p->batches < p->a->parallel &&
+         !uv_is_active((uv_handle_t *)&p->retry)) {
+    int local = 0;
+    struct batch_req *br = take_batch(p, &local);
+
+    if (br == NULL)
+      break;
+    p->batches++;
+    p->work++;
+    br->w.data = br;
+    if (local) {
+      br->result = xcalloc(br->nsegs, 1);
+      agent_queue(p->a, &br->w, pull_local_run, apply_done);
+    } else {
+      agent_queue(p->a, &br->w, pull_prep_run, prep_done);
+    }
+  }
+}
+
+/* ---- routes ---- */
+
+static struct pull *
+pull_find(struct agent *a, const char *name, const char *v)
+{
+  for (struct pull *p = a->pulls; p != NULL; p = p->next) {
+    if (strcmp(p->name, name) == 0 && strcmp(p->v, v) == 0)
+      return p;
+  }
+  return NULL;
+}
+
+static void
+pull_reset(struct pull *p)
+{
+  manifest_release(&p->m);
+  manifest_init(&p->m);
+  free(p->mtext);
+  p->mtext = NULL;
+  for (size_t i = 0; i < p->nfiles; i++)
+    free(p->files[i].basis);
+  free(p->files);
+  p->files = NULL;
+  p->nfiles = 0;
+  free(p->queue);
+  p->queue = NULL;
+  p->qhead = p->qlen = p->qcap = 0;
+  p->planned = 0;
+  p->state = PULL_RUNNING;
+  p->error[0] = '\0';
+  p->files_total = p->files_done = p->files_resumed = 0;
+  p->bytes_total = p->bytes_done = p->bytes_wire = p->bytes_literal = 0;
+  p->bytes_linked = p->retries = 0;
+  p->failing_since = 0;
+  p->backoff_ms = 0;
+  p->started_ms = time_mono_ms();
+}
+
+static void
+complete_json(struct agent *a, struct http_request *req, const char *name,
+              const struct store_version *sv)
+{
+  json_t *v = json_pack("{s:s, s:s, s:s, s:s, s:n}", "state", "complete",
+                        "dataset", name, "version", sv->version, "path",
+                        sv->path, "error");
+
+  (void)a;
+  agent_reply_json(req, 200, v);
+}
+
+void
+pull_put(struct agent *a, struct http_request *req, const char *name,
+         const char *v)
+{
+  static const struct jsonx_field fields[] = {
+      {"source", JX_OBJECT}, {"bwlimit", JX_INT}, {NULL, 0}};
+  static const struct jsonx_field src_fields[] = {
+      {"url", JX_STRING}, {"token", JX_STRING}, {NULL, 0}};
+  struct store_version held;
+  struct pull *p;
+  struct err e = {0};
+  json_t *body = NULL;
+  const json_t *src;
+  const char *url, *token;
+  int64_t bwlimit;
+
+  if (agent_body_json(req, &body, &e) < 0 ||
+      jsonx_check(body, fields, "", &e) < 0)
+    goto fail;
+  src = json_object_get(body, "source");
+  if (src == NULL || json_is_null(src)) {
+    err_set(&e, ERR_INVALID, "field 'source': required ({\"url\", "
+            "\"token\"})");
+    goto fail;
+  }
+  if (jsonx_check(src, src_fields, "source.", &e) < 0)
+    goto fail;
+  url = jsonx_str(src, "url");
+  token = jsonx_str(src, "token");
+  if (url == NULL || (strncmp(url, "http://", 7) != 0 &&
+                      strncmp(url, "https://", 8) != 0) ||
+      strlen(url) > 1024) {
+    err_set(&e, ERR_INVALID, "field 'source.url': an http(s) URL of at "
+            "most 1024 bytes is required");
+    goto fail;
+  }
+  if (token == NULL || strlen(token) > 4096 || strchr(token, '\n') ||
+      strchr(token, '\r')) {
+    err_set(&e, ERR_INVALID, "field 'source.token': required, one line "
+            "of at most 4096 bytes");
+    goto fail;
+  }
+  if (jsonx_int(body, "bwlimit", 0, (int64_t)1 << 40, 0, &bwlimit, "",
+                &e) < 0)
+    goto fail;
+
+  if (store_version_get(a->store, name, v, &held)) {
+    json_decref(body);
+    complete_json(a, req, name, &held);
+    return;
+  }
+  p = pull_find(a, name, v);
+  if (p != NULL && p->state == PULL_RUNNING) {
+    json_decref(body);
+    agent_reply_json(req, 200, status_json(p));
+    return;
+  }
+  if (p == NULL) {
+    p = xcalloc(1, sizeof(*p));
+    p->a = a;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    snprintf(p->v, sizeof(p->v), "%s", v);
+    manifest_init(&p->m);
+    store_staging_dir(a->store, name, v, p->staging, sizeof(p->staging));
+    store_data_dir(a->store, name, v, p->data, sizeof(p->data));
+    uv_timer_init(a->loop, &p->retry);
+    p->retry.data = p;
+    p->next = a->pulls;
+    a->pulls = p;
+  } else if (p->work > 0) {
+    /* A failed pull still finishing its last work: ask again soon. */
+    json_decref(body);
+    agent_reply_errf(req, ERR_UNAVAILABLE, "the previous attempt is "
+                     "still winding down; try again in a moment");
+    return;
+  }
+  free(p->src_url);
+  free(p->src_token);
+  p->src_url = xstrdup(url);
+  {
+    size_t n = strlen(p->src_url);
+
+    while (n > 0 && p->src_url[n - 1] == '/')
+      p->src_url[--n] = '\0';
+  }
+  p->src_token = xstrdup(token);
+  p->bwlimit = (uint64_t)bwlimit;
+  pull_reset(p);
+  json_decref(body);
+  log_info("pull %s@%.12s from %s started", name, v, p->src_url);
+  fetch_manifest(p);
+  agent_reply_json(req, 202, status_json(p));
+  return;
+
+fail:
+  json_decref(body);
+  agent_reply_err(req, &e);
+}
+
+void
+pull_get(struct agent *a, struct http_request *req, const char *name,
+         const char *v)
+{
+  struct store_version held;
+  struct pull *p = pull_find(a, name, v);
+  const char *wait = http_request_query(req, "wait_ms");
+  long wait_ms = 0;
+
+  if (wait != NULL) {
+    char *end;
+
+    wait_ms = strtol(wait, &end, 10);
+    if (*wait == '\0' || *end != '\0' || wait_ms < 0 ||
+        wait_ms > WAIT_MAX_MS) {
+      agent_reply_errf(req, ERR_INVALID, "query parameter 'wait_ms': must "
+                       "be an integer between 0 and %d", WAIT_MAX_MS);
+      return;
+    }
+  }
+  if (p == NULL) {
+    if (store_version_get(a->store, name, v, &held)) {
+      complete_json(a, req, name, &held);
+      return;
+    }
+    agent_reply_errf(req, ERR_NOT_FOUND, "no pull of %s@%.64s here, and "
+                     "the version is not held here", name, v);
+    return;
+  }
+  if (p->state == PULL_RUNNING && wait_ms > 0) {
+    struct pull_waiter *w = xcalloc(1, sizeof(*w));
+
+    w->req = req;
+    w->p = p;
+    uv_timer_init(a->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, waiter_timeout, (uint64_t)wait_ms, 0);
+    w->next = p->waiters;
+    p->waiters = w;
+    return;
+  }
+  agent_reply_json(req, 200, status_json(p));
+}
+
+void
+pull_cancel_all(struct agent *a)
+{
+  for (struct pull *p = a->pulls; p != NULL; p = p->next) {
+    p->cancelled = 1;
+    answer_waiters(p);
+    uv_close((uv_handle_t *)&p->retry, NULL);
+  }
+}
+
+void
+pull_free_all(struct agent *a)
+{
+  while (a->pulls != NULL) {
+    struct pull *p = a->pulls;
+
+    a->pulls = p->next;
+    pull_reset(p);
+    manifest_release(&p->m);
+    free(p->src_url);
+    free(p->src_token);
+    free(p);
+  }
+}

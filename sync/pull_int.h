@@ -1,0 +1,181 @@
+/*
+ * The destination side of replication, shared by pull.c (the state
+ * machine on the loop: HTTP, batching, progress) and pull_work.c (what
+ * runs on the thread pool: planning, preparing batches, patching and
+ * verifying, publishing).
+ *
+ * Ownership: a struct pull belongs to the agent's list and to the loop.
+ * Work on the pool reads the pull's immutable parts (name, version, the
+ * manifest, the file table's fixed fields) and writes only into its own
+ * work struct; the loop merges results in the done callbacks.
+ */
+#ifndef TENBIN_SYNC_PULL_INT_H
+#define TENBIN_SYNC_PULL_INT_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "sync/agent_int.h"
+#include "sync/manifest.h"
+#include "sync/wire.h"
+
+#define PULL_MAX_ATTEMPTS 3      /* per file: delta, delta, whole file */
+#define PULL_MAX_FRAMES 256      /* SEG frames per batch */
+#define PULL_GIVE_UP_MS (300 * 1000) /* source unreachable this long */
+#define PULL_DELTA_MIN 4096      /* smaller files always go whole */
+
+enum pull_state { PULL_RUNNING = 0, PULL_COMPLETE, PULL_FAILED };
+
+/* How the signature of a multi-segment file's basis reached the source. */
+enum sig_state { SIG_NONE = 0, SIG_SENDING, SIG_ACKED };
+
+/* A file of the version that has to cross the network. */
+struct pull_file {
+  uint32_t entry;          /* index in the manifest */
+  uint32_t segs_left;      /* segments not yet verified */
+  uint8_t attempts;        /* failed verifications so far */
+  uint8_t full;            /* send literally, without a delta */
+  uint8_t sig;             /* enum sig_state */
+  uint8_t sig_sha[32];     /* SHA-256 of the signature bytes sent */
+  char *basis;             /* absolute path of the old file, or NULL */
+  uint8_t basis_sha[32];
+  uint64_t basis_size;
+};
+
+/* One segment to make: files[file], segment seg.  A local one is equal
+ * (by the manifests' segment hashes) to the same segment of the old file
+ * here, so it is copied from there and verified, and never crosses the
+ * network. */
+struct pull_seg {
+  uint32_t file;
+  uint32_t seg;
+  uint32_t local;
+};
+
+struct pull_waiter {
+  struct http_request *req;
+  struct pull *p;
+  uv_timer_t timer;
+  struct pull_waiter *next;
+};
+
+struct pull {
+  struct agent *a;
+  struct pull *next;
+  char name[72];
+  char v[MANIFEST_ID_HEX + 1];
+  char *src_url;
+  char *src_token;
+  uint64_t bwlimit;        /* bytes/s, 0: none */
+  enum pull_state state;
+  char error[ERR_MSG_SIZE];
+  int cancelled;
+  int planned;             /* the plan ran and the file table is set */
+  char staging[PATH_MAX];
+  char data[PATH_MAX];
+
+  struct manifest m;
+  char *mtext;             /* the manifest as fetched, to store */
+  size_t mlen;
+  struct pull_file *files;
+  size_t nfiles;
+  struct pull_seg *queue;  /* FIFO of segments to fetch */
+  size_t qhead, qlen, qcap;
+  unsigned batches;        /* batches being prepared, sent or applied */
+  unsigned work;           /* this pull's items on the pool */
+
+  uint64_t files_total, files_done, files_resumed;
+  uint64_t bytes_total, bytes_done, bytes_wire, bytes_literal;
+  uint64_t bytes_linked, retries;
+  int64_t started_ms;
+
+  uv_timer_t retry;        /* backoff while the source is unreachable */
+  unsigned backoff_ms;
+  int64_t failing_since;   /* mono ms of the first failure in a row */
+  struct pull_waiter *waiters;
+};
+
+/* ---- pull_work.c ---- */
+
+/* The plan: what the version needs, from what is here already. */
+struct plan_work {
+  uv_work_t w;
+  struct pull *p;
+  char *text;              /* the manifest as fetched (owned) */
+  size_t len;
+  struct manifest m;       /* out */
+  struct pull_file *files; /* out */
+  size_t nfiles;
+  struct pull_seg *queue;  /* out */
+  size_t qlen;
+  uint64_t files_done, files_resumed, bytes_done, bytes_linked;
+  struct err e;
+  int rc;
+};
+void pull_plan_run(uv_work_t *w);
+
+/* One batch: its request and, once answered, its answer. */
+struct batch_req {
+  uv_work_t w;
+  struct pull *p;
+  struct pull_seg *segs;   /* the SEG frames, in order */
+  size_t nsegs;
+  uint8_t *sigmode;        /* per seg: 0 none, WIRE_SIG, WIRE_SIGREF */
+  uint8_t (*sigref)[32];   /* per seg, for WIRE_SIGREF */
+  uint8_t carrier_sha[32]; /* out: SHA-256 of a multi-segment file's SIG */
+  struct buf body;         /* request body (prep fills it) */
+  char *answer;            /* answer body (owned) */
+  size_t answer_len;
+  /* apply results, one per seg */
+  int8_t *result;          /* enum seg_result */
+  char msg[ERR_MSG_SIZE];  /* the first CONFLICT or fatal message */
+  int fatal;               /* ERR_* of a write error that stops the pull */
+  uint64_t literal;        /* DATA and DELTA payload bytes */
+  struct err e;
+  int rc;
+};
+
+enum seg_result {
+  SEG_PENDING = 0,   /* no answer frame for it: fetch it again */
+  SEG_OK,
+  SEG_CORRUPT,       /* did not verify: retry the file */
+  SEG_SIG_MISSING,   /* the source lost our signature: send it again */
+  SEG_CONFLICT,      /* the source file changed: the pull fails */
+};
+
+void pull_prep_run(uv_work_t *w);
+void pull_apply_run(uv_work_t *w);
+/* A batch of local segments: copy from the old file, verify. */
+void pull_local_run(uv_work_t *w);
+
+/* Finish a file all of whose segments are verified: mode, mtime, its
+ * final name.  Runs on the loop (a few metadata syscalls). */
+int pull_file_finish(const struct pull *p, const struct pull_file *f,
+                     struct err *e) WARN_UNUSED;
+
+struct finish_work {
+  uv_work_t w;
+  struct pull *p;
+  struct err e;
+  int rc;
+};
+void pull_finish_run(uv_work_t *w);
+
+/* Signatures of received files, for the next version's deltas. */
+struct sig_item {
+  char *path;              /* relative to dir (owned) */
+  uint8_t sha[32];
+  uint64_t size;
+};
+
+struct sig_work {
+  uv_work_t w;
+  struct agent *a;
+  char dir[PATH_MAX];
+  struct sig_item *items;
+  size_t n;
+};
+void pull_sigs_run(uv_work_t *w);
+
+#endif

@@ -1,0 +1,960 @@
+/*
+ * What a pull does on the thread pool: plan from what is here already,
+ * prepare batches (signatures of the old files), patch and verify the
+ * answers into staging, and publish the finished tree by one rename.
+ */
+#define _GNU_SOURCE /* copy_file_range, syncfs, gettid */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "sync/delta.h"
+#include "sync/path.h"
+#include "sync/pull_int.h"
+#include "util/alloc.h"
+#include "util/hash.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+
+#define SIG_MAX ((size_t)64 << 20)
+#define INDEX_VERSIONS 4 /* newest replicas searched for equal content */
+
+/* ---- planning ---- */
+
+/* Where some content already is here: entry e of replica dir. */
+struct have {
+  const uint8_t *sha;
+  const struct manifest_entry *e;
+  const char *dir;
+};
+
+static int
+have_cmp(const void *a, const void *b)
+{
+  return memcmp(((const struct have *)a)->sha, ((const struct have *)b)->sha,
+                32);
+}
+
+struct local {
+  struct store_version *vs;
+  size_t nv;
+  struct manifest m[INDEX_VERSIONS];
+  size_t nm;
+  struct have *have;
+  size_t nhave;
+};
+
+static void
+local_release(struct local *l)
+{
+  for (size_t i = 0; i < l->nm; i++)
+    manifest_release(&l->m[i]);
+  free(l->vs);
+  free(l->have);
+}
+
+/* Load the newest replicas' manifests and index their files by hash.
+ * l->m[0], when there is one, is the previous version: the delta basis. */
+static void
+local_load(struct pull *p, struct local *l)
+{
+  struct store *s = p->a->store;
+
+  memset(l, 0, sizeof(*l));
+  if (store_versions(s, p->name, &l->vs, &l->nv, NULL) < 0)
+    return;
+  for (size_t i = 0; i < l->nv && l->nm < INDEX_VERSIONS; i++) {
+    char path[PATH_MAX];
+    char *text = NULL;
+    size_t len;
+
+    if (l->vs[i].source || strcmp(l->vs[i].version, p->v) == 0)
+      continue;
+    store_manifest_path(s, p->name, l->vs[i].version, path, sizeof(path));
+    manifest_init(&l->m[l->nm]);
+    if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len, NULL) == 0 &&
+        manifest_decode(text, len, &l->m[l->nm], NULL) == 0) {
+      /* Keep the directory next to its manifest: vs[i] moves to slot nm. */
+      if (i != l->nm) {
+        struct store_version t = l->vs[l->nm];
+
+        l->vs[l->nm] = l->vs[i];
+        l->vs[i] = t;
+      }
+      l->nm++;
+    } else {
+      manifest_release(&l->m[l->nm]);
+    }
+    free(text);
+  }
+  for (size_t k = 0; k < l->nm; k++) {
+    const struct manifest *m = &l->m[k];
+
+    l->have = xrealloc(l->have, (l->nhave + m->n + 1) * sizeof(*l->have));
+    for (size_t i = 0; i < m->n; i++) {
+      if (m->v[i].type != MANIFEST_FILE)
+        continue;
+      l->have[l->nhave].sha = m->v[i].sha256;
+      l->have[l->nhave].e = &m->v[i];
+      l->have[l->nhave].dir = l->vs[k].path;
+      l->nhave++;
+    }
+  }
+  if (l->nhave > 1)
+    qsort(l->have, l->nhave, sizeof(*l->have), have_cmp);
+}
+
+static const struct have *
+local_find(const struct local *l, const uint8_t sha[32])
+{
+  struct have key = {.sha = sha};
+
+  if (l->nhave == 0)
+    return NULL;
+  return bsearch(&key, l->have, l->nhave, sizeof(*l->have), have_cmp);
+}
+
+static int
+set_meta(int fd, const struct manifest_entry *e)
+{
+  struct timespec ts[2];
+
+  ts[0].tv_sec = e->mtime_ns / 1000000000;
+  ts[0].tv_nsec = e->mtime_ns % 1000000000;
+  ts[1] = ts[0];
+  if (fchmod(fd, (mode_t)e->mode) < 0 || futimens(fd, ts) < 0)
+    return -1;
+  return 0;
+}
+
+/* Verify a file already in staging against e: 1 good, 0 not. */
+static int
+verify_file(int dirfd, const char *path, const struct manifest_entry *e)
+{
+  struct err ignore = {0};
+  uint8_t sha[32];
+  uint8_t all[32];
+  int fd = syncpath_openat(dirfd, path, O_RDONLY | O_CLOEXEC, 0, &ignore);
+  struct stat st;
+  int ok = 0;
+
+  if (fd < 0)
+    return 0;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+      (uint64_t)st.st_size != e->size)
+    goto out;
+  if (e->nsegs <= 1 || e->segs == NULL) {
+    ok = delta_hash_range(fd, 0, e->size, sha, &ignore) == 0 &&
+         memcmp(sha, e->sha256, 32) == 0;
+    goto out;
+  }
+  ok = 1;
+  for (uint32_t k = 0; ok && k < e->nsegs; k++) {
+    uint64_t off, len;
+
+    manifest_seg_range(e->size, k, &off, &len);
+    ok = delta_hash_range(fd, off, len, all, &ignore) == 0 &&
+         memcmp(all, e->segs[k], 32) == 0;
+  }
+
+out:
+  close(fd);
+  return ok;
+}
+
+/* Copy content that is here under another inode (same bytes, other
+ * metadata): local I/O only, nothing crosses the network. */
+static int
+copy_local(const char *from, int dirfd, const char *to,
+           const struct manifest_entry *e, struct err *ex)
+{
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  int out = -1;
+  uint64_t done = 0;
+  int rc = -1;
+
+  if (in < 0)
+    return -1;
+  out = syncpath_openat(dirfd, to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                        0600, ex);
+  if (out < 0)
+    goto out;
+  while (done < e->size) {
+    ssize_t n = copy_file_range(in, NULL, out, NULL, e->size - done, 0);
+
+    if (n <= 0)
+      goto out;
+    done += (uint64_t)n;
+  }
+  rc = set_meta(out, e);
+
+out:
+  if (out >= 0)
+    close(out);
+  close(in);
+  return rc;
+}
+
+static void
+part_name(const char *path, const char *suffix, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "%s.tenbin-%s", path, suffix);
+}
+
+/* Segments of a large file already verified by an earlier attempt. */
+static void
+resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done)
+{
+  char part[PATH_MAX], segs[PATH_MAX];
+  struct err ignore = {0};
+  int pfd, sfd;
+
+  memset(done, 0, e->nsegs);
+  part_name(e->path, "part", part, sizeof(part));
+  part_name(e->path, "segs", segs, sizeof(segs));
+  sfd = syncpath_openat(dirfd, segs, O_RDONLY | O_CLOEXEC, 0, &ignore);
+  pfd = syncpath_openat(dirfd, part, O_RDONLY | O_CLOEXEC, 0, &ignore);
+  if (sfd < 0 || pfd < 0)
+    goto out;
+  if (pread(sfd, done, e->nsegs, 0) < 0)
+    memset(done, 0, e->nsegs);
+  /* The marks survive a crash of this process, not necessarily of the
+   * machine: check each claimed segment again (a local read). */
+  for (uint32_t k = 0; k < e->nsegs; k++) {
+    uint64_t off, len;
+    uint8_t sha[32];
+
+    if (done[k] != '1')
+      continue;
+    manifest_seg_range(e->size, k, &off, &len);
+    if (delta_hash_range(pfd, off, len, sha, &ignore) < 0 ||
+        memcmp(sha, e->segs[k], 32) != 0)
+      done[k] = 0;
+  }
+
+out:
+  if (sfd >= 0)
+    close(sfd);
+  if (pfd >= 0)
+    close(pfd);
+}
+
+static void
+plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
+              const struct manifest_entry *e, uint32_t entry)
+{
+  struct pull_file *f;
+  const struct manifest_entry *basis = NULL;
+  uint8_t *done = xcalloc(e->nsegs, 1);
+  uint32_t need = 0;
+  char part[PATH_MAX];
+
+  if (e->nsegs > 1) {
+    resume_segments(dirfd, e, done);
+  } else {
+    part_name(e->path, "part", part, sizeof(part));
+    (void)unlinkat(dirfd, part, 0);
+  }
+  pw->files = xrealloc(pw->files, (pw->nfiles + 1) * sizeof(*pw->files));
+  f = &pw->files[pw->nfiles];
+  memset(f, 0, sizeof(*f));
+  f->entry = entry;
+  if (l->nm > 0 && e->size >= PULL_DELTA_MIN) {
+    ssize_t i = manifest_find(&l->m[0], e->path);
+
+    if (i >= 0 && l->m[0].v[i].type == MANIFEST_FILE &&
+        l->m[0].v[i].size >= PULL_DELTA_MIN) {
+      char path[PATH_MAX * 2];
+
+      basis = &l->m[0].v[i];
+      snprintf(path, sizeof(path), "%s/%s", l->vs[0].path, e->path);
+      f->basis = xstrdup(path);
+      memcpy(f->basis_sha, basis->sha256, 32);
+      f->basis_size = basis->size;
+    }
+  }
+  for (uint32_t k = 0; k < e->nsegs; k++) {
+    uint64_t off, len, boff, blen;
+    struct pull_seg *q;
+
+    manifest_seg_range(e->size, k, &off, &len);
+    if (done[k] == '1') {
+      pw->bytes_done += len;
+      continue;
+    }
+    pw->queue = xrealloc(pw->queue, (pw->qlen + 1) * sizeof(*pw->queue));
+    q = &pw->queue[pw->qlen++];
+    q->file = (uint32_t)pw->nfiles;
+    q->seg = k;
+    q->local = 0;
+    if (basis != NULL && e->nsegs > 1 && k < basis->nsegs) {
+      manifest_seg_range(basis->size, k, &boff, &blen);
+      q->local = blen == len &&
+                 memcmp(manifest_seg_sha(basis, k), e->segs[k], 32) == 0;
+    }
+    need++;
+  }
+  f->segs_left = need;
+  pw->nfiles++;
+  free(done);
+}
+
+/* A file of the version: resumed, linked, copied, empty, or to fetch. */
+static int
+plan_file(struct plan_work *pw, int dirfd, const struct local *l,
+          uint32_t entry)
+{
+  const struct manifest_entry *e = &pw->m.v[entry];
+  const struct have *h;
+  struct stat st;
+  struct err ignore = {0};
+
+  if (fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISREG(st.st_mode) && verify_file(dirfd, e->path, e)) {
+      pw->files_done++;
+      pw->files_resumed++;
+      pw->bytes_done += e->size;
+      return 0;
+    }
+    if (unlinkat(dirfd, e->path, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+      return err_set(&pw->e, ERR_IO, "cannot replace '%s' in staging: %s",
+                     e->path, strerror(errno));
+  }
+  h = local_find(l, e->sha256);
+  if (h != NULL) {
+    char from[PATH_MAX * 2];
+
+    snprintf(from, sizeof(from), "%s/%s", h->dir, h->e->path);
+    /* A hard link shares mode and mtime with the older version, so it is
+     * used only where they agree; else the bytes are copied locally. */
+    if ((h->e->mode == e->mode && h->e->mtime_ns == e->mtime_ns &&
+         linkat(AT_FDCWD, from, dirfd, e->path, 0) == 0) ||
+        copy_local(from, dirfd, e->path, e, &ignore) == 0) {
+      pw->files_done++;
+      pw->bytes_done += e->size;
+      pw->bytes_linked += e->size;
+      return 0;
+    }
+  }
+  if (e->size == 0) {
+    int fd = syncpath_openat(dirfd, e->path,
+                             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600,
+                             &pw->e);
+
+    if (fd < 0)
+      return fd;
+    if (set_meta(fd, e) < 0) {
+      close(fd);
+      return err_set(&pw->e, ERR_IO, "cannot set mode of '%s': %s",
+                     e->path, strerror(errno));
+    }
+    close(fd);
+    pw->files_done++;
+    return 0;
+  }
+  plan_add_file(pw, dirfd, l, e, entry);
+  return 0;
+}
+
+void
+pull_plan_run(uv_work_t *w)
+{
+  struct plan_work *pw = w->data;
+  struct pull *p = pw->p;
+  struct local l;
+  char hex[MANIFEST_ID_HEX + 1];
+  int dirfd = -1;
+  int rc;
+
+  memset(&l, 0, sizeof(l));
+  hash_sha256_hex(pw->text, pw->len, hex);
+  if (strcmp(hex, p->v) != 0) {
+    rc = err_set(&pw->e, ERR_SITE, "the source's manifest hashes to %.12s, "
+                 "not to the version asked for", hex);
+    goto out;
+  }
+  rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
+  if (rc < 0) {
+    err_prefix(&pw->e, "manifest from the source");
+    goto out;
+  }
+  rc = store_mkdirs(p->staging, &pw->e);
+  if (rc < 0)
+    goto out;
+  dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    rc = err_set(&pw->e, ERR_IO, "cannot open '%s': %s", p->staging,
+                 strerror(errno));
+    goto out;
+  }
+  local_load(p, &l);
+  for (size_t i = 0; rc == 0 && i < pw->m.n; i++) {
+    const struct manifest_entry *e = &pw->m.v[i];
+
+    switch (e->type) {
+    case MANIFEST_DIR:
+      rc = syncpath_mkdirs(dirfd, e->path, 0755, &pw->e);
+      break;
+    case MANIFEST_LINK:
+      if (symlinkat(e->target, dirfd, e->path) < 0 && errno == EEXIST) {
+        (void)unlinkat(dirfd, e->path, 0);
+        if (symlinkat(e->target, dirfd, e->path) < 0)
+          rc = err_set(&pw->e, ERR_IO, "cannot create link '%s': %s",
+                       e->path, strerror(errno));
+      }
+      break;
+    case MANIFEST_FILE:
+      rc = plan_file(pw, dirfd, &l, (uint32_t)i);
+      break;
+    }
+  }
+
+out:
+  pw->rc = rc;
+  if (dirfd >= 0)
+    close(dirfd);
+  local_release(&l);
+}
+
+/* ---- preparing a batch ---- */
+
+/* Write a cache file without fsync: a torn one only costs a failed
+ * verification and a retry without delta. */
+static void
+sig_cache_put(const char *path, const void *data, size_t len)
+{
+  char tmp[PATH_MAX + 16];
+  int fd;
+  ssize_t n;
+
+  snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)gettid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  n = write(fd, data, len);
+  close(fd);
+  if (n != (ssize_t)len || rename(tmp, path) < 0)
+    (void)unlink(tmp);
+}
+
+/* The signature of a file's basis: from the cache, or computed now. */
+static int
+basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
+                struct err *e)
+{
+  char path[PATH_MAX];
+  char *text = NULL;
+  size_t len;
+  int fd;
+  int rc;
+
+  store_sig_path(s, f->basis_sha, delta_block_len(f->basis_size), path,
+                 sizeof(path));
+  if (store_read_file(path, SIG_MAX, &text, &len, NULL) == 0) {
+    rc = buf_add(out, text, len);
+    free(text);
+    return rc < 0 ? err_set(e, rc, "signature too large") : 0;
+  }
+  fd = open(f->basis, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return err_set(e, ERR_IO, "cannot open '%s': %s", f->basis,
+                   strerror(errno));
+  rc = delta_signature(fd, f->basis_size, out, e);
+  close(fd);
+  if (rc == 0)
+    sig_cache_put(path, out->data, out->len);
+  return rc;
+}
+
+void
+pull_prep_run(uv_work_t *w)
+{
+  struct batch_req *br = w->data;
+  struct pull *p = br->p;
+  struct buf sig;
+  int rc = 0;
+
+  buf_init(&br->body, AGENT_BATCH_MAX);
+  buf_init(&sig, SIG_MAX);
+  for (size_t i = 0; rc == 0 && i < br->nsegs; i++) {
+    const struct pull_file *f = &p->files[br->segs[i].file];
+    uint32_t entry = f->entry;
+
+    if (br->sigmode[i] == WIRE_SIG) {
+      buf_reset(&sig);
+      rc = basis_signature(p->a->store, f, &sig, &br->e);
+      if (rc < 0)
+        break;
+      if (p->m.v[entry].nsegs > 1) {
+        char hex[65];
+
+        hash_sha256_hex(sig.data, sig.len, hex);
+        (void)agent_hex_decode(hex, br->carrier_sha, 32);
+      }
+      rc = wire_put(&br->body, WIRE_SIG, entry, 0, sig.data,
+                    (uint32_t)sig.len);
+    } else if (br->sigmode[i] == WIRE_SIGREF) {
+      rc = wire_put(&br->body, WIRE_SIGREF, entry, 0, br->sigref[i], 32);
+    }
+    if (rc == 0)
+      rc = wire_put(&br->body, WIRE_SEG, entry, br->segs[i].seg, NULL, 0);
+    if (rc == ERR_TOO_LARGE)
+      err_set(&br->e, rc, "batch request too large");
+  }
+  buf_release(&sig);
+  br->rc = rc;
+}
+
+/* ---- applying an answer ---- */
+
+/* Open files of one batch, by files[] index. */
+struct open_file {
+  uint32_t file;
+  int part, basis, segs;
+};
+
+static struct open_file *
+open_slot(struct open_file **v, size_t *n, uint32_t file)
+{
+  for (size_t i = 0; i < *n; i++) {
+    if ((*v)[i].file == file)
+      return &(*v)[i];
+  }
+  *v = xrealloc(*v, (*n + 1) * sizeof(**v));
+  (*v)[*n] = (struct open_file){file, -1, -1, -1};
+  return &(*v)[(*n)++];
+}
+
+static ssize_t
+find_seg(const struct batch_req *br, const struct pull *p, uint32_t entry,
+         uint32_t seg)
+{
+  for (size_t i = 0; i < br->nsegs; i++) {
+    if (p->files[br->segs[i].file].entry == entry && br->segs[i].seg == seg)
+      return (ssize_t)i;
+  }
+  return -1;
+}
+
+/* Mark every seg of this entry in the batch with r (if still pending). */
+static void
+mark_entry(struct batch_req *br, const struct pull *p, uint32_t entry,
+           int8_t r)
+{
+  for (size_t i = 0; i < br->nsegs; i++) {
+    if (p->files[br->segs[i].file].entry == entry &&
+        br->result[i] == SEG_PENDING)
+      br->result[i] = r;
+  }
+}
+
+static void
+error_frame(struct batch_req *br, const struct pull *p,
+            const struct wire_frame *f)
+{
+  json_t *v = NULL;
+  const char *code = "INTERNAL";
+  const char *msg = "error without a message";
+  struct err ignore = {0};
+
+  if (jsonx_parse_object((const char *)f->payload, f->len, &v,
+                         &ignore) == 0) {
+    if (jsonx_str(v, "code") != NULL)
+      code = jsonx_str(v, "code");
+    if (jsonx_str(v, "message") != NULL)
+      msg = jsonx_str(v, "message");
+  }
+  if (strcmp(code, "NOT_FOUND") == 0) {
+    mark_entry(br, p, f->file, SEG_SIG_MISSING);
+  } else if (strcmp(code, "CONFLICT") == 0) {
+    mark_entry(br, p, f->file, SEG_CONFLICT);
+    if (br->msg[0] == '\0')
+      snprintf(br->msg, sizeof(br->msg), "%s", msg);
+  } else {
+    /* A read error at the source: counts as a failed attempt. */
+    mark_entry(br, p, f->file, SEG_CORRUPT);
+  }
+  json_decref(v);
+}
+
+/* Record that segment seg of e is verified in its part file, so that a
+ * resumed pull does not fetch it again. */
+static int
+mark_segment(const struct pull *p, int dirfd, const struct manifest_entry *e,
+             struct open_file *of, uint32_t seg, struct err *we)
+{
+  char segs[PATH_MAX];
+  char one = '1';
+
+  (void)p;
+  if (of->segs < 0) {
+    part_name(e->path, "segs", segs, sizeof(segs));
+    of->segs = syncpath_openat(dirfd, segs, O_WRONLY | O_CREAT | O_CLOEXEC,
+                               0600, we);
+    if (of->segs < 0)
+      return of->segs;
+  }
+  if (pwrite(of->segs, &one, 1, seg) != 1)
+    return err_set(we, ERR_IO, "%s", strerror(errno));
+  return 0;
+}
+
+/* Patch or write one answered segment and verify it. */
+static int
+apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
+          struct open_file *of, const struct wire_frame *f)
+{
+  const struct pull_file *pf = &p->files[br->segs[i].file];
+  const struct manifest_entry *e = &p->m.v[pf->entry];
+  uint64_t off, len;
+  uint8_t sha[32];
+  struct err we = {0};
+  int rc;
+
+  manifest_seg_range(e->size, f->seg, &off, &len);
+  if (of->part < 0) {
+    char part[PATH_MAX];
+
+    part_name(e->path, "part", part, sizeof(part));
+    of->part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT | O_CLOEXEC,
+                               0600, &we);
+    if (of->part < 0)
+      goto fatal;
+  }
+  if (f->kind == WIRE_DELTA) {
+    if (of->basis < 0 && pf->basis != NULL)
+      of->basis = open(pf->basis, O_RDONLY | O_CLOEXEC);
+    rc = delta_patch(of->basis, f->payload, f->len, of->part, off, len, sha,
+                     &we);
+  } else if (f->len != len) {
+    br->result[i] = SEG_CORRUPT;
+    return 0;
+  } else {
+    rc = delta_write(of->part, off, f->payload, f->len, sha, &we);
+  }
+  br->literal += f->len;
+  if (rc == ERR_INVALID || (rc == 0 &&
+                            memcmp(sha, manifest_seg_sha(e, f->seg), 32))) {
+    log_warn("pull %s@%.12s: '%s' segment %u did not verify; retrying",
+             p->name, p->v, e->path, f->seg);
+    br->result[i] = SEG_CORRUPT;
+    return 0;
+  }
+  if (rc < 0)
+    goto fatal;
+  if (e->nsegs > 1) {
+    if (mark_segment(p, dirfd, e, of, f->seg, &we) < 0)
+      goto fatal;
+  } else {
+    char part[PATH_MAX];
+
+    part_name(e->path, "part", part, sizeof(part));
+    if (ftruncate(of->part, (off_t)e->size) < 0 ||
+        set_meta(of->part, e) < 0 ||
+        renameat(dirfd, part, dirfd, e->path) < 0) {
+      err_set(&we, ERR_IO, "%s", strerror(errno));
+      goto fatal;
+    }
+  }
+  br->result[i] = SEG_OK;
+  return 0;
+
+fatal:
+  br->fatal = we.code < 0 ? we.code : ERR_IO;
+  snprintf(br->msg, sizeof(br->msg), "writing '%s' at %s: %s", e->path,
+           store_root(p->a->store), err_msg(&we));
+  return -1;
+}
+
+void
+pull_apply_run(uv_work_t *w)
+{
+  struct batch_req *br = w->data;
+  struct pull *p = br->p;
+  struct open_file *of = NULL;
+  size_t nof = 0, pos = 0;
+  struct wire_frame f;
+  struct err e = {0};
+  int dirfd;
+  int rc;
+
+  dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    br->fatal = ERR_IO;
+    snprintf(br->msg, sizeof(br->msg), "cannot open '%.160s': %s",
+             p->staging, strerror(errno));
+    return;
+  }
+  while ((rc = wire_next(br->answer, br->answer_len, &pos, &f, &e)) == 1) {
+    ssize_t i;
+
+    if (f.kind == WIRE_ERROR) {
+      error_frame(br, p, &f);
+      continue;
+    }
+    if (f.kind != WIRE_DELTA && f.kind != WIRE_DATA)
+      continue;
+    i = find_seg(br, p, f.file, f.seg);
+    if (i < 0 || br->result[i] != SEG_PENDING)
+      continue;
+    if (apply_seg(br, p, dirfd, (size_t)i,
+                  open_slot(&of, &nof, br->segs[i].file), &f) < 0)
+      break;
+  }
+  /* A garbled answer leaves the rest pending: they are fetched again. */
+  for (size_t k = 0; k < nof; k++) {
+    if (of[k].part >= 0)
+      close(of[k].part);
+    if (of[k].basis >= 0)
+      close(of[k].basis);
+    if (of[k].segs >= 0)
+      close(of[k].segs);
+  }
+  free(of);
+  close(dirfd);
+}
+
+/* Copy [off, off+len) of in to out at the same offset, hashing it. */
+static int
+copy_range(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
+           struct err *e)
+{
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  char *chunk = xmalloc(DELTA_IO_BUF);
+  uint64_t done = 0;
+  unsigned int hlen = 32;
+  int rc = 0;
+
+  if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+    abort();
+  while (done < len) {
+    size_t want = len - done < DELTA_IO_BUF ? (size_t)(len - done)
+                                            : DELTA_IO_BUF;
+    ssize_t n = pread(in, chunk, want, (off_t)(off + done));
+
+    if (n <= 0) {
+      rc = err_set(e, ERR_INVALID, "old file shorter than expected");
+      goto out;
+    }
+    (void)EVP_DigestUpdate(ctx, chunk, (size_t)n);
+    if (pwrite(out, chunk, (size_t)n, (off_t)(off + done)) != n) {
+      rc = err_set(e, ERR_IO, "%s", errno == ENOSPC ? "no space left on "
+                   "device" : errno == EFBIG ? "file too large (file size "
+                   "limit)" : strerror(errno));
+      goto out;
+    }
+    done += (uint64_t)n;
+  }
+  (void)EVP_DigestFinal_ex(ctx, sha, &hlen);
+
+out:
+  free(chunk);
+  EVP_MD_CTX_free(ctx);
+  return rc;
+}
+
+void
+pull_local_run(uv_work_t *w)
+{
+  struct batch_req *br = w->data;
+  struct pull *p = br->p;
+  int dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+  if (dirfd < 0) {
+    br->fatal = ERR_IO;
+    snprintf(br->msg, sizeof(br->msg), "cannot open '%.160s': %s",
+             p->staging, strerror(errno));
+    return;
+  }
+  for (size_t i = 0; i < br->nsegs; i++) {
+    const struct pull_file *pf = &p->files[br->segs[i].file];
+    const struct manifest_entry *e = &p->m.v[pf->entry];
+    struct open_file of = {br->segs[i].file, -1, -1, -1};
+    struct wire_frame f = {0};
+    uint64_t off, len;
+    uint8_t sha[32];
+    struct err we = {0};
+    char part[PATH_MAX];
+    int rc;
+
+    manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
+    part_name(e->path, "part", part, sizeof(part));
+    of.part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT | O_CLOEXEC,
+                              0600, &we);
+    of.basis = pf->basis ? open(pf->basis, O_RDONLY | O_CLOEXEC) : -1;
+    if (of.part < 0 || of.basis < 0) {
+      br->result[i] = SEG_CORRUPT;
+    } else {
+      rc = copy_range(of.basis, of.part, off, len, sha, &we);
+      if (rc == ERR_IO) {
+        br->fatal = ERR_IO;
+        snprintf(br->msg, sizeof(br->msg), "writing '%s' at %s: %s",
+                 e->path, store_root(p->a->store), err_msg(&we));
+      } else if (rc < 0 ||
+                 memcmp(sha, manifest_seg_sha(e, br->segs[i].seg), 32)) {
+        br->result[i] = SEG_CORRUPT;
+      } else {
+        /* Mark it done the way an answered segment is. */
+        f.kind = WIRE_DATA;
+        f.seg = br->segs[i].seg;
+        br->result[i] = SEG_OK;
+        rc = mark_segment(p, dirfd, e, &of, f.seg, &we);
+        if (rc < 0) {
+          br->fatal = ERR_IO;
+          snprintf(br->msg, sizeof(br->msg), "writing '%s': %s", e->path,
+                   err_msg(&we));
+        }
+      }
+    }
+    if (of.part >= 0)
+      close(of.part);
+    if (of.basis >= 0)
+      close(of.basis);
+    if (of.segs >= 0)
+      close(of.segs);
+    if (br->fatal < 0)
+      break;
+  }
+  close(dirfd);
+}
+
+int
+pull_file_finish(const struct pull *p, const struct pull_file *f,
+                 struct err *e)
+{
+  const struct manifest_entry *me = &p->m.v[f->entry];
+  char part[PATH_MAX], segs[PATH_MAX];
+  int dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = -1;
+  int rc = 0;
+
+  if (dirfd < 0)
+    return err_set(e, ERR_IO, "cannot open '%s': %s", p->staging,
+                   strerror(errno));
+  part_name(me->path, "part", part, sizeof(part));
+  part_name(me->path, "segs", segs, sizeof(segs));
+  fd = syncpath_openat(dirfd, part, O_WRONLY | O_CLOEXEC, 0, e);
+  if (fd < 0) {
+    rc = fd;
+    goto out;
+  }
+  if (ftruncate(fd, (off_t)me->size) < 0 || set_meta(fd, me) < 0 ||
+      renameat(dirfd, part, dirfd, me->path) < 0) {
+    rc = err_set(e, ERR_IO, "cannot finish '%s': %s", me->path,
+                 strerror(errno));
+    goto out;
+  }
+  (void)unlinkat(dirfd, segs, 0);
+
+out:
+  if (fd >= 0)
+    close(fd);
+  close(dirfd);
+  return rc;
+}
+
+/* ---- publishing the replica ---- */
+
+void
+pull_finish_run(uv_work_t *w)
+{
+  struct finish_work *fw = w->data;
+  struct pull *p = fw->p;
+  struct store *s = p->a->store;
+  char path[PATH_MAX];
+  int dirfd = -1;
+  int rc;
+
+  dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    rc = err_set(&fw->e, ERR_IO, "cannot open '%s': %s", p->staging,
+                 strerror(errno));
+    goto out;
+  }
+  /* Modes of directories last, deepest first, so a read-only directory
+   * did not stop its own files from being written. */
+  for (size_t i = p->m.n; i-- > 0;) {
+    const struct manifest_entry *e = &p->m.v[i];
+
+    if (e->type == MANIFEST_DIR &&
+        fchmodat(dirfd, e->path, (mode_t)e->mode, 0) < 0) {
+      rc = err_set(&fw->e, ERR_IO, "cannot set the mode of '%s': %s",
+                   e->path, strerror(errno));
+      goto out;
+    }
+  }
+  /* The manifest first: a complete replica always has its manifest. */
+  store_manifest_path(s, p->name, p->v, path, sizeof(path));
+  *strrchr(path, '/') = '\0';
+  rc = store_mkdirs(path, &fw->e);
+  if (rc < 0)
+    goto out;
+  store_manifest_path(s, p->name, p->v, path, sizeof(path));
+  rc = store_write_file(path, p->mtext, p->mlen, &fw->e);
+  if (rc < 0)
+    goto out;
+  if (store_fsync_publish(s) && syncfs(dirfd) < 0) {
+    rc = err_set(&fw->e, ERR_IO, "cannot sync '%s': %s", p->staging,
+                 strerror(errno));
+    goto out;
+  }
+  snprintf(path, sizeof(path), "%s", p->data);
+  *strrchr(path, '/') = '\0';
+  rc = store_mkdirs(path, &fw->e);
+  if (rc < 0)
+    goto out;
+  if (rename(p->staging, p->data) < 0) {
+    rc = err_set(&fw->e, ERR_IO, "cannot publish '%s': %s", p->data,
+                 strerror(errno));
+    goto out;
+  }
+  {
+    int pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (pfd >= 0) {
+      (void)fsync(pfd);
+      close(pfd);
+    }
+  }
+
+out:
+  fw->rc = rc;
+  if (dirfd >= 0)
+    close(dirfd);
+}
+
+/* ---- background signatures ---- */
+
+void
+pull_sigs_run(uv_work_t *w)
+{
+  struct sig_work *sw = w->data;
+  struct buf sig;
+
+  buf_init(&sig, SIG_MAX);
+  for (size_t i = 0; i < sw->n; i++) {
+    const struct sig_item *it = &sw->items[i];
+    char path[PATH_MAX], file[PATH_MAX * 2];
+    int fd;
+
+    store_sig_path(sw->a->store, it->sha, delta_block_len(it->size), path,
+                   sizeof(path));
+    if (access(path, F_OK) == 0)
+      continue;
+    snprintf(file, sizeof(file), "%s/%s", sw->dir, it->path);
+    fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    buf_reset(&sig);
+    if (delta_signature(fd, it->size, &sig, NULL) == 0)
+      sig_cache_put(path, sig.data, sig.len);
+    close(fd);
+  }
+  buf_release(&sig);
+}

@@ -1,0 +1,1011 @@
+/*
+ * The source side of replication: publishing versions, serving their
+ * manifests, and answering batches of signatures with deltas.
+ *
+ * A batch is validated on the loop (a walk over 16-byte headers) so that
+ * a malformed one is a prompt 400, then computed on the thread pool: one
+ * work item per batch, so a destination with several batches in flight
+ * keeps every core busy.  Each segment read is checked against the
+ * XXH3-128 recorded when the version was published; a file changed since
+ * then is named in an ERROR frame and never sent.
+ *
+ * Versions being served are cached (manifest and checks, loaded on the
+ * pool) and so are signatures sent by destinations, under the SHA-256 of
+ * their bytes, so that the segments of one large file, spread over many
+ * batches, carry its signature once.  Both caches are bounded.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sync/agent_int.h"
+#include "sync/delta.h"
+#include "sync/path.h"
+#include "sync/wire.h"
+#include "util/alloc.h"
+#include "util/fault.h"
+#include "util/hash.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+
+#define SERVED_MAX 8                      /* versions kept loaded */
+#define SIGCACHE_MAX ((size_t)256 << 20) /* bytes of signatures kept */
+
+/* A version loaded for serving; refs keep it while batches use it. */
+struct served {
+  char name[72];
+  char v[MANIFEST_ID_HEX + 1];
+  char rel[PATH_MAX];          /* its source directory under the root */
+  struct manifest m;
+  struct manifest_checks c;
+  int refs;
+  int loaded;                  /* 0 while the pool loads it */
+  struct err load_err;
+  uint64_t used;               /* LRU clock */
+  struct served_waiter *waiters;
+  struct served *next;
+};
+
+struct served_waiter {
+  void (*cb)(struct agent *a, struct served *sv, const struct err *e,
+             void *arg);
+  void *arg;
+  struct served_waiter *next;
+};
+
+/* A signature a destination sent, shared by the batches that use it. */
+struct sigent {
+  uint8_t sha[32];
+  uint8_t *bytes;
+  size_t len;
+  int refs;
+  uint64_t used;
+  struct sigent *next;
+};
+
+struct busy_name {
+  char name[72];
+  struct busy_name *next;
+};
+
+struct serve_state {
+  /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
+   * answers (-1: all), to prove that destinations verify. */
+  atomic_int corrupt_left;
+  atomic_ullong served_bytes;  /* DATA and DELTA payload answered */
+  struct served *served;
+  struct sigent *sigs;
+  size_t sig_bytes;
+  uint64_t clock;
+  struct busy_name *publishing;
+};
+
+/* Names being published now: a second publish of one waits its turn. */
+static int
+publish_claim(struct serve_state *st, const char *name)
+{
+  struct busy_name *b;
+
+  for (b = st->publishing; b != NULL; b = b->next) {
+    if (strcmp(b->name, name) == 0)
+      return 0;
+  }
+  b = xcalloc(1, sizeof(*b));
+  snprintf(b->name, sizeof(b->name), "%s", name);
+  b->next = st->publishing;
+  st->publishing = b;
+  return 1;
+}
+
+static void
+publish_release(struct serve_state *st, const char *name)
+{
+  for (struct busy_name **p = &st->publishing; *p != NULL;
+       p = &(*p)->next) {
+    if (strcmp((*p)->name, name) == 0) {
+      struct busy_name *b = *p;
+
+      *p = b->next;
+      free(b);
+      return;
+    }
+  }
+}
+
+int
+serve_new(struct agent *a)
+{
+  a->serve = xcalloc(1, sizeof(*a->serve));
+  if (fault_armed("corrupt-answers"))
+    atomic_store(&a->serve->corrupt_left, 3);
+  else if (fault_armed("corrupt-all-answers"))
+    atomic_store(&a->serve->corrupt_left, -1);
+  return 0;
+}
+
+uint64_t
+serve_served_bytes(const struct agent *a)
+{
+  return atomic_load(&a->serve->served_bytes);
+}
+
+/* The fault switch: 1 when this answer is to be corrupted. */
+static int
+corrupt_this(struct serve_state *st)
+{
+  int left = atomic_load(&st->corrupt_left);
+
+  while (left != 0) {
+    if (left < 0)
+      return 1;
+    if (atomic_compare_exchange_weak(&st->corrupt_left, &left, left - 1))
+      return 1;
+  }
+  return 0;
+}
+
+static void
+served_free(struct served *sv)
+{
+  manifest_release(&sv->m);
+  manifest_checks_release(&sv->c);
+  free(sv);
+}
+
+static void
+sigent_free(struct sigent *s)
+{
+  free(s->bytes);
+  free(s);
+}
+
+void
+serve_free(struct agent *a)
+{
+  struct serve_state *st = a->serve;
+
+  if (st == NULL)
+    return;
+  while (st->served != NULL) {
+    struct served *sv = st->served;
+
+    st->served = sv->next;
+    served_free(sv);
+  }
+  while (st->sigs != NULL) {
+    struct sigent *s = st->sigs;
+
+    st->sigs = s->next;
+    sigent_free(s);
+  }
+  while (st->publishing != NULL)
+    publish_release(st, st->publishing->name);
+  free(st);
+  a->serve = NULL;
+}
+
+/* ---- publishing ---- */
+
+struct publish_work {
+  uv_work_t w;
+  struct agent *a;
+  struct http_request *req;
+  char name[72];
+  char rel[PATH_MAX];
+  char v[MANIFEST_ID_HEX + 1];
+  int existed;
+  struct manifest_scan_stats stats;
+  uint64_t files, dirs, links, bytes;
+  struct err e;
+  int rc;
+};
+
+static void
+publish_run(uv_work_t *w)
+{
+  struct publish_work *pw = w->data;
+  struct store *s = pw->a->store;
+  struct manifest prev, m;
+  struct manifest_checks prev_c, c;
+  char path[PATH_MAX];
+  char pv[MANIFEST_ID_HEX + 1];
+  char *text = NULL;
+  size_t len;
+  int have_prev = 0;
+  int rc;
+
+  manifest_init(&prev);
+  manifest_init(&m);
+  manifest_checks_init(&prev_c);
+  manifest_checks_init(&c);
+
+  /* Reuse the hashes of the last version published from this path: a
+   * republish then reads only the files whose stat identity changed. */
+  if (store_source_latest(s, pw->name, pw->rel, pv)) {
+    char *old = NULL;
+    size_t olen;
+
+    store_manifest_path(s, pw->name, pv, path, sizeof(path));
+    if (store_read_file(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
+        manifest_decode(old, olen, &prev, NULL) == 0) {
+      store_checks_path(s, pw->name, pv, path, sizeof(path));
+      have_prev = manifest_checks_load(path, prev.n, &prev_c, NULL) == 0;
+    }
+    free(old);
+  }
+  rc = manifest_scan(store_rootfd(s), pw->rel, have_prev ? &prev : NULL,
+                     have_prev ? &prev_c : NULL, &m, &c, &pw->stats, &pw->e);
+  if (rc < 0)
+    goto out;
+  rc = manifest_encode(&m, &text, &len, pw->v, &pw->e);
+  if (rc < 0)
+    goto out;
+  pw->files = m.files;
+  pw->dirs = m.dirs;
+  pw->links = m.links;
+  pw->bytes = m.bytes;
+
+  store_manifest_path(s, pw->name, pw->v, path, sizeof(path));
+  pw->existed = access(path, F_OK) == 0;
+  {
+    char dir[PATH_MAX];
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    *strrchr(dir, '/') = '\0';
+    rc = store_mkdirs(dir, &pw->e);
+    if (rc < 0)
+      goto out;
+  }
+  if (!pw->existed) {
+    rc = store_write_file(path, text, len, &pw->e);
+    if (rc < 0)
+      goto out;
+  }
+  /* Checks are rewritten even for an existing version: the stat
+   * identities may have changed (a touch), the content did not. */
+  store_checks_path(s, pw->name, pw->v, path, sizeof(path));
+  rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+  if (rc < 0)
+    goto out;
+  rc = manifest_checks_save(&c, path, &pw->e);
+
+out:
+  pw->rc = rc;
+  free(text);
+  manifest_release(&prev);
+  manifest_release(&m);
+  manifest_checks_release(&prev_c);
+  manifest_checks_release(&c);
+}
+
+/* Forget a cached served version (its checks were just replaced). */
+static void
+served_drop(struct serve_state *st, const char *name, const char *v)
+{
+  for (struct served **p = &st->served; *p != NULL; p = &(*p)->next) {
+    struct served *sv = *p;
+
+    if (sv->refs == 0 && sv->loaded && strcmp(sv->name, name) == 0 &&
+        strcmp(sv->v, v) == 0) {
+      *p = sv->next;
+      served_free(sv);
+      return;
+    }
+  }
+}
+
+static void
+publish_done(uv_work_t *w, int status)
+{
+  struct publish_work *pw = w->data;
+  struct agent *a = pw->a;
+  char dir[PATH_MAX * 2];
+  json_t *v;
+
+  (void)status;
+  publish_release(a->serve, pw->name);
+  if (pw->rc < 0) {
+    log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
+             err_msg(&pw->e));
+    agent_reply_err(pw->req, &pw->e);
+    free(pw);
+    agent_work_done(a);
+    return;
+  }
+  served_drop(a->serve, pw->name, pw->v);
+  if (strcmp(pw->rel, ".") == 0)
+    snprintf(dir, sizeof(dir), "%s", store_root(a->store));
+  else
+    snprintf(dir, sizeof(dir), "%s/%s", store_root(a->store), pw->rel);
+  log_info("published %s@%.12s from '%s': %llu files, %llu bytes "
+           "(%llu hashed, %llu reused)", pw->name, pw->v, pw->rel,
+           (unsigned long long)pw->files, (unsigned long long)pw->bytes,
+           (unsigned long long)pw->stats.files_hashed,
+           (unsigned long long)pw->stats.files_reused);
+  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "version",
+                pw->v, "files", (json_int_t)pw->files, "dirs",
+                (json_int_t)pw->dirs, "links", (json_int_t)pw->links,
+                "bytes", (json_int_t)pw->bytes, "path", dir,
+                "files_hashed", (json_int_t)pw->stats.files_hashed,
+                "files_reused", (json_int_t)pw->stats.files_reused);
+  agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
+  free(pw);
+  agent_work_done(a);
+}
+
+void
+serve_publish(struct agent *a, struct http_request *req, const char *name)
+{
+  static const struct jsonx_field fields[] = {{"path", JX_STRING},
+                                              {NULL, 0}};
+  struct publish_work *pw;
+  struct err e = {0};
+  json_t *body = NULL;
+  const char *path;
+
+  if (agent_body_json(req, &body, &e) < 0 ||
+      jsonx_check(body, fields, "", &e) < 0)
+    goto fail;
+  path = jsonx_str(body, "path");
+  if (path == NULL) {
+    err_set(&e, ERR_INVALID, "field 'path': required (a directory "
+            "relative to the agent's root, or \".\")");
+    goto fail;
+  }
+  pw = xcalloc(1, sizeof(*pw));
+  if (strcmp(path, ".") == 0) {
+    snprintf(pw->rel, sizeof(pw->rel), ".");
+  } else if (syncpath_normalize(path, pw->rel, sizeof(pw->rel), &e) < 0) {
+    free(pw);
+    err_prefix(&e, "field 'path'");
+    goto fail;
+  } else if (strcmp(pw->rel, SYNCPATH_STORE) == 0 ||
+             strncmp(pw->rel, SYNCPATH_STORE "/",
+                     strlen(SYNCPATH_STORE) + 1) == 0) {
+    free(pw);
+    err_set(&e, ERR_INVALID, "field 'path': '%s' is the agent's own "
+            "store", path);
+    goto fail;
+  }
+  if (!publish_claim(a->serve, name)) {
+    free(pw);
+    err_set(&e, ERR_BAD_STATE, "dataset '%s' is being published; try "
+            "again when that ends", name);
+    goto fail;
+  }
+  pw->a = a;
+  pw->req = req;
+  snprintf(pw->name, sizeof(pw->name), "%s", name);
+  pw->w.data = pw;
+  json_decref(body);
+  agent_queue(a, &pw->w, publish_run, publish_done);
+  return;
+
+fail:
+  json_decref(body);
+  agent_reply_err(req, &e);
+}
+
+void
+serve_versions(struct agent *a, struct http_request *req, const char *name)
+{
+  struct store_version *all = NULL;
+  size_t n = 0;
+  json_t *list = json_array();
+  struct err e = {0};
+
+  if (store_versions(a->store, name, &all, &n, &e) < 0) {
+    json_decref(list);
+    agent_reply_err(req, &e);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "version",
+                                          all[i].version, "path",
+                                          all[i].path, "source",
+                                          all[i].source));
+  free(all);
+  agent_reply_json(req, 200, json_pack("{s:o}", "versions", list));
+}
+
+void
+serve_manifest(struct agent *a, struct http_request *req, const char *name,
+               const char *v)
+{
+  char path[PATH_MAX];
+  char *text = NULL;
+  size_t len;
+  struct err e = {0};
+  struct store_version sv;
+
+  /* A manifest is served only for a version held complete here: a
+   * replica's files exist, a source version's files are checked when
+   * read. */
+  if (!store_version_get(a->store, name, v, &sv)) {
+    agent_reply_errf(req, ERR_NOT_FOUND, "version %s@%.64s is not held "
+                     "here", name, v);
+    return;
+  }
+  store_manifest_path(a->store, name, v, path, sizeof(path));
+  if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len, &e) < 0) {
+    agent_reply_err(req, &e);
+    return;
+  }
+  http_request_add_header(req, "ETag", v);
+  http_respond(req, 200, "application/json", text, len);
+}
+
+/* ---- the served-version cache ---- */
+
+struct load_work {
+  uv_work_t w;
+  struct agent *a;
+  struct served *sv;
+};
+
+static void
+load_run(uv_work_t *w)
+{
+  struct load_work *lw = w->data;
+  struct served *sv = lw->sv;
+  struct store *s = lw->a->store;
+  char path[PATH_MAX];
+  char *text = NULL;
+  char *rel = NULL;
+  size_t len;
+
+  store_manifest_path(s, sv->name, sv->v, path, sizeof(path));
+  if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len,
+                      &sv->load_err) < 0 ||
+      manifest_decode(text, len, &sv->m, &sv->load_err) < 0)
+    goto out;
+  store_checks_path(s, sv->name, sv->v, path, sizeof(path));
+  if (manifest_checks_load(path, sv->m.n, &sv->c, &sv->load_err) < 0)
+    goto out;
+  snprintf(path, sizeof(path), "%s/.tenbin/published/%s/%s.src",
+           store_root(s), sv->name, sv->v);
+  if (store_read_file(path, PATH_MAX, &rel, &len, &sv->load_err) < 0)
+    goto out;
+  snprintf(sv->rel, sizeof(sv->rel), "%s", rel);
+
+out:
+  free(text);
+  free(rel);
+}
+
+static void
+load_done(uv_work_t *w, int status)
+{
+  struct load_work *lw = w->data;
+  struct served *sv = lw->sv;
+  struct agent *a = lw->a;
+  struct served_waiter *wt = sv->waiters;
+
+  (void)status;
+  free(lw);
+  sv->loaded = 1;
+  sv->waiters = NULL;
+  while (wt != NULL) {
+    struct served_waiter *next = wt->next;
+
+    wt->cb(a, sv, sv->load_err.code < 0 ? &sv->load_err : NULL, wt->arg);
+    free(wt);
+    wt = next;
+  }
+  agent_work_done(a);
+}
+
+/* Evict unused versions beyond SERVED_MAX, least recently used first. */
+static void
+served_trim(struct serve_state *st)
+{
+  for (;;) {
+    size_t n = 0;
+    struct served **victim = NULL;
+
+    for (struct served **p = &st->served; *p != NULL; p = &(*p)->next) {
+      n++;
+      if ((*p)->refs == 0 && (*p)->loaded &&
+          (victim == NULL || (*p)->used < (*victim)->used))
+        victim = p;
+    }
+    if (n <= SERVED_MAX || victim == NULL)
+      return;
+    {
+      struct served *sv = *victim;
+
+      *victim = sv->next;
+      served_free(sv);
+    }
+  }
+}
+
+/*
+ * Get name@v loaded, then cb(a, sv, NULL, arg) with a reference taken
+ * (served_put releases it), or cb(a, NULL, e, arg).  Only versions
+ * published here from a source path are served.
+ */
+static void
+served_get(struct agent *a, const char *name, const char *v,
+           void (*cb)(struct agent *, struct served *, const struct err *,
+                      void *),
+           void *arg)
+{
+  struct serve_state *st = a->serve;
+  struct served *sv;
+  struct served_waiter *wt;
+  struct load_work *lw;
+
+  for (sv = st->served; sv != NULL; sv = sv->next) {
+    if (strcmp(sv->name, name) == 0 && strcmp(sv->v, v) == 0)
+      break;
+  }
+  if (sv != NULL && sv->loaded && sv->load_err.code < 0) {
+    /* A failed load is not cached: the files may be back now. */
+    for (struct served **p = &st->served; *p != NULL; p = &(*p)->next) {
+      if (*p == sv && sv->refs == 0) {
+        *p = sv->next;
+        served_free(sv);
+        break;
+      }
+    }
+    sv = NULL;
+  }
+  if (sv == NULL) {
+    sv = xcalloc(1, sizeof(*sv));
+    snprintf(sv->name, sizeof(sv->name), "%s", name);
+    snprintf(sv->v, sizeof(sv->v), "%s", v);
+    manifest_init(&sv->m);
+    manifest_checks_init(&sv->c);
+    sv->next = st->served;
+    st->served = sv;
+    lw = xcalloc(1, sizeof(*lw));
+    lw->a = a;
+    lw->sv = sv;
+    lw->w.data = lw;
+    agent_queue(a, &lw->w, load_run, load_done);
+  }
+  sv->refs++;
+  sv->used = ++st->clock;
+  if (sv->loaded) {
+    cb(a, sv, NULL, arg);
+    return;
+  }
+  wt = xcalloc(1, sizeof(*wt));
+  wt->cb = cb;
+  wt->arg = arg;
+  wt->next = sv->waiters;
+  sv->waiters = wt;
+}
+
+static void
+served_put(struct agent *a, struct served *sv)
+{
+  sv->refs--;
+  served_trim(a->serve);
+}
+
+/* ---- the signature cache ---- */
+
+static struct sigent *
+sig_find(struct serve_state *st, const uint8_t sha[32])
+{
+  for (struct sigent *s = st->sigs; s != NULL; s = s->next) {
+    if (memcmp(s->sha, sha, 32) == 0) {
+      s->used = ++st->clock;
+      return s;
+    }
+  }
+  return NULL;
+}
+
+static void
+sig_trim(struct serve_state *st)
+{
+  while (st->sig_bytes > SIGCACHE_MAX) {
+    struct sigent **victim = NULL;
+
+    for (struct sigent **p = &st->sigs; *p != NULL; p = &(*p)->next) {
+      if ((*p)->refs == 0 && (victim == NULL || (*p)->used < (*victim)->used))
+        victim = p;
+    }
+    if (victim == NULL)
+      return;
+    {
+      struct sigent *s = *victim;
+
+      *victim = s->next;
+      st->sig_bytes -= s->len;
+      sigent_free(s);
+    }
+  }
+}
+
+/* ---- batches ---- */
+
+/* What the loop resolved for one frame before the pool computes it. */
+struct batch_item {
+  struct wire_frame f;
+  struct sigent *ref;          /* SIGREF found in the cache, or NULL */
+};
+
+struct batch_work {
+  uv_work_t w;
+  struct agent *a;
+  struct http_request *req;
+  struct served *sv;
+  struct batch_item *items;
+  size_t n;
+  struct buf out;
+  /* SIG frames seen, to cache after the work: index into items */
+  uint8_t (*sig_sha)[32];
+  struct err e;
+  int rc;
+};
+
+static void
+batch_free(struct batch_work *bw)
+{
+  for (size_t i = 0; i < bw->n; i++) {
+    if (bw->items[i].ref != NULL)
+      bw->items[i].ref->refs--;
+  }
+  free(bw->items);
+  free(bw->sig_sha);
+  buf_release(&bw->out);
+  free(bw);
+}
+
+static int
+put_error(struct buf *out, const struct wire_frame *f, int code,
+          const char *msg)
+{
+  json_t *v = json_pack("{s:s, s:s}", "code", err_name(code), "message",
+                        msg);
+  char *text = jsonx_dump(v);
+  int rc = wire_put(out, WIRE_ERROR, f->file, f->seg, text,
+                    (uint32_t)strlen(text));
+
+  free(text);
+  json_decref(v);
+  return rc;
+}
+
+/* Open entry i of the served version, confined to the root. */
+static int
+open_source(struct agent *a, const struct served *sv, size_t i,
+            struct err *e)
+{
+  char rel[PATH_MAX * 2];
+
+  if (strcmp(sv->rel, ".") == 0)
+    snprintf(rel, sizeof(rel), "%s", sv->m.v[i].path);
+  else
+    snprintf(rel, sizeof(rel), "%s/%s", sv->rel, sv->m.v[i].path);
+  return syncpath_openat(store_rootfd(a->store), rel, O_RDONLY | O_CLOEXEC,
+                         0, e);
+}
+
+/* Per-file state of one batch on the pool. */
+struct batch_file {
+  uint32_t file;
+  int fd;
+  const uint8_t *sig;
+  size_t sig_len;
+  struct delta_sig *loaded;
+  int failed;                  /* an ERROR was sent for this file */
+};
+
+static struct batch_file *
+file_slot(struct batch_file **fs, size_t *n, uint32_t file)
+{
+  for (size_t i = 0; i < *n; i++) {
+    if ((*fs)[i].file == file)
+      return &(*fs)[i];
+  }
+  *fs = xrealloc(*fs, (*n + 1) * sizeof(**fs));
+  memset(&(*fs)[*n], 0, sizeof(**fs));
+  (*fs)[*n].file = file;
+  (*fs)[*n].fd = -1;
+  return &(*fs)[(*n)++];
+}
+
+/* Answer one SEG frame into bw->out: DELTA, DATA or ERROR. */
+static int
+answer_seg(struct batch_work *bw, struct batch_file *bf,
+           const struct wire_frame *f)
+{
+  const struct served *sv = bw->sv;
+  const struct manifest_entry *me = &sv->m.v[f->file];
+  const struct manifest_check *ck = &sv->c.v[f->file];
+  uint64_t off, len;
+  uint8_t xxh[16];
+  size_t at = bw->out.len;
+  struct err e = {0};
+  int rc;
+
+  if (bf->failed)
+    return 0;
+  manifest_seg_range(me->size, f->seg, &off, &len);
+  if (bf->fd < 0) {
+    struct stat st;
+
+    bf->fd = open_source(bw->a, sv, f->file, &e);
+    if (bf->fd < 0)
+      goto fail;
+    if (fstat(bf->fd, &st) == 0 && (uint64_t)st.st_size != me->size) {
+      err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s "
+              "was published (size %lld, published %llu)", me->path,
+              sv->v, (long long)st.st_size,
+              (unsigned long long)me->size);
+      goto fail;
+    }
+  }
+  if (bf->sig != NULL && bf->loaded == NULL &&
+      delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e) < 0)
+    goto fail;
+  rc = wire_put_header(&bw->out, bf->loaded ? WIRE_DELTA : WIRE_DATA,
+                       f->file, f->seg, 0);
+  if (rc < 0)
+    return err_set(&bw->e, rc, "batch answer too large");
+  if (bf->loaded != NULL)
+    rc = delta_compute(bf->loaded, bf->fd, off, len, &bw->out, xxh, &e);
+  else
+    rc = delta_read(bf->fd, off, len, &bw->out, xxh, &e);
+  if (rc == ERR_TOO_LARGE)
+    return err_set(&bw->e, rc, "batch answer too large");
+  if (rc < 0) {
+    bw->out.len = at;
+    goto fail;
+  }
+  if (ck->xxh == NULL || f->seg >= ck->nsegs ||
+      memcmp(ck->xxh[f->seg], xxh, 16) != 0) {
+    bw->out.len = at;
+    err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
+            "published (segment %u differs)", me->path, sv->v, f->seg);
+    goto fail;
+  }
+  {
+    uint32_t plen = (uint32_t)(bw->out.len - at - WIRE_HDR_LEN);
+    uint8_t *h = (uint8_t *)bw->out.data + at + 12;
+
+    h[0] = (uint8_t)plen;
+    h[1] = (uint8_t)(plen >> 8);
+    h[2] = (uint8_t)(plen >> 16);
+    h[3] = (uint8_t)(plen >> 24);
+    atomic_fetch_add(&bw->a->serve->served_bytes, plen);
+    if (plen > 0 && corrupt_this(bw->a->serve))
+      h[4 + plen / 2] ^= 0x5a;
+  }
+  return 0;
+
+fail:
+  bf->failed = 1;
+  if (e.code == ERR_NOT_FOUND)
+    err_set(&e, ERR_CONFLICT, "file '%s' is gone since version %.12s was "
+            "published", me->path, sv->v);
+  log_warn("serving %s@%.12s: %s", sv->name, sv->v, err_msg(&e));
+  rc = put_error(&bw->out, f, e.code, err_msg(&e));
+  return rc < 0 ? err_set(&bw->e, rc, "batch answer too large") : 0;
+}
+
+static void
+batch_run(uv_work_t *w)
+{
+  struct batch_work *bw = w->data;
+  struct batch_file *fs = NULL;
+  size_t nfs = 0;
+  int rc = 0;
+
+  buf_init(&bw->out, AGENT_ANSWER_MAX);
+  for (size_t i = 0; rc == 0 && i < bw->n; i++) {
+    const struct wire_frame *f = &bw->items[i].f;
+    struct batch_file *bf = file_slot(&fs, &nfs, f->file);
+
+    switch (f->kind) {
+    case WIRE_SIG:
+      {
+        char hex[65];
+
+        hash_sha256_hex(f->payload, f->len, hex);
+        (void)agent_hex_decode(hex, bw->sig_sha[i], 32);
+      }
+      bf->sig = f->payload;
+      bf->sig_len = f->len;
+      delta_sig_free(bf->loaded);
+      bf->loaded = NULL;
+      break;
+    case WIRE_SIGREF:
+      if (bw->items[i].ref == NULL) {
+        bf->failed = 1;
+        rc = put_error(&bw->out, f, ERR_NOT_FOUND, "signature not cached; "
+                       "send it again");
+        if (rc < 0)
+          err_set(&bw->e, rc, "batch answer too large");
+        break;
+      }
+      bf->sig = bw->items[i].ref->bytes;
+      bf->sig_len = bw->items[i].ref->len;
+      delta_sig_free(bf->loaded);
+      bf->loaded = NULL;
+      break;
+    default:
+      rc = answer_seg(bw, bf, f);
+      break;
+    }
+  }
+  bw->rc = rc;
+  for (size_t i = 0; i < nfs; i++) {
+    if (fs[i].fd >= 0)
+      close(fs[i].fd);
+    delta_sig_free(fs[i].loaded);
+  }
+  free(fs);
+}
+
+static void
+batch_done(uv_work_t *w, int status)
+{
+  struct batch_work *bw = w->data;
+  struct agent *a = bw->a;
+  struct serve_state *st = a->serve;
+
+  (void)status;
+  /* Keep the signatures this batch brought for the batches after it. */
+  for (size_t i = 0; i < bw->n; i++) {
+    const struct wire_frame *f = &bw->items[i].f;
+    struct sigent *s;
+
+    if (f->kind != WIRE_SIG || sig_find(st, bw->sig_sha[i]) != NULL)
+      continue;
+    s = xcalloc(1, sizeof(*s));
+    memcpy(s->sha, bw->sig_sha[i], 32);
+    s->bytes = xmalloc(f->len > 0 ? f->len : 1);
+    memcpy(s->bytes, f->payload, f->len);
+    s->len = f->len;
+    s->used = ++st->clock;
+    s->next = st->sigs;
+    st->sigs = s;
+    st->sig_bytes += s->len;
+  }
+  sig_trim(st);
+  served_put(a, bw->sv);
+  bw->sv = NULL;
+  if (bw->rc < 0) {
+    agent_reply_err(bw->req, &bw->e);
+  } else {
+    size_t len;
+    char *body = buf_take(&bw->out, &len);
+
+    http_respond(bw->req, 200, "application/x-tenbin-batch", body, len);
+  }
+  batch_free(bw);
+  agent_work_done(a);
+}
+
+static void
+batch_loaded(struct agent *a, struct served *sv, const struct err *e,
+             void *arg)
+{
+  struct batch_work *bw = arg;
+  struct err ve = {0};
+  uint64_t asked = 0;
+
+  bw->sv = sv;
+  if (e != NULL) {
+    agent_reply_err(bw->req, e);
+    goto drop;
+  }
+  /* Validate every frame against the manifest before any work. */
+  for (size_t i = 0; i < bw->n; i++) {
+    const struct wire_frame *f = &bw->items[i].f;
+    const struct manifest_entry *me;
+
+    if (f->file >= sv->m.n || sv->m.v[f->file].type != MANIFEST_FILE) {
+      err_set(&ve, ERR_INVALID, "frame %zu: file %u is not a file of "
+              "version %.12s", i, f->file, sv->v);
+      goto bad;
+    }
+    me = &sv->m.v[f->file];
+    if (f->kind == WIRE_SEG) {
+      uint64_t off, len;
+
+      if (f->seg >= me->nsegs) {
+        err_set(&ve, ERR_INVALID, "frame %zu: segment %u is past the end "
+                "of '%s' (%u segments)", i, f->seg, me->path, me->nsegs);
+        goto bad;
+      }
+      manifest_seg_range(me->size, f->seg, &off, &len);
+      asked += len;
+    }
+  }
+  if (asked > (uint64_t)64 << 20) {
+    err_set(&ve, ERR_TOO_LARGE, "batch asks for %llu bytes of segments; "
+            "at most 64 MiB", (unsigned long long)asked);
+    goto bad;
+  }
+  bw->w.data = bw;
+  agent_queue(a, &bw->w, batch_run, batch_done);
+  return;
+
+bad:
+  agent_reply_err(bw->req, &ve);
+drop:
+  if (bw->sv != NULL)
+    served_put(a, bw->sv);
+  batch_free(bw);
+}
+
+void
+serve_batch(struct agent *a, struct http_request *req, const char *name,
+            const char *v)
+{
+  struct batch_work *bw;
+  struct wire_frame f;
+  struct err e = {0};
+  size_t len, pos = 0, cap = 0;
+  const char *body = http_request_body(req, &len);
+  struct store_version held;
+  int rc;
+
+  if (!store_version_get(a->store, name, v, &held) || !held.source) {
+    agent_reply_errf(req, ERR_NOT_FOUND, "version %s@%.64s was not "
+                     "published here", name, v);
+    return;
+  }
+  bw = xcalloc(1, sizeof(*bw));
+  bw->a = a;
+  bw->req = req;
+  while ((rc = wire_next(body, len, &pos, &f, &e)) == 1) {
+    if (bw->n == AGENT_BATCH_FRAMES) {
+      err_set(&e, ERR_INVALID, "more than %u frames in one batch",
+              AGENT_BATCH_FRAMES);
+      goto bad;
+    }
+    if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG) {
+      err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
+              bw->n, f.kind);
+      goto bad;
+    }
+    if ((f.kind == WIRE_SIGREF && f.len != 32) ||
+        (f.kind == WIRE_SEG && f.len != 0)) {
+      err_set(&e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "
+              "for its kind", bw->n, f.len);
+      goto bad;
+    }
+    if (bw->n == cap) {
+      cap = cap == 0 ? 64 : cap * 2;
+      bw->items = xrealloc(bw->items, cap * sizeof(*bw->items));
+    }
+    bw->items[bw->n].f = f;
+    bw->items[bw->n].ref = NULL;
+    if (f.kind == WIRE_SIGREF) {
+      struct sigent *s = sig_find(a->serve, f.payload);
+
+      if (s != NULL) {
+        s->refs++;
+        bw->items[bw->n].ref = s;
+      }
+    }
+    bw->n++;
+  }
+  if (rc < 0)
+    goto bad;
+  if (bw->n == 0) {
+    err_set(&e, ERR_INVALID, "empty batch");
+    goto bad;
+  }
+  bw->sig_sha = xcalloc(bw->n, 32);
+  served_get(a, name, v, batch_loaded, bw);
+  return;
+
+bad:
+  agent_reply_err(req, &e);
+  batch_free(bw);
+}

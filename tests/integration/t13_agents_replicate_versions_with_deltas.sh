@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Two real tenbin-agents on loopback: a version published at the source
+# is pulled complete and identical (content, modes, mtimes, links), the
+# next version moves only changed blocks and new files, renamed and
+# unchanged files are hard links to the previous version, and bad input
+# is refused with the right status naming what is wrong.
+. "$(dirname "$0")/lib.sh"
+
+SRC="$T_DIR/src"
+DST="$T_DIR/dst"
+mkdir -p "$SRC/ds/sub/deep"
+head -c 200000 /dev/urandom >"$SRC/ds/sub/b.bin"
+head -c 1048576 /dev/urandom >"$SRC/ds/sub/deep/c.bin"
+head -c 102400 /dev/urandom >"$SRC/ds/rename-me.bin"
+# Two segments: 16 MiB and a short tail.
+head -c $((17 * 1048576 + 123)) /dev/urandom >"$SRC/ds/big.bin"
+echo "hello" >"$SRC/ds/a.txt"
+: >"$SRC/ds/empty"
+echo "read only" >"$SRC/ds/ro.txt"
+chmod 0444 "$SRC/ds/ro.txt"
+chmod 0750 "$SRC/ds/sub/deep"
+ln -s sub/b.bin "$SRC/ds/link"
+touch -d '2024-01-02 03:04:05.123456789' "$SRC/ds/a.txt"
+
+t_agent_start A "$SRC"
+t_agent_start B "$DST" --parallel 2
+
+# ---- version 1: a full copy ----
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+t_expect "publish answers 201 with the version id" "$out" \
+  '^201 .*"version":"[0-9a-f]{64}".*"files":7'
+V1=$(printf '%s' "${out#* }" | jq -r .version)
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds/"}')
+t_expect "publishing the same tree again gives the same version (200)" \
+  "$out" "^200 .*\"version\":\"$V1\".*\"files_hashed\":0"
+
+out=$(t_pull B A ds "$V1")
+t_expect "a pull starts with 202" "$out" '^202 .*"state":"running"'
+st=$(t_pull_wait B ds "$V1")
+t_expect "the pull of v1 completes" "$st" '"state":"complete"'
+R1="$DST/.tenbin/data/ds/$V1"
+if diff -r "$SRC/ds" "$R1" >/dev/null; then
+  t_ok "v1 at the destination has the same content as the source"
+else
+  t_fail "v1 differs from the source: $(diff -r "$SRC/ds" "$R1" | head -5)"
+fi
+t_expect "a symlink stays a symlink with its target" \
+  "$(readlink "$R1/link")" '^sub/b\.bin$'
+t_expect "modes are kept (file 0444, directory 0750)" \
+  "$(stat -c %a "$R1/ro.txt") $(stat -c %a "$R1/sub/deep")" '^444 750$'
+t_expect "mtimes are kept to the nanosecond" \
+  "$(stat -c %y "$R1/a.txt")" '2024-01-02 03:04:05\.123456789'
+t_expect "no staging left behind" \
+  "$(ls "$DST/.tenbin/staging/ds" 2>/dev/null | wc -l)" '^0$'
+out=$(t_pull B A ds "$V1")
+t_expect "pulling a version held complete answers 200 complete" "$out" \
+  "^200 .*\"state\":\"complete\".*"
+# The destination signs what it received, off the transfer's path.
+for _ in $(seq 1 100); do
+  bg=$(curl -fsS "$AGENT_URL_B/healthz" | jq -r .background)
+  [ "$bg" = 0 ] && break
+  sleep 0.1
+done
+t_expect "signatures of received files are cached" \
+  "$(ls "$DST/.tenbin/sigs" | grep -c '\.sig$')" '^[4-9]$'
+
+# ---- version 2: changed blocks, a rename, a new file, a deletion ----
+cp -a "$SRC/ds" "$T_DIR/ds-v1"
+printf 'XYZ' | dd of="$SRC/ds/big.bin" bs=1 seek=$((16 * 1048576 + 5000)) conv=notrunc status=none
+printf 'QQ' | dd of="$SRC/ds/sub/deep/c.bin" bs=1 seek=500000 conv=notrunc status=none
+mv "$SRC/ds/rename-me.bin" "$SRC/ds/sub/renamed.bin"
+head -c 300000 /dev/urandom >"$SRC/ds/new.bin"
+rm "$SRC/ds/a.txt"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+t_expect "publishing the changed tree gives a new version" "$out" \
+  '^201 .*"files":7'
+V2=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "republishing hashes only the changed files" "$out" \
+  '"files_hashed":(3|4),'
+[ "$V2" != "$V1" ] && t_ok "v2 has its own id" || t_fail "v2 id equals v1"
+
+t_pull B A ds "$V2" >/dev/null
+st=$(t_pull_wait B ds "$V2")
+t_expect "the pull of v2 completes" "$st" '"state":"complete"'
+R2="$DST/.tenbin/data/ds/$V2"
+if diff -r "$SRC/ds" "$R2" >/dev/null; then
+  t_ok "v2 at the destination has the same content as the source"
+else
+  t_fail "v2 differs: $(diff -r "$SRC/ds" "$R2" | head -5)"
+fi
+wire=$(printf '%s' "$st" | jq -r .bytes_wire)
+total=$(printf '%s' "$st" | jq -r .bytes_total)
+# new.bin (300 KB) and the changed blocks cross; the 17 MiB file and the
+# rest do not.
+if [ "$wire" -lt 1500000 ] && [ "$total" -gt 18000000 ]; then
+  t_ok "v2 moved $wire bytes on the wire for $total bytes of content"
+else
+  t_fail "v2 moved $wire bytes on the wire for $total bytes"
+fi
+t_expect "a renamed file is a hard link to the old version's file" \
+  "$(stat -c %i "$R2/sub/renamed.bin")" "^$(stat -c %i "$R1/rename-me.bin")\$"
+t_expect "an unchanged file is shared with the previous version" \
+  "$(stat -c %i "$R2/sub/b.bin")" "^$(stat -c %i "$R1/sub/b.bin")\$"
+t_expect "a changed file is a new file" \
+  "$(stat -c %h "$R2/big.bin")" '^1$'
+if diff -r "$T_DIR/ds-v1" "$R1" >/dev/null; then
+  t_ok "v1 is untouched by the pull of v2"
+else
+  t_fail "v1 changed under v2's pull"
+fi
+out=$(t_agent B GET /v1/datasets/ds/versions)
+t_expect "the destination lists both versions, newest first" "$out" \
+  "^200 .*\"version\":\"$V2\".*\"version\":\"$V1\""
+
+# ---- bad input ----
+out=$(curl -sS -o /dev/null -w '%{http_code}' -X POST \
+  -H "Authorization: Bearer wrong-token-0123456789" \
+  "$AGENT_URL_A/v1/datasets/ds/versions" -d '{"path":"ds"}')
+t_expect "a wrong agent token gets 401" "$out" '^401$'
+out=$(curl -sS -o /dev/null -w '%{http_code}' "$AGENT_URL_A/v1/datasets/ds/versions")
+t_expect "no token gets 401" "$out" '^401$'
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"../etc"}')
+t_expect "publishing a path with .. gets 400 naming the field" "$out" \
+  "^400 .*field 'path'"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"/etc"}')
+t_expect "publishing an absolute path gets 400" "$out" '^400 '
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":".tenbin"}')
+t_expect "publishing the agent's own store gets 400" "$out" '^400 '
+ln -s /etc "$SRC/escape"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"escape"}')
+t_expect "publishing through a symlink out of the root is refused" "$out" \
+  '^400 .*symlink'
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds","x":1}')
+t_expect "an unknown field gets 400 naming it" "$out" "^400 .*'x'"
+out=$(t_agent A POST '/v1/datasets/bad%20name/versions' -d '{"path":"ds"}')
+t_expect "a bad dataset name gets 400" "$out" '^400 .*dataset name'
+out=$(t_agent A GET /v1/datasets/ds/versions/xyz/manifest)
+t_expect "a malformed version id gets 400" "$out" '^400 .*version'
+head -c 70000 /dev/zero | tr '\0' ' ' >"$T_DIR/big.json"
+out=$(t_agent A POST /v1/datasets/ds/versions --data-binary @"$T_DIR/big.json")
+t_expect "a JSON body over 64 KiB gets 413" "$out" '^413 '
+out=$(t_agent B PUT "/v1/datasets/ds/pulls/$V2" -d '{}')
+t_expect "a pull without a source gets 400 naming it" "$out" \
+  "^400 .*'source'"
+out=$(t_agent B PUT "/v1/datasets/ds/pulls/$V2" \
+  -d '{"source":{"url":"ftp://x","token":"t"}}')
+t_expect "a pull from a non-http source gets 400" "$out" \
+  "^400 .*source.url"
+
+# Batches: frames are 16-byte little-endian headers (kind, file, seg, len).
+frames() { python3 -c "
+import struct, sys
+out = b''
+for f in sys.argv[1:]:
+    k, fi, sg, ln = (int(x) for x in f.split(','))
+    out += struct.pack('<IIII', k, fi, sg, ln) + b'\0' * ln
+sys.stdout.buffer.write(out)" "$@"; }
+batch() {
+  t_agent A POST "/v1/datasets/ds/versions/$V2/batch" \
+    -H 'Content-Type: application/x-tenbin-batch' --data-binary @"$T_DIR/batch"
+}
+big=$(curl -fsS -H "Authorization: Bearer $AGENT_TOKEN_A" \
+  "$AGENT_URL_A/v1/datasets/ds/versions/$V2/manifest" |
+  jq '.entries | map(.path) | index("big.bin")')
+frames 3,"$big",1,0 >"$T_DIR/batch"
+out=$(batch)
+t_expect "a valid batch answers 200" "$out" '^200 '
+printf 'short' >"$T_DIR/batch"
+t_expect "a truncated frame gets 400" "$(batch)" '^400 '
+frames 99,"$big",0,0 >"$T_DIR/batch"
+t_expect "an unknown frame kind gets 400" "$(batch)" '^400 .*kind'
+frames 3,100000,0,0 >"$T_DIR/batch"
+t_expect "a file index outside the manifest gets 400" "$(batch)" \
+  '^400 .*file 100000'
+frames 3,"$big",7,0 >"$T_DIR/batch"
+t_expect "a segment past the end of the file gets 400" "$(batch)" \
+  '^400 .*segment 7'
+python3 -c "
+import struct, sys
+sys.stdout.buffer.write(struct.pack('<IIII', 3, $big, 0, 0) * 4097)" >"$T_DIR/batch"
+t_expect "more than 4096 frames gets 400" "$(batch)" '^400 .*frames'
+python3 -c "
+import struct, sys
+sys.stdout.buffer.write(struct.pack('<IIII', 1, $big, 0, 4000000000))" >"$T_DIR/batch"
+t_expect "a frame claiming more bytes than the body gets 400" "$(batch)" \
+  '^400 '
+python3 -c "
+import struct, sys
+sys.stdout.buffer.write(struct.pack('<IIII', 3, $big, 0, 0) * 2 +
+                        struct.pack('<IIII', 3, $big, 1, 0) * 48)" >"$T_DIR/batch"
+t_expect "a batch asking for more than 64 MiB of data gets 413" \
+  "$(batch)" '^413 '
+
+t_agent_stop A
+t_agent_stop B
+t_done

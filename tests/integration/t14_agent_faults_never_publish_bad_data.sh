@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Faults during replication, each with real agents: a source killed and
+# restarted mid-transfer, a destination killed and restarted (files and
+# segments already verified are not sent again), answers corrupted on
+# the way (retried, never published), a file size limit at the
+# destination (clear error, the previous version still served), a
+# source file changed after publishing (named), and a hostile manifest.
+. "$(dirname "$0")/lib.sh"
+
+SRC="$T_DIR/src"
+mkdir -p "$SRC/ds"
+# big.bin sorts first, so its segments go first: 16 + 16 + 2 MiB.
+head -c $((34 * 1048576)) /dev/urandom >"$SRC/ds/big.bin"
+for i in $(seq -w 1 20); do
+  head -c 1048576 /dev/urandom >"$SRC/ds/f$i.bin"
+done
+TOTAL=$((54 * 1048576))
+
+t_agent_start A "$SRC"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+V=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "the source publishes the dataset" "$out" '^201 '
+
+same_tree() { # same_tree DIR DESCRIPTION
+  if diff -r "$SRC/ds" "$1" >/dev/null 2>&1; then t_ok "$2"; else
+    t_fail "$2: $(diff -r "$SRC/ds" "$1" 2>&1 | head -3)"; fi
+}
+status_of() { t_agent "$1" GET "/v1/datasets/ds/pulls/$V" | cut -d' ' -f2-; }
+wait_done_bytes() { # wait_done_bytes AGENT BYTES: until bytes_done >= BYTES
+  for _ in $(seq 1 600); do
+    d=$(status_of "$1" | jq -r '.bytes_done // 0')
+    [ "$d" -ge "$2" ] && { echo "$d"; return 0; }
+    sleep 0.05
+  done
+  echo "$d"
+  return 1
+}
+
+# ---- the source dies mid-transfer and comes back ----
+t_agent_start B "$T_DIR/b" --parallel 1
+t_pull B A ds "$V" ',"bwlimit":8388608' >/dev/null
+done_at_kill=$(wait_done_bytes B $((20 * 1048576)))
+t_agent_kill A
+sleep 0.5
+t_expect "the destination keeps the pull running while the source is away" \
+  "$(status_of B)" '"state":"running"'
+t_agent_start A "$SRC"
+st=$(t_pull_wait B ds "$V" 120)
+t_expect "the pull completes after the source restarts" "$st" \
+  '"state":"complete"'
+same_tree "$T_DIR/b/.tenbin/data/ds/$V" "the replica is identical after the source restart"
+served=$(curl -fsS "$AGENT_URL_A/healthz" | jq -r .served_bytes)
+# At most the batch in flight at the kill (one 16 MiB segment) is sent
+# again; everything verified before it is not.
+if [ "$served" -le $((TOTAL - done_at_kill + 16 * 1048576)) ]; then
+  t_ok "the restarted source sent $served bytes, not the $done_at_kill verified before"
+else
+  t_fail "the restarted source sent $served bytes; $done_at_kill were verified before"
+fi
+
+# ---- the destination dies mid-transfer; a new PUT resumes it ----
+t_agent_start C "$T_DIR/c" --parallel 1
+t_pull C A ds "$V" ',"bwlimit":8388608' >/dev/null
+wait_done_bytes C $((20 * 1048576)) >/dev/null
+t_agent_kill C
+t_expect "a killed destination publishes nothing" \
+  "$(ls "$T_DIR/c/.tenbin/data/ds" 2>/dev/null | wc -l)" '^0$'
+t_agent_start C "$T_DIR/c" --parallel 1
+t_pull C A ds "$V" >/dev/null
+st=$(t_pull_wait C ds "$V" 120)
+t_expect "the resumed pull completes" "$st" '"state":"complete"'
+same_tree "$T_DIR/c/.tenbin/data/ds/$V" "the resumed replica is identical"
+wire=$(printf '%s' "$st" | jq -r .bytes_wire)
+if [ "$wire" -le $((TOTAL - 16 * 1048576)) ]; then
+  t_ok "the resumed pull skipped verified segments ($wire bytes on the wire)"
+else
+  t_fail "the resumed pull moved $wire bytes; the first segment was verified"
+fi
+
+# ---- answers corrupted on the way ----
+t_agent_stop A
+TENBIN_FAULT=corrupt-answers t_agent_start A "$SRC"
+t_agent_start D "$T_DIR/d"
+t_pull D A ds "$V" >/dev/null
+st=$(t_pull_wait D ds "$V" 120)
+t_expect "corrupted answers are retried and the pull completes" "$st" \
+  '"state":"complete".*"retries":[1-9]'
+same_tree "$T_DIR/d/.tenbin/data/ds/$V" "what was published after corruption is intact"
+t_agent_stop A
+TENBIN_FAULT=corrupt-all-answers t_agent_start A "$SRC"
+t_agent_start E "$T_DIR/e"
+t_pull E A ds "$V" >/dev/null
+st=$(t_pull_wait E ds "$V" 120)
+t_expect "answers that never verify fail the pull naming the file" "$st" \
+  '"state":"failed".*did not verify after 3 attempts'
+t_expect "a version that did not verify is never published" \
+  "$(ls "$T_DIR/e/.tenbin/data/ds" 2>/dev/null | wc -l)" '^0$'
+t_agent_stop A
+t_agent_start A "$SRC"
+
+# ---- a file size limit at the destination ----
+mkdir -p "$SRC/small"
+head -c 100000 /dev/urandom >"$SRC/small/s.bin"
+out=$(t_agent A POST /v1/datasets/small/versions -d '{"path":"small"}')
+VS=$(printf '%s' "${out#* }" | jq -r .version)
+T_AGENT_PREFIX="prlimit --fsize=$((8 * 1048576)) --" t_agent_start F "$T_DIR/f"
+t_pull F A small "$VS" >/dev/null
+t_expect "a small version fits under the limit" "$(t_pull_wait F small "$VS")" \
+  '"state":"complete"'
+t_pull F A ds "$V" >/dev/null
+st=$(t_pull_wait F ds "$V" 120)
+t_expect "the file size limit fails the pull with a clear error" "$st" \
+  '"state":"failed".*big\.bin.*file too large'
+t_expect "the earlier version is still held and served" \
+  "$(t_agent F GET "/v1/datasets/small/versions/$VS/manifest")" '^200 '
+if cmp -s "$SRC/small/s.bin" "$T_DIR/f/.tenbin/data/small/$VS/s.bin"; then
+  t_ok "the earlier version's files are untouched"
+else
+  t_fail "the earlier version's files changed"
+fi
+
+# ---- a source file changed after publishing ----
+mkdir -p "$SRC/chg"
+head -c 200000 /dev/urandom >"$SRC/chg/x.bin"
+head -c 200000 /dev/urandom >"$SRC/chg/y.bin"
+out=$(t_agent A POST /v1/datasets/chg/versions -d '{"path":"chg"}')
+VC=$(printf '%s' "${out#* }" | jq -r .version)
+printf 'changed!' | dd of="$SRC/chg/y.bin" bs=1 seek=1000 conv=notrunc status=none
+t_agent_start G "$T_DIR/g"
+t_pull G A chg "$VC" >/dev/null
+st=$(t_pull_wait G chg "$VC")
+t_expect "a file changed after publish fails the replica naming it" "$st" \
+  "\"state\":\"failed\".*y\\.bin.*changed since"
+
+# ---- a hostile source: its manifest climbs out of the tree ----
+hostile() { # hostile JSON-ENTRIES: serve that manifest; prints its version
+  local m='{"entries":'"$1"',"format":1}'
+  mkdir -p "$T_DIR/evil"
+  printf '%s' "$m" >"$T_DIR/evil/manifest"
+  printf '%s' "$m" | sha256sum | cut -d' ' -f1
+}
+cat >"$T_DIR/evil.py" <<'EOF'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = open(sys.argv[1], 'rb').read()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(('127.0.0.1', 0), H)
+open(sys.argv[2], 'w').write(str(s.server_address[1]))
+s.serve_forever()
+EOF
+mkdir -p "$T_DIR/evil"
+python3 "$T_DIR/evil.py" "$T_DIR/evil/manifest" "$T_DIR/evil.port" &
+T_AGENT_PIDS+=("$!")
+for _ in $(seq 1 100); do [ -s "$T_DIR/evil.port" ] && break; sleep 0.05; done
+EVIL="http://127.0.0.1:$(cat "$T_DIR/evil.port")"
+evil_pull() { # evil_pull VERSION: pull from the hostile source, final status
+  t_agent G PUT "/v1/datasets/evil/pulls/$1" \
+    -d "{\"source\":{\"url\":\"$EVIL\",\"token\":\"x\"}}" >/dev/null
+  t_pull_wait G evil "$1"
+}
+h=$(printf '%064d' 0)
+VE=$(hostile '[{"mode":420,"mtime_ns":0,"path":"../evil","sha256":"'"$h"'","size":1,"type":"file"}]')
+t_expect "a manifest entry with .. fails the pull naming it" \
+  "$(evil_pull "$VE")" '"state":"failed".*manifest.*\.\./evil'
+VE=$(hostile '[{"mode":420,"mtime_ns":0,"path":"/etc/passwd","sha256":"'"$h"'","size":1,"type":"file"}]')
+t_expect "an absolute manifest path fails the pull" \
+  "$(evil_pull "$VE")" '"state":"failed".*manifest.*/etc/passwd'
+VE=$(hostile '[{"mode":420,"mtime_ns":0,"path":"a","sha256":"'"$h"'","size":1152921504606846976,"type":"file"}]')
+t_expect "a huge file size in a manifest fails the pull" \
+  "$(evil_pull "$VE")" '"state":"failed".*manifest.*size'
+VE=$(hostile '[{"path":"l","target":"../../etc","type":"link"}]')
+t_expect "a link out of the tree in a manifest fails the pull" \
+  "$(evil_pull "$VE")" '"state":"failed".*manifest.*l'
+t_expect "nothing of the hostile versions was written outside the store" \
+  "$(ls "$T_DIR/g/.tenbin/.." | grep -c evil || true)" '^0$'
+
+t_done
