@@ -43,6 +43,8 @@ const char cli_submit_usage[] =
     "  --hold                keep it queued until 'tenbin release'\n"
     "  --workload NAME       fill the job from a catalog workload\n"
     "  --param K=V           workload parameter (repeatable)\n"
+    "  --dataset D[@V]       run where version V (default: the latest) of\n"
+    "                        dataset D is; it is copied there first\n"
     "  --idempotency-key K   a retry with the same key returns the same "
     "job\n";
 
@@ -57,6 +59,8 @@ const char cli_sbatch_usage[] =
     "  --project P           project the job belongs to\n"
     "  --site S              run on this site only\n"
     "  --hold                keep it queued until 'tenbin release'\n"
+    "  --dataset D[@V]       run where version V (default: the latest) of\n"
+    "                        dataset D is; it is copied there first\n"
     "  --idempotency-key K   a retry with the same key returns the same "
     "job\n";
 
@@ -78,6 +82,57 @@ const char cli_logs_usage[] =
     "Write the job's output to stdout.\n"
     "\n"
     "  -f, --follow  keep reading until the job has ended\n";
+
+const char cli_dataset_usage[] =
+    "usage: tenbin dataset COMMAND [ARGS]\n"
+    "\n"
+    "Datasets are versioned directory trees that tenbin copies between\n"
+    "sites.\n"
+    "\n"
+    "  add NAME --site S --path P  register the directory P at site S\n"
+    "  publish NAME                snapshot the source as a new version\n"
+    "  sync NAME[@V] --site S      copy version V (default: the latest)\n"
+    "                              to site S and show the progress\n"
+    "  ls                          list datasets\n"
+    "  show NAME                   show versions and replicas\n"
+    "\n"
+    "Run 'tenbin dataset COMMAND --help' for the options of a command.\n";
+
+const char cli_dataset_add_usage[] =
+    "usage: tenbin dataset add NAME --site SITE --path PATH\n"
+    "\n"
+    "Register a dataset whose source is the directory PATH under the agent\n"
+    "root of SITE.  NAME is 1 to 64 of A-Z a-z 0-9 . _ - and starts with a\n"
+    "letter or a digit.\n"
+    "\n"
+    "  --site SITE   the source site (it needs an agent)\n"
+    "  --path PATH   the directory, relative to the agent's root\n";
+
+const char cli_dataset_publish_usage[] =
+    "usage: tenbin dataset publish NAME\n"
+    "\n"
+    "Snapshot the source directory now as a version and print its id;\n"
+    "unchanged content gives the same id again.\n";
+
+const char cli_dataset_sync_usage[] =
+    "usage: tenbin dataset sync NAME[@VERSION] --site SITE [--no-wait]\n"
+    "\n"
+    "Copy a version of a dataset to SITE and show its progress until it is\n"
+    "complete (exit 0) or failed (exit 1).  VERSION is a version id, the\n"
+    "start of one, or 'latest' (the default).  Ctrl-C stops watching; the\n"
+    "copy goes on ('tenbin dataset show NAME').  With --json, the replica\n"
+    "is printed as JSON when it ends (with --no-wait, at once).\n"
+    "\n"
+    "  --site SITE   the site that gets the copy\n"
+    "  --no-wait     ask for the copy and return at once\n";
+
+const char cli_dataset_ls_usage[] =
+    "usage: tenbin dataset ls\n\nList datasets.\n";
+
+const char cli_dataset_show_usage[] =
+    "usage: tenbin dataset show NAME\n"
+    "\n"
+    "Show a dataset, its versions (newest first) and its replicas.\n";
 
 static const char *const job_states[] = {
     "queued",    "placed", "submitted", "running",
@@ -303,6 +358,9 @@ enum {
   OPT_STATE,
   OPT_LIMIT,
   OPT_ALL,
+  OPT_PATH,
+  OPT_NO_WAIT,
+  OPT_DATASET,
 };
 
 /* One submit option into body (or env/params/key); 0 or ERR_INVALID. */
@@ -356,6 +414,9 @@ submit_option(int c, const char *arg, struct cli_submit *s, json_t **env,
     return add_pair(params, "--param", arg, e);
   case OPT_IDEM:
     return set_idem_key(&s->idempotency_key, arg, e);
+  case OPT_DATASET:
+    /* tenbind resolves NAME[@VERSION] and names what is wrong with it. */
+    return set_str(s->body, "dataset", "--dataset", arg, e);
   }
   return err_set(e, ERR_INTERNAL, "unhandled option %d", c);
 }
@@ -379,6 +440,7 @@ cli_submit_parse(int argc, char **argv, struct cli_submit *s, struct err *e)
       {"hold", no_argument, NULL, OPT_HOLD},
       {"workload", required_argument, NULL, OPT_WORKLOAD},
       {"param", required_argument, NULL, OPT_PARAM},
+      {"dataset", required_argument, NULL, OPT_DATASET},
       {"idempotency-key", required_argument, NULL, OPT_IDEM},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -472,6 +534,7 @@ cli_sbatch_parse(int argc, char **argv, struct cli_sbatch *s, struct err *e)
       {"project", required_argument, NULL, OPT_PROJECT},
       {"site", required_argument, NULL, OPT_SITE},
       {"hold", no_argument, NULL, OPT_HOLD},
+      {"dataset", required_argument, NULL, OPT_DATASET},
       {"idempotency-key", required_argument, NULL, OPT_IDEM},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -671,6 +734,214 @@ cli_logs_parse(int argc, char **argv, struct cli_logs *o, struct err *e)
     return err_set(e, ERR_INVALID, "unexpected argument '%s'",
                    argv[optind + 1]);
   return cli_parse_job_id(argv[optind], &o->id, e);
+}
+
+/* ASCII only: a dataset name must not depend on the locale. */
+static int
+is_alnum(char c)
+{
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (c >= '0' && c <= '9');
+}
+
+static int
+is_hex(char c)
+{
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+         (c >= 'A' && c <= 'F');
+}
+
+int
+cli_is_dataset_name(const char *name)
+{
+  size_t n = strlen(name);
+
+  if (n == 0 || n > CLI_DATASET_NAME_MAX || !is_alnum(name[0]))
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if (!is_alnum(name[i]) && strchr("._-", name[i]) == NULL)
+      return 0;
+  return 1;
+}
+
+static int
+dataset_name_error(const char *name, struct err *e)
+{
+  return err_set(e, ERR_INVALID,
+                 "dataset name '%s': 1 to %d of A-Z a-z 0-9 . _ -, "
+                 "starting with a letter or a digit",
+                 name, CLI_DATASET_NAME_MAX);
+}
+
+int
+cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
+{
+  static const struct option opts[] = {
+      {"site", required_argument, NULL, OPT_SITE},
+      {"path", required_argument, NULL, OPT_PATH},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  const char *site = NULL;
+  const char *path = NULL;
+  const char *name;
+  json_t *b = NULL;
+  int rc = ERR_INVALID;
+
+  *body = NULL;
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", opts, NULL);
+
+    if (c == -1)
+      break;
+    if (c == 'h')
+      return CLI_HELP;
+    if (c == OPT_SITE)
+      site = optarg;
+    else if (c == OPT_PATH)
+      path = optarg;
+    else
+      return opt_error(c, argv, e);
+  }
+  if (optind >= argc)
+    return err_set(e, ERR_INVALID, "a dataset NAME is needed");
+  if (optind + 1 < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'",
+                   argv[optind + 1]);
+  name = argv[optind];
+  if (!cli_is_dataset_name(name))
+    return dataset_name_error(name, e);
+  if (site == NULL || site[0] == '\0')
+    return err_set(e, ERR_INVALID, "option '--site' is needed");
+  if (path == NULL || path[0] == '\0')
+    return err_set(e, ERR_INVALID, "option '--path' is needed");
+  b = json_object();
+  json_object_set_new(b, "name", json_string(name));
+  if (set_str(b, "source_site", "--site", site, e) < 0 ||
+      set_str(b, "path", "--path", path, e) < 0)
+    goto out;
+  *body = b;
+  b = NULL;
+  rc = 0;
+out:
+  json_decref(b);
+  return rc;
+}
+
+int
+cli_dataset_name_parse(int argc, char **argv, const char **name,
+                       struct err *e)
+{
+  int first;
+  int rc = cli_args_positional(argc, argv, 0, 1, &first, e);
+
+  if (rc != 0)
+    return rc;
+  if (first >= argc)
+    return err_set(e, ERR_INVALID, "a dataset NAME is needed");
+  if (!cli_is_dataset_name(argv[first]))
+    return dataset_name_error(argv[first], e);
+  *name = argv[first];
+  return 0;
+}
+
+/* "NAME[@VERSION]" into o->name and o->version. */
+static int
+split_name_version(const char *arg, struct cli_dataset_sync *o,
+                   struct err *e)
+{
+  const char *at = strchr(arg, '@');
+  size_t n = at != NULL ? (size_t)(at - arg) : strlen(arg);
+  const char *v = at != NULL ? at + 1 : "latest";
+  size_t vn = strlen(v);
+
+  if (n > CLI_DATASET_NAME_MAX)
+    n = 0; /* fails the check below, which names the whole argument */
+  memcpy(o->name, arg, n);
+  o->name[n] = '\0';
+  if (!cli_is_dataset_name(o->name))
+    return err_set(e, ERR_INVALID,
+                   "dataset name in '%s': 1 to %d of A-Z a-z 0-9 . _ -, "
+                   "starting with a letter or a digit",
+                   arg, CLI_DATASET_NAME_MAX);
+  if (strcmp(v, "latest") == 0) {
+    snprintf(o->version, sizeof(o->version), "latest");
+    return 0;
+  }
+  if (vn == 0 || vn > CLI_VERSION_LEN)
+    goto bad;
+  for (size_t i = 0; i < vn; i++) {
+    if (!is_hex(v[i]))
+      goto bad;
+    /* Ids are lower-case hex; 'A'..'F' from a copy-paste still match. */
+    o->version[i] = v[i] >= 'A' && v[i] <= 'F' ? (char)(v[i] - 'A' + 'a')
+                                               : v[i];
+  }
+  o->version[vn] = '\0';
+  return 0;
+bad:
+  return err_set(e, ERR_INVALID,
+                 "version '%s': neither 'latest' nor 1 to %d hex digits of "
+                 "a version id",
+                 v, CLI_VERSION_LEN);
+}
+
+int
+cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
+                       struct err *e)
+{
+  static const struct option opts[] = {
+      {"site", required_argument, NULL, OPT_SITE},
+      {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  json_t *site;
+
+  memset(o, 0, sizeof(*o));
+  o->wait = 1;
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", opts, NULL);
+
+    if (c == -1)
+      break;
+    if (c == 'h')
+      return CLI_HELP;
+    if (c == OPT_SITE)
+      o->site = optarg;
+    else if (c == OPT_NO_WAIT)
+      o->wait = 0;
+    else
+      return opt_error(c, argv, e);
+  }
+  if (optind >= argc)
+    return err_set(e, ERR_INVALID, "a dataset NAME[@VERSION] is needed");
+  if (optind + 1 < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'",
+                   argv[optind + 1]);
+  if (split_name_version(argv[optind], o, e) < 0)
+    return ERR_INVALID;
+  if (o->site == NULL || o->site[0] == '\0')
+    return err_set(e, ERR_INVALID, "option '--site' is needed");
+  site = json_string(o->site);
+  if (site == NULL)
+    return err_set(e, ERR_INVALID, "option '--site': not valid UTF-8");
+  json_decref(site);
+  return 0;
+}
+
+json_t *
+cli_dataset_sync_body(const struct cli_dataset_sync *o, const char *version)
+{
+  json_t *body = json_object();
+
+  /* The parser checked that both are UTF-8, so both are set. */
+  json_object_set_new(body, "site", json_string(o->site));
+  json_object_set_new(body, "version",
+                      json_string(version != NULL ? version : o->version));
+  return body;
 }
 
 int

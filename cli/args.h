@@ -135,6 +135,57 @@ struct cli_logs {
 int cli_logs_parse(int argc, char **argv, struct cli_logs *o,
                    struct err *e) WARN_UNUSED;
 
+/* ---- dataset ---- */
+
+extern const char cli_dataset_usage[];
+extern const char cli_dataset_add_usage[];
+extern const char cli_dataset_publish_usage[];
+extern const char cli_dataset_sync_usage[];
+extern const char cli_dataset_ls_usage[];
+extern const char cli_dataset_show_usage[];
+
+/* A version id is the SHA-256 (hex) of its manifest (SYNC.md). */
+#define CLI_VERSION_LEN 64
+#define CLI_DATASET_NAME_MAX 64
+
+/* 1 when name is a dataset name, [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
+int cli_is_dataset_name(const char *name);
+/*
+ * 'dataset add NAME --site SITE --path PATH' into *body, the POST
+ * /v1/datasets body {"name","source_site","path"} (new reference; NULL
+ * unless 0 is returned).  Options may come before or after NAME.
+ */
+int cli_dataset_add_parse(int argc, char **argv, json_t **body,
+                          struct err *e) WARN_UNUSED;
+/*
+ * The commands that take one dataset NAME and no options (publish,
+ * show): *name is borrowed from argv.
+ */
+int cli_dataset_name_parse(int argc, char **argv, const char **name,
+                           struct err *e) WARN_UNUSED;
+
+struct cli_dataset_sync {
+  char name[CLI_DATASET_NAME_MAX + 1];
+  char version[CLI_VERSION_LEN + 1]; /* "latest", or hex in lower case */
+  const char *site;                  /* borrowed */
+  int wait;                          /* 0 with --no-wait */
+};
+
+/*
+ * 'dataset sync NAME[@VERSION] --site SITE [--no-wait]'.  VERSION is
+ * "latest" (the default) or 1 to 64 hex digits: a whole version id or
+ * the start of one, as the listings show them.
+ */
+int cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
+                           struct err *e) WARN_UNUSED;
+/*
+ * The POST /v1/datasets/NAME/replicas body {"site","version"} (new
+ * reference); version is the id to ask for (a prefix the caller has
+ * resolved), NULL for o->version.
+ */
+json_t *cli_dataset_sync_body(const struct cli_dataset_sync *o,
+                              const char *version);
+
 /* ---- helpers shared by the commands ---- */
 
 /*

@@ -37,6 +37,9 @@ int cli_cmd_workload(struct cli *cli, int argc, char **argv);
 /* cmd_sites.c */
 int cli_cmd_sites(struct cli *cli, int argc, char **argv);
 int cli_cmd_site(struct cli *cli, int argc, char **argv);
+/* cmd_datasets.c */
+int cli_cmd_datasets(struct cli *cli, int argc, char **argv);
+int cli_cmd_dataset(struct cli *cli, int argc, char **argv);
 
 /* main.c: print "tenbin: MSG" on stderr; returns CLI_EXIT_FAIL. */
 int cli_fail(const struct err *e);

@@ -139,6 +139,7 @@ cli_client_init(struct cli_client *c, const char *server, const char *token,
     return err_set(e, ERR_INTERNAL, "cannot create a libcurl handle");
   c->server = xstrndup(server, n);
   c->token = xstrdup(token);
+  c->timeout_s = REQUEST_TIMEOUT_S;
   return 0;
 }
 
@@ -210,7 +211,7 @@ cli_client_call(struct cli_client *c, const char *method, const char *path,
   curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
   curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "tenbin/" TENBIN_VERSION);
   curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-  curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+  curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, c->timeout_s);
   curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &call);
   curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);

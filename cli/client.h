@@ -23,8 +23,9 @@
 
 struct cli_client {
   CURL *curl;
-  char *server; /* base URL without a trailing '/' (owned) */
-  char *token;  /* bearer token, or NULL (owned) */
+  char *server;   /* base URL without a trailing '/' (owned) */
+  char *token;    /* bearer token, or NULL (owned) */
+  long timeout_s; /* limit of each whole call; 0: none (init: 120 s) */
   char errbuf[CURL_ERROR_SIZE];
 };
 

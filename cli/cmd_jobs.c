@@ -394,6 +394,7 @@ show_job(const json_t *job)
   cli_table_add_kv(&t, "name", jsonx_str(job, "name"));
   cli_table_add_kv(&t, "project", jsonx_str(job, "project"));
   cli_table_add_kv(&t, "workload", jsonx_str(job, "workload"));
+  cli_table_add_kv(&t, "dataset", jsonx_str(spec, "dataset"));
   cli_table_add_kv(&t, "state", jsonx_str(job, "state"));
   cli_table_add_kv(&t, "reason", jsonx_str(job, "reason"));
   cli_table_add_kv(&t, "held", jsonx_bool(job, "hold", 0) ? "yes" : NULL);

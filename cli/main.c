@@ -32,6 +32,8 @@ static const struct cmd commands[] = {
     {"workload", cli_cmd_workload, "add FILE.json | show NAME"},
     {"sites", cli_cmd_sites, "list sites with their GPUs and jobs"},
     {"site", cli_cmd_site, "show NAME"},
+    {"datasets", cli_cmd_datasets, "list datasets"},
+    {"dataset", cli_cmd_dataset, "add | publish | sync | ls | show"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

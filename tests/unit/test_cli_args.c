@@ -1,7 +1,8 @@
 /*
  * Unit tests of the tenbin CLI's network-free parts: argv -> request
- * JSON for submit and sbatch, the other commands' option checks, URL
- * building, table rendering and the human formatting of times.
+ * JSON for submit, sbatch and the dataset commands, the other commands'
+ * option checks, URL building, table rendering and the human formatting
+ * of times.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -701,6 +702,208 @@ test_positional_counts_are_enforced(void **state)
   assert_int_equal(first, 1);
 }
 
+/* ---- dataset ---- */
+
+static void
+test_submit_and_sbatch_pass_the_dataset_through(void **state)
+{
+  char *sub[] = {"submit", "--dataset", "train@latest", "--", "true", NULL};
+  char *sb[] = {"sbatch", "--dataset", "train", "job.sh", NULL};
+  struct cli_submit s;
+  struct cli_sbatch b;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(submit(sub, ARGC(sub), &s, &e), 0);
+  assert_json_str(s.body, "dataset", "train@latest");
+  cli_submit_release(&s);
+  cli_sbatch_init(&b);
+  assert_int_equal(cli_sbatch_parse(ARGC(sb), sb, &b, &e), 0);
+  assert_json_str(b.body, "dataset", "train");
+  cli_sbatch_release(&b);
+}
+
+static void
+test_dataset_names_follow_the_contract(void **state)
+{
+  static const char *const good[] = {"a", "imagenet-1k", "A.b_c-9",
+                                     "0start"};
+  static const char *const bad[] = {"", "-x", ".hidden", "_x", "a b",
+                                    "a/b", "a@b", "caf\xc3\xa9"};
+  char longest[66];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    assert_true(cli_is_dataset_name(good[i]));
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    assert_false(cli_is_dataset_name(bad[i]));
+  memset(longest, 'n', 64);
+  longest[64] = '\0';
+  assert_true(cli_is_dataset_name(longest));
+  longest[64] = 'n';
+  longest[65] = '\0';
+  assert_false(cli_is_dataset_name(longest));
+}
+
+static void
+test_dataset_add_builds_the_body_with_options_anywhere(void **state)
+{
+  char *argv[] = {"add", "--site", "onprem", "imagenet", "--path",
+                  "data/imagenet", NULL};
+  json_t *body = NULL;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_dataset_add_parse(ARGC(argv), argv, &body, &e), 0);
+  assert_json_str(body, "name", "imagenet");
+  assert_json_str(body, "source_site", "onprem");
+  assert_json_str(body, "path", "data/imagenet");
+  assert_int_equal(json_object_size(body), 3);
+  json_decref(body);
+}
+
+static void
+test_dataset_add_needs_name_site_and_path(void **state)
+{
+  char *no_site[] = {"add", "ds", "--path", "p", NULL};
+  char *no_path[] = {"add", "ds", "--site", "s", NULL};
+  char *no_name[] = {"add", "--site", "s", "--path", "p", NULL};
+  char *bad_name[] = {"add", "-", "--site", "s", "--path", "p", NULL};
+  char *two[] = {"add", "ds", "more", "--site", "s", "--path", "p", NULL};
+  char *unknown[] = {"add", "ds", "--sit", "s", "--path", "p", "--x", NULL};
+  char *help[] = {"add", "--help", NULL};
+  json_t *body = NULL;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_dataset_add_parse(ARGC(no_site), no_site, &body, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--site' is needed");
+  assert_int_equal(cli_dataset_add_parse(ARGC(no_path), no_path, &body, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--path' is needed");
+  assert_int_equal(cli_dataset_add_parse(ARGC(no_name), no_name, &body, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "NAME"));
+  assert_int_equal(
+      cli_dataset_add_parse(ARGC(bad_name), bad_name, &body, &e),
+      ERR_INVALID);
+  assert_non_null(strstr(e.msg, "dataset name '-'"));
+  assert_int_equal(cli_dataset_add_parse(ARGC(two), two, &body, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unexpected argument 'more'");
+  /* getopt takes an unambiguous prefix: --sit is --site. */
+  assert_int_equal(cli_dataset_add_parse(ARGC(unknown), unknown, &body, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--x'");
+  assert_int_equal(cli_dataset_add_parse(ARGC(help), help, &body, &e),
+                   CLI_HELP);
+  assert_null(body);
+}
+
+static void
+test_dataset_name_commands_take_one_valid_name(void **state)
+{
+  char *ok[] = {"show", "ds-1", NULL};
+  char *none[] = {"show", NULL};
+  char *bad[] = {"publish", "a/b", NULL};
+  char *opt[] = {"publish", "--site", "x", "ds", NULL};
+  const char *name = NULL;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_dataset_name_parse(ARGC(ok), ok, &name, &e), 0);
+  assert_string_equal(name, "ds-1");
+  assert_int_equal(cli_dataset_name_parse(ARGC(none), none, &name, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "a dataset NAME is needed");
+  assert_int_equal(cli_dataset_name_parse(ARGC(bad), bad, &name, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'a/b'"));
+  assert_int_equal(cli_dataset_name_parse(ARGC(opt), opt, &name, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--site'");
+}
+
+static void
+test_dataset_sync_splits_name_and_version(void **state)
+{
+  char *latest[] = {"sync", "ds", "--site", "gpu2", NULL};
+  char *prefix[] = {"sync", "--no-wait", "ds@0123ABcd", "--site=gpu2", NULL};
+  char *named[] = {"sync", "ds@latest", "--site", "gpu2", NULL};
+  struct cli_dataset_sync o;
+  struct err e = {0};
+  json_t *body;
+
+  (void)state;
+  assert_int_equal(cli_dataset_sync_parse(ARGC(latest), latest, &o, &e), 0);
+  assert_string_equal(o.name, "ds");
+  assert_string_equal(o.version, "latest");
+  assert_string_equal(o.site, "gpu2");
+  assert_true(o.wait);
+  body = cli_dataset_sync_body(&o, NULL);
+  assert_json_str(body, "site", "gpu2");
+  assert_json_str(body, "version", "latest");
+  assert_int_equal(json_object_size(body), 2);
+  json_decref(body);
+  /* A prefix is lower-cased; the caller may send the resolved id. */
+  assert_int_equal(cli_dataset_sync_parse(ARGC(prefix), prefix, &o, &e), 0);
+  assert_string_equal(o.version, "0123abcd");
+  assert_false(o.wait);
+  body = cli_dataset_sync_body(&o, "0123abcdef");
+  assert_json_str(body, "version", "0123abcdef");
+  json_decref(body);
+  assert_int_equal(cli_dataset_sync_parse(ARGC(named), named, &o, &e), 0);
+  assert_string_equal(o.version, "latest");
+}
+
+static void
+test_dataset_sync_rejects_bad_versions_names_and_missing_site(void **state)
+{
+  char id64[80];
+  char id65[80];
+  char *full[] = {"sync", id64, "--site", "s", NULL};
+  char *too_long[] = {"sync", id65, "--site", "s", NULL};
+  char *empty[] = {"sync", "ds@", "--site", "s", NULL};
+  char *not_hex[] = {"sync", "ds@xyz", "--site", "s", NULL};
+  char *bad_name[] = {"sync", "@abc", "--site", "s", NULL};
+  char *no_site[] = {"sync", "ds@abc", NULL};
+  char *bad_site[] = {"sync", "ds", "--site", "\xff", NULL};
+  char *none[] = {"sync", "--site", "s", NULL};
+  struct cli_dataset_sync o;
+  struct err e = {0};
+
+  (void)state;
+  snprintf(id64, sizeof(id64), "ds@%064d", 7);
+  snprintf(id65, sizeof(id65), "ds@%065d", 7);
+  assert_int_equal(cli_dataset_sync_parse(ARGC(full), full, &o, &e), 0);
+  assert_int_equal(strlen(o.version), CLI_VERSION_LEN);
+  assert_int_equal(
+      cli_dataset_sync_parse(ARGC(too_long), too_long, &o, &e),
+      ERR_INVALID);
+  assert_non_null(strstr(e.msg, "version '"));
+  assert_int_equal(cli_dataset_sync_parse(ARGC(empty), empty, &o, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "version ''"));
+  assert_int_equal(cli_dataset_sync_parse(ARGC(not_hex), not_hex, &o, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "version 'xyz'"));
+  assert_int_equal(
+      cli_dataset_sync_parse(ARGC(bad_name), bad_name, &o, &e),
+      ERR_INVALID);
+  assert_non_null(strstr(e.msg, "dataset name in '@abc'"));
+  assert_int_equal(cli_dataset_sync_parse(ARGC(no_site), no_site, &o, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--site' is needed");
+  assert_int_equal(
+      cli_dataset_sync_parse(ARGC(bad_site), bad_site, &o, &e),
+      ERR_INVALID);
+  assert_non_null(strstr(e.msg, "UTF-8"));
+  assert_int_equal(cli_dataset_sync_parse(ARGC(none), none, &o, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "NAME[@VERSION]"));
+}
+
 /* ---- tables ---- */
 
 static char *
@@ -1019,6 +1222,14 @@ main(void)
       cmocka_unit_test(test_logs_follow_flag_may_come_after_the_id),
       cmocka_unit_test(test_job_ids_must_be_positive_integers),
       cmocka_unit_test(test_positional_counts_are_enforced),
+      cmocka_unit_test(test_submit_and_sbatch_pass_the_dataset_through),
+      cmocka_unit_test(test_dataset_names_follow_the_contract),
+      cmocka_unit_test(test_dataset_add_builds_the_body_with_options_anywhere),
+      cmocka_unit_test(test_dataset_add_needs_name_site_and_path),
+      cmocka_unit_test(test_dataset_name_commands_take_one_valid_name),
+      cmocka_unit_test(test_dataset_sync_splits_name_and_version),
+      cmocka_unit_test(
+          test_dataset_sync_rejects_bad_versions_names_and_missing_site),
       cmocka_unit_test(test_table_aligns_columns_without_trailing_blanks),
       cmocka_unit_test(test_table_cuts_long_cells_with_an_ellipsis),
       cmocka_unit_test(test_table_counts_utf8_characters_not_bytes),
