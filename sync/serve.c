@@ -35,6 +35,10 @@
 #include "util/log.h"
 
 #define SERVED_MAX 8                      /* versions kept loaded */
+/* Batches computed at once, whoever asks: with answers of at most
+ * AGENT_ANSWER_MAX this bounds the source's batch memory; a destination
+ * told 503 backs off and asks again. */
+#define SERVE_BATCHES_MAX 8
 #define SIGCACHE_MAX ((size_t)256 << 20) /* bytes of signatures kept */
 
 /* A version loaded for serving; refs keep it while batches use it. */
@@ -79,6 +83,7 @@ struct serve_state {
    * answers (-1: all), to prove that destinations verify. */
   atomic_int corrupt_left;
   atomic_ullong served_bytes;  /* DATA and DELTA payload answered */
+  unsigned batches;            /* accepted and not answered yet */
   struct served *served;
   struct sigent *sigs;
   size_t sig_bytes;
@@ -886,6 +891,7 @@ batch_done(uv_work_t *w, int status)
     http_respond(bw->req, 200, "application/x-tenbin-batch", body, len);
   }
   batch_free(bw);
+  st->batches--;
   agent_work_done(a);
 }
 
@@ -940,6 +946,7 @@ drop:
   if (bw->sv != NULL)
     served_put(a, bw->sv);
   batch_free(bw);
+  a->serve->batches--;
 }
 
 void
@@ -1001,6 +1008,12 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
     err_set(&e, ERR_INVALID, "empty batch");
     goto bad;
   }
+  if (a->serve->batches >= SERVE_BATCHES_MAX) {
+    err_set(&e, ERR_UNAVAILABLE, "busy with %u batches; try again",
+            a->serve->batches);
+    goto bad;
+  }
+  a->serve->batches++;
   bw->sig_sha = xcalloc(bw->n, 32);
   served_get(a, name, v, batch_loaded, bw);
   return;
