@@ -56,6 +56,8 @@ static const char *const state_names[] = {
   [JOB_SUBMITTED] = "submitted", [JOB_RUNNING] = "running",
   [JOB_SUCCEEDED] = "succeeded", [JOB_FAILED] = "failed",
   [JOB_CANCELLED] = "cancelled", [JOB_LOST] = "lost",
+  /* Since 003_datasets. */
+  [JOB_STAGING] = "staging",
 };
 _Static_assert(sizeof(state_names) / sizeof(state_names[0]) ==
                    JOB_STATE_COUNT,
@@ -92,9 +94,12 @@ enum job_col {
   JC_ENDED_MS
 };
 
-/* Must match the WHERE clause of the jobs_active index (001_init.sql)
- * term for term, or the planner will not use that index. */
-#define NON_FINAL "state IN ('queued', 'placed', 'submitted', 'running')"
+/* Must match the WHERE clause of the jobs_active index (003_datasets.sql)
+ * term for term, or the planner will not use that index.  An OR chain,
+ * not IN (...): see 003_datasets.sql. */
+#define NON_FINAL                                                          \
+  "(state = 'queued' OR state = 'placed' OR state = 'submitted' OR "      \
+  "state = 'running' OR state = 'staging')"
 
 enum stmt_id {
   ST_BEGIN,
@@ -249,6 +254,7 @@ struct db {
   sqlite3 *h;
   sqlite3_stmt *st[ST_COUNT];
   sqlite3_stmt *list[LIST_VARIANTS];
+  sqlite3_stmt *ds[DB__DS_MAX];  /* datasets.c's */
 };
 
 /* ---- errors ---- */
@@ -496,6 +502,9 @@ db_open(const char *path, struct db **out, struct err *e)
   ret = prepare_all(db, e);
   if (ret < 0)
     goto out;
+  ret = db__ds_prepare(db, e);
+  if (ret < 0)
+    goto out;
   *out = db;
   db = NULL;
 out:
@@ -514,6 +523,8 @@ db_close(struct db *db)
     sqlite3_finalize(db->st[i]);
   for (i = 0; i < LIST_VARIANTS; i++)
     sqlite3_finalize(db->list[i]);
+  for (i = 0; i < DB__DS_MAX; i++)
+    sqlite3_finalize(db->ds[i]);
   /* An open transaction is rolled back by the close. */
   sqlite3_close(db->h);
   free(db);
@@ -1447,6 +1458,82 @@ out:
   sqlite3_finalize(st);
   buf_release(&sql);
   return ret;
+}
+
+/* ---- shared with datasets.c (db_internal.h) ---- */
+
+sqlite3 *
+db__conn(struct db *db)
+{
+  return db->h;
+}
+
+sqlite3_stmt **
+db__ds_stmts(struct db *db)
+{
+  return db->ds;
+}
+
+int
+db__prepare(struct db *db, const char *sql, sqlite3_stmt **out,
+            struct err *e)
+{
+  return prepare(db->h, sql, out, e);
+}
+
+int
+db__fail(struct db *db, int rc, struct err *e, const char *what)
+{
+  return fail(db, rc, e, what);
+}
+
+int
+db__step_write(struct db *db, sqlite3_stmt *st, int rc, const char *what,
+               struct err *e)
+{
+  return step_write(db, st, rc, what, e);
+}
+
+void
+db__finish(sqlite3_stmt *st)
+{
+  finish(st);
+}
+
+void
+db__bind_text(sqlite3_stmt *st, int i, const char *s, int *rc)
+{
+  bind_text(st, i, s, rc);
+}
+
+void
+db__bind_int64(sqlite3_stmt *st, int i, int64_t v, int *rc)
+{
+  bind_int64(st, i, v, rc);
+}
+
+char *
+db__col_copy(sqlite3_stmt *st, int i)
+{
+  return col_copy(st, i);
+}
+
+char *
+db__col_borrow(sqlite3_stmt *st, int i)
+{
+  return col_borrow(st, i);
+}
+
+int
+db__take_for_callbacks(sqlite3_stmt *st, const char *fn, struct err *e)
+{
+  return take_for_callbacks(st, fn, e);
+}
+
+int
+db__explain(struct db *db, sqlite3_stmt *st, struct buf *out, struct err *e)
+{
+  return explain(db, st, out, e);
 }
 
 int

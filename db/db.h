@@ -175,6 +175,140 @@ typedef int (*db_workload_cb)(const char *name, const char *json,
 int db_workload_list(struct db *db, db_workload_cb cb, void *arg,
                      struct err *e) WARN_UNUSED;
 
+/* ---- datasets, versions, replicas, transfers (datasets.c) ---- */
+
+struct db_dataset {
+  char *name;
+  char *source_site;
+  char *path;           /* relative to the source agent's root */
+  int64_t created_ms;
+};
+
+void db_dataset_release(struct db_dataset *d);
+/* ERR_CONFLICT naming the dataset when the name exists. */
+int db_dataset_insert(struct db *db, const struct db_dataset *d,
+                      struct err *e) WARN_UNUSED;
+/* Fill out (zeroed first); ERR_NOT_FOUND naming the dataset. */
+int db_dataset_get(struct db *db, const char *name, struct db_dataset *out,
+                   struct err *e) WARN_UNUSED;
+/* Rows handed to list callbacks are borrowed (as for jobs). */
+typedef int (*db_dataset_cb)(const struct db_dataset *d, void *arg);
+/* Every dataset by name. */
+int db_dataset_list(struct db *db, db_dataset_cb cb, void *arg,
+                    struct err *e) WARN_UNUSED;
+
+struct db_dataset_version {
+  char *dataset;
+  char *version;        /* 64 hex digits */
+  int64_t files;
+  int64_t bytes;
+  int64_t created_ms;   /* first published */
+  int64_t published_ms; /* last published ("latest" is the newest) */
+};
+
+void db_dataset_version_release(struct db_dataset_version *v);
+/*
+ * Record a publish of v: a new version is inserted (created_ms and
+ * published_ms as given, *created = 1); a known one only gets its
+ * published_ms moved to v->published_ms (*created = 0; created may be
+ * NULL).  ERR_NOT_FOUND when the dataset does not exist.
+ */
+int db_dataset_version_put(struct db *db, const struct db_dataset_version *v,
+                           int *created, struct err *e) WARN_UNUSED;
+/* ERR_NOT_FOUND naming the version. */
+int db_dataset_version_get(struct db *db, const char *dataset,
+                           const char *version,
+                           struct db_dataset_version *out, struct err *e)
+    WARN_UNUSED;
+/* The version published last; ERR_NOT_FOUND when there is none. */
+int db_dataset_version_latest(struct db *db, const char *dataset,
+                              struct db_dataset_version *out, struct err *e)
+    WARN_UNUSED;
+typedef int (*db_dataset_version_cb)(const struct db_dataset_version *v,
+                                     void *arg);
+/* A dataset's versions, the one published last first. */
+int db_dataset_version_list(struct db *db, const char *dataset,
+                            db_dataset_version_cb cb, void *arg,
+                            struct err *e) WARN_UNUSED;
+
+enum db_replica_state {
+  DB_REPLICA_PENDING = 0, /* asked for, no pull started yet */
+  DB_REPLICA_SYNCING,     /* the site's agent is pulling it */
+  DB_REPLICA_COMPLETE,    /* verified and published at the site */
+  DB_REPLICA_FAILED,
+  DB_REPLICA_STATE_COUNT
+};
+
+/* "pending", ...; "unknown" out of range. */
+const char *db_replica_state_name(enum db_replica_state s);
+
+struct db_replica {
+  char *dataset;
+  char *version;
+  char *site;
+  enum db_replica_state state;
+  int64_t bytes_total;
+  int64_t bytes_done;
+  int64_t bytes_wire;
+  int64_t bytes_saved;
+  int64_t files_total;
+  int64_t files_done;
+  char *error;          /* or NULL */
+  char *path;           /* the directory at the site once complete */
+  int64_t started_ms;   /* 0 until a pull started */
+  int64_t finished_ms;  /* 0 until complete or failed */
+  int64_t updated_ms;
+};
+
+void db_replica_release(struct db_replica *r);
+/* Insert or replace the whole row (keyed by dataset, version, site).
+ * ERR_NOT_FOUND when the version does not exist. */
+int db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
+    WARN_UNUSED;
+/* ERR_NOT_FOUND when the site has no row for that version. */
+int db_replica_get(struct db *db, const char *dataset, const char *version,
+                   const char *site, struct db_replica *out, struct err *e)
+    WARN_UNUSED;
+typedef int (*db_replica_cb)(const struct db_replica *r, void *arg);
+/* A dataset's replicas by version and site. */
+int db_replica_list(struct db *db, const char *dataset, db_replica_cb cb,
+                    void *arg, struct err *e) WARN_UNUSED;
+/* Every pending or syncing replica (the stager's work; served by a
+ * partial index). */
+int db_replica_list_active(struct db *db, db_replica_cb cb, void *arg,
+                           struct err *e) WARN_UNUSED;
+
+struct db_transfer {
+  int64_t id;           /* assigned by db_transfer_insert */
+  char *dataset;
+  char *version;
+  char *from_site;
+  char *to_site;
+  int64_t bytes_wire;
+  char *state;          /* "running", "complete" or "failed" */
+  char *error;          /* or NULL */
+  int64_t started_ms;
+  int64_t finished_ms;  /* 0 while running */
+};
+
+void db_transfer_release(struct db_transfer *t);
+/* Insert t (all but id) and set t->id. */
+int db_transfer_insert(struct db *db, struct db_transfer *t, struct err *e)
+    WARN_UNUSED;
+/* Write back bytes_wire, state, error and finished_ms of t->id. */
+int db_transfer_update(struct db *db, const struct db_transfer *t,
+                       struct err *e) WARN_UNUSED;
+/* The newest transfer of version to to_site still "running", or
+ * ERR_NOT_FOUND. */
+int db_transfer_running(struct db *db, const char *dataset,
+                        const char *version, const char *to_site,
+                        struct db_transfer *out, struct err *e) WARN_UNUSED;
+typedef int (*db_transfer_cb)(const struct db_transfer *t, void *arg);
+/* A dataset's transfers, newest first, at most limit of them. */
+int db_transfer_list(struct db *db, const char *dataset, int limit,
+                     db_transfer_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+
 /* ---- API tokens (stored as SHA-256 hex, never in clear) ---- */
 
 struct db_token {

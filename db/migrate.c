@@ -10,10 +10,14 @@
  * processes opening a fresh file at once (tenbind and `tenbind token
  * create`) serialise on the write lock and apply each migration once.
  *
- * NEEDSWORK: a future migration that rebuilds a table (SQLite's 12-step
- * ALTER) cannot turn foreign_keys off inside this transaction (the pragma
- * is a no-op there); it has to use PRAGMA defer_foreign_keys and end with
- * PRAGMA foreign_key_check.
+ * Foreign keys are not enforced while migrations run and are checked as
+ * a whole before each commit (PRAGMA foreign_key_check), steps 1, 10 and
+ * 12 of SQLite's documented table rebuild ("Making Other Kinds Of Table
+ * Schema Changes"): a migration that rebuilds a parent table (003 does
+ * jobs) drops the old one, and with enforcement on that DROP deletes
+ * every child row through ON DELETE CASCADE.  PRAGMA foreign_keys is a
+ * no-op inside a transaction, hence here, around it; defer_foreign_keys
+ * would not help, it defers the checks but not the cascades.
  */
 #include "db/db_internal.h"
 
@@ -97,6 +101,53 @@ refuse_newer(sqlite3 *h, int version, int latest, struct err *e)
                  version, latest);
 }
 
+/* ERR_DB naming the first row whose foreign key points nowhere. */
+static int
+foreign_key_check(sqlite3 *h, const char *what, struct err *e)
+{
+  sqlite3_stmt *st = NULL;
+  int rc;
+  int ret = 0;
+
+  rc = sqlite3_prepare_v2(h, "PRAGMA foreign_key_check", -1, &st, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *table = sqlite3_column_text(st, 0);
+    const unsigned char *parent = sqlite3_column_text(st, 2);
+
+    ret = err_set(e, ERR_DB, "%s: row %lld of '%s' refers to a missing "
+                  "row of '%s'", what,
+                  (long long)sqlite3_column_int64(st, 1),
+                  table != NULL ? (const char *)table : "?",
+                  parent != NULL ? (const char *)parent : "?");
+  } else if (rc != SQLITE_DONE) {
+    ret = err_set(e, ERR_DB, "%s: checking foreign keys: %s", what,
+                  sqlite3_errmsg(h));
+  }
+  sqlite3_finalize(st);
+  return ret;
+}
+
+/* PRAGMA foreign_keys as 0 or 1 into *on. */
+static int
+read_foreign_keys(sqlite3 *h, int *on, struct err *e)
+{
+  sqlite3_stmt *st = NULL;
+  int rc;
+  int ret = 0;
+
+  rc = sqlite3_prepare_v2(h, "PRAGMA foreign_keys", -1, &st, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *on = sqlite3_column_int(st, 0) != 0;
+  else
+    ret = err_set(e, ERR_DB, "reading foreign_keys: %s", sqlite3_errmsg(h));
+  sqlite3_finalize(st);
+  return ret;
+}
+
 /* Apply m (version *version + 1, unless another process got there first)
  * in its own transaction; *version is updated. */
 static int
@@ -135,6 +186,9 @@ apply_one(sqlite3 *h, const struct db_migration *m, int latest, int *version,
                    "%s: the script must not begin or end transactions",
                    what);
   }
+  ret = foreign_key_check(h, what, e);
+  if (ret < 0)
+    goto fail;
   snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", m->version);
   ret = exec(h, bump, what, e);
   if (ret < 0)
@@ -157,6 +211,7 @@ db__migrate_with(struct sqlite3 *h, const struct db_migration *m, size_t n,
 {
   int latest = (int)n;
   int version = 0;
+  int fk_on = 0;
   size_t i;
   int ret;
 
@@ -168,10 +223,22 @@ db__migrate_with(struct sqlite3 *h, const struct db_migration *m, size_t n,
     return ret;
   if (version > latest)
     return refuse_newer(h, version, latest, e);
+  if (version < latest) {
+    ret = read_foreign_keys(h, &fk_on, e);
+    if (ret == 0 && fk_on)
+      ret = exec(h, "PRAGMA foreign_keys = OFF", "migrations", e);
+    if (ret < 0)
+      return ret;
+  }
   for (i = 0; i < n && ret == 0; i++) {
     if (m[i].version > version)
       ret = apply_one(h, &m[i], latest, &version, e);
   }
+  /* Whatever happened: the connection is used after this. */
+  if (fk_on && exec(h, "PRAGMA foreign_keys = ON", "migrations", NULL) < 0 &&
+      ret == 0)
+    ret = err_set(e, ERR_DB, "migrations: cannot enable foreign keys "
+                  "again");
   if (version_out != NULL)
     *version_out = version;
   return ret;

@@ -34,6 +34,7 @@
 static const char *const state_names[JOB_STATE_COUNT] = {
   "queued",    "placed", "submitted", "running",
   "succeeded", "failed", "cancelled", "lost",
+  "staging",
 };
 
 const char *
@@ -598,11 +599,13 @@ dataset_problem(const char *v)
   char name[MAX_IDENT + 2];
   size_t len;
   size_t i;
-  static const char msg[] = "must be NAME@VERSION (NAME like a project, "
-                            "VERSION [A-Za-z0-9._-]{1,64} or 'latest')";
+  static const char msg[] = "must be NAME or NAME@VERSION (NAME like a "
+                            "project, VERSION [A-Za-z0-9._-]{1,64} or "
+                            "'latest')";
 
+  /* A bare NAME means its latest version (docs/SYNC.md). */
   if (at == NULL)
-    return msg;
+    return jobspec__ident_problem(v) != NULL ? msg : NULL;
   len = (size_t)(at - v);
   if (len == 0 || len > MAX_IDENT)
     return msg;

@@ -26,6 +26,10 @@ enum job_state {
   JOB_FAILED,
   JOB_CANCELLED,
   JOB_LOST,
+  /* Placed at a site that lacks the job's dataset: waits, holding no
+   * GPUs, while the site's agent pulls it.  Last so that the values
+   * above keep their order (the state machine compares them). */
+  JOB_STAGING,
   JOB_STATE_COUNT
 };
 
@@ -73,7 +77,9 @@ struct job_spec {
   char *stderr_path;   /* sbatch --error pattern, or NULL = with stdout */
   char **sbatch_extra; /* directives tenbin does not interpret, verbatim */
   int hold;            /* stays queued until released */
-  char *dataset;       /* "NAME@VERSION" for later issues, or NULL */
+  char *dataset;       /* "NAME", "NAME@latest" or "NAME@VERSION" as
+                          given; the broker stores it resolved to
+                          "NAME@VERSION" (docs/SYNC.md); or NULL */
 };
 
 void jobspec_init(struct job_spec *s);

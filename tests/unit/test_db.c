@@ -435,6 +435,186 @@ test_failed_migration_leaves_the_previous_version_intact(void **state)
   remove_db_files(path);
 }
 
+/*
+ * A database left at version 2 (001 + 002) by an older tenbind, with
+ * jobs, their events and placements, and an AUTOINCREMENT high-water
+ * mark above the newest id (a job was deleted).
+ */
+static void
+make_version_2(const char *path)
+{
+  sqlite3 *h = NULL;
+  struct err e = {0};
+  int version = -1;
+
+  assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+  raw_exec(h, "PRAGMA foreign_keys = ON");
+  assert_int_equal(db__migrate_with(h, db__migrations, 2, &version, &e), 0);
+  assert_int_equal(version, 2);
+  raw_exec(h, "INSERT INTO jobs (state, name, project, spec_json, gpus, "
+              "hold, idem_key, created_ms, updated_ms) VALUES "
+              "('running', 'a', 'p', '{}', 2, 0, 'k1', 1, 1), "
+              "('queued', 'b', 'p', '{}', 0, 1, NULL, 2, 2), "
+              "('succeeded', 'c', 'q', '{}', 1, 0, NULL, 3, 3), "
+              "('lost', 'd', 'q', '{}', 1, 0, NULL, 4, 4)");
+  raw_exec(h, "INSERT INTO job_events (job_id, at_ms, from_state, "
+              "to_state, detail) VALUES (1, 1, NULL, 'queued', 'x'), "
+              "(1, 2, 'queued', 'running', NULL), (2, 2, NULL, 'queued', "
+              "NULL), (3, 3, NULL, 'queued', NULL), (4, 4, NULL, 'queued', "
+              "NULL)");
+  raw_exec(h, "INSERT INTO placements (job_id, at_ms, verdict, site) "
+              "VALUES (1, 1, 'now', 'local'), (3, 3, 'now', 'local')");
+  /* Job 5 existed once: its id must never come back. */
+  raw_exec(h, "INSERT INTO jobs (id, state, name, project, spec_json, "
+              "gpus, created_ms, updated_ms) VALUES (5, 'failed', 'e', "
+              "'p', '{}', 0, 5, 5)");
+  raw_exec(h, "DELETE FROM jobs WHERE id = 5");
+  sqlite3_close(h);
+}
+
+static void
+test_migration_3_keeps_jobs_events_placements_and_foreign_keys(
+    void **state)
+{
+  char path[PATH_MAX];
+  struct db *db = NULL;
+  struct db_job j;
+  struct err e = {0};
+  sqlite3 *h;
+  int64_t id;
+
+  (void)state;
+  new_path(path, sizeof(path));
+  make_version_2(path);
+  assert_int_equal(db_open(path, &db, &e), 0);
+  assert_int_equal(db_schema_version(db), 3);
+
+  h = raw_open(path);
+  raw_exec(h, "PRAGMA foreign_keys = ON");
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM jobs"), 4);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM job_events"), 5);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM placements"), 2);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM pragma_foreign_key_"
+                              "check"),
+                   0);
+  /* Rows came across whole. */
+  db_job_init(&j);
+  assert_int_equal(db_job_get(db, 1, &j, &e), 0);
+  assert_int_equal(j.state, JOB_RUNNING);
+  assert_int_equal(j.gpus, 2);
+  assert_string_equal(j.idem_key, "k1");
+  db_job_release(&j);
+  assert_int_equal(db_job_get(db, 2, &j, &e), 0);
+  assert_int_equal(j.hold, 1);
+  db_job_release(&j);
+  /* The indexes are back (the unique key among them). */
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema WHERE "
+                              "type = 'index' AND tbl_name = 'jobs' AND "
+                              "name IN ('jobs_idem', 'jobs_runnable', "
+                              "'jobs_active', 'jobs_project', "
+                              "'jobs_state', 'jobs_site_state')"),
+                   6);
+  j = job("dup", "p", NULL, JOB_QUEUED, 0);
+  j.idem_key = (char *)"k1";
+  assert_int_equal(db_job_insert(db, &j, &e), ERR_CONFLICT);
+  /* The new state is allowed, and ids continue past the deleted 5. */
+  id = insert(db, "s", "p", "aws", JOB_STAGING, 0);
+  assert_int_equal(id, 6);
+  /* job_events and placements still reference the (new) jobs table: a
+   * delete cascades, an orphan is refused. */
+  raw_exec(h, "DELETE FROM jobs WHERE id = 1");
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM job_events WHERE "
+                              "job_id = 1"),
+                   0);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM placements WHERE "
+                              "job_id = 1"),
+                   0);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM job_events"), 3);
+  assert_int_not_equal(sqlite3_exec(h, "INSERT INTO job_events (job_id, "
+                                       "at_ms, to_state) VALUES (99, 1, "
+                                       "'queued')",
+                                    NULL, NULL, NULL),
+                       SQLITE_OK);
+  sqlite3_close(h);
+  db_close(db);
+  remove_db_files(path);
+}
+
+static void
+test_migration_leaving_a_dangling_foreign_key_is_rolled_back(void **state)
+{
+  static const struct db_migration m[] = {
+    {1, "001_a", "CREATE TABLE p (id INTEGER PRIMARY KEY);"
+                 "CREATE TABLE c (pid INTEGER REFERENCES p(id));"},
+    {2, "002_b", "INSERT INTO c VALUES (42);"}};
+  char path[PATH_MAX];
+  struct err e = {0};
+  sqlite3 *h = NULL;
+  int version = -1;
+
+  (void)state;
+  new_path(path, sizeof(path));
+  assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+  raw_exec(h, "PRAGMA foreign_keys = ON");
+  assert_int_equal(db__migrate_with(h, m, 2, &version, &e), ERR_DB);
+  assert_non_null(strstr(e.msg, "migration '002_b'"));
+  assert_non_null(strstr(e.msg, "'c'"));
+  assert_int_equal(version, 1);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM c"), 0);
+  /* Enforcement is back on for the connection afterwards. */
+  assert_int_equal(raw_int(h, "PRAGMA foreign_keys"), 1);
+  sqlite3_close(h);
+  remove_db_files(path);
+}
+
+/* Opcodes of EXPLAIN sql that are OpenEphemeral (a b-tree built while
+ * the statement runs). */
+static int64_t
+ephemeral_tables(sqlite3 *h, const char *sql)
+{
+  sqlite3_stmt *st = NULL;
+  char text[1024];
+  int64_t n = 0;
+
+  snprintf(text, sizeof(text), "EXPLAIN %s", sql);
+  assert_int_equal(sqlite3_prepare_v2(h, text, -1, &st, NULL), SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (strcmp((const char *)sqlite3_column_text(st, 1), "OpenEphemeral") ==
+        0)
+      n++;
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+static void
+test_writing_jobs_and_replicas_builds_no_ephemeral_table(void **state)
+{
+  struct fx *fx = *state;
+  sqlite3 *h = raw_open(fx->path);
+
+  /* The CHECKs and partial index WHEREs are OR chains: an IN list would
+   * build a b-tree on every write (001_init's did, twice per insert). */
+  assert_int_equal(ephemeral_tables(h, "INSERT INTO jobs (state, name, "
+                                       "project, spec_json, gpus, hold, "
+                                       "created_ms, updated_ms) VALUES "
+                                       "(?, ?, ?, ?, ?, ?, ?, ?)"),
+                   0);
+  assert_int_equal(ephemeral_tables(h, "UPDATE jobs SET state = ?2, "
+                                       "hold = ?3 WHERE id = ?1"),
+                   0);
+  assert_int_equal(ephemeral_tables(h, "INSERT INTO replicas (dataset, "
+                                       "version, site, state, updated_ms) "
+                                       "VALUES (?, ?, ?, ?, ?)"),
+                   0);
+  assert_int_equal(ephemeral_tables(h, "INSERT INTO transfers (dataset, "
+                                       "version, from_site, to_site, "
+                                       "state, started_ms) VALUES (?, ?, "
+                                       "?, ?, ?, ?)"),
+                   0);
+  sqlite3_close(h);
+}
+
 /* ---- jobs ---- */
 
 static void
@@ -733,7 +913,7 @@ fill(struct db *db, struct dataset *ds)
 
 static const char *const state_str[JOB_STATE_COUNT] = {
   "queued", "placed", "submitted", "running",
-  "succeeded", "failed", "cancelled", "lost"};
+  "succeeded", "failed", "cancelled", "lost", "staging"};
 
 static int
 matches(const struct dataset *ds, int i, const struct db_job_filter *f)
@@ -1026,7 +1206,7 @@ test_active_list_is_oldest_first_with_held_only_when_asked(void **state)
   for (s = JOB_STATE_COUNT - 1; s >= 0; s--) {
     int64_t id = insert(fx->db, "a", "p", "local", (enum job_state)s, 0);
 
-    if (s <= JOB_RUNNING)
+    if (!job_state_is_final((enum job_state)s))
       want[nwant++] = id;
   }
   held = insert(fx->db, "h", "p", NULL, JOB_QUEUED, 1);
@@ -1456,6 +1636,296 @@ test_second_handle_sees_commits_of_the_first(void **state)
   db_close(other);
 }
 
+/* ---- datasets ---- */
+
+#define VA "aaaa000000000000000000000000000000000000000000000000000000000000"
+#define VB "bbbb000000000000000000000000000000000000000000000000000000000000"
+
+static void
+put_version(struct db *db, const char *dataset, const char *v,
+            int64_t published_ms, int *created)
+{
+  struct db_dataset_version dv = {
+      .dataset = (char *)dataset, .version = (char *)v, .files = 2,
+      .bytes = 100, .created_ms = published_ms,
+      .published_ms = published_ms};
+  struct err e = {0};
+
+  if (db_dataset_version_put(db, &dv, created, &e) < 0)
+    fail_msg("version put: %s", e.msg);
+}
+
+static void
+add_dataset(struct db *db, const char *name)
+{
+  struct db_dataset d = {.name = (char *)name, .source_site = (char *)"src",
+                         .path = (char *)"data/x", .created_ms = 10};
+  struct err e = {0};
+
+  assert_int_equal(db_dataset_insert(db, &d, &e), 0);
+}
+
+static int
+count_dataset_cb(const struct db_dataset *d, void *arg)
+{
+  char *names = arg;
+  size_t used = strlen(names);
+
+  snprintf(names + used, 64 - used, "%s ", d->name);
+  return 0;
+}
+
+static void
+test_datasets_insert_get_list_and_refuse_a_duplicate(void **state)
+{
+  struct fx *fx = *state;
+  struct db_dataset d = {.name = (char *)"imagenet",
+                         .source_site = (char *)"onprem",
+                         .path = (char *)"sets/imagenet", .created_ms = 7};
+  struct db_dataset got;
+  struct err e = {0};
+  char names[64] = "";
+
+  assert_int_equal(db_dataset_insert(fx->db, &d, &e), 0);
+  assert_int_equal(db_dataset_insert(fx->db, &d, &e), ERR_CONFLICT);
+  assert_string_equal(e.msg, "dataset 'imagenet' already exists");
+  add_dataset(fx->db, "c4");
+  assert_int_equal(db_dataset_get(fx->db, "imagenet", &got, &e), 0);
+  assert_string_equal(got.source_site, "onprem");
+  assert_string_equal(got.path, "sets/imagenet");
+  assert_int_equal(got.created_ms, 7);
+  db_dataset_release(&got);
+  assert_int_equal(db_dataset_get(fx->db, "nope", &got, &e), ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "dataset 'nope' not found");
+  assert_int_equal(db_dataset_list(fx->db, count_dataset_cb, names, &e), 0);
+  assert_string_equal(names, "c4 imagenet ");
+}
+
+static void
+test_latest_version_is_the_one_published_last(void **state)
+{
+  struct fx *fx = *state;
+  struct db_dataset_version v;
+  struct err e = {0};
+  int created = -1;
+
+  add_dataset(fx->db, "c4");
+  assert_int_equal(db_dataset_version_latest(fx->db, "c4", &v, &e),
+                   ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "no published version"));
+  put_version(fx->db, "c4", VA, 100, &created);
+  assert_int_equal(created, 1);
+  put_version(fx->db, "c4", VB, 200, &created);
+  assert_int_equal(created, 1);
+  assert_int_equal(db_dataset_version_latest(fx->db, "c4", &v, &e), 0);
+  assert_string_equal(v.version, VB);
+  db_dataset_version_release(&v);
+  /* The source went back to the content of VA: it is latest again, and
+   * keeps its first creation time. */
+  put_version(fx->db, "c4", VA, 300, &created);
+  assert_int_equal(created, 0);
+  assert_int_equal(db_dataset_version_latest(fx->db, "c4", &v, &e), 0);
+  assert_string_equal(v.version, VA);
+  assert_int_equal(v.created_ms, 100);
+  assert_int_equal(v.published_ms, 300);
+  db_dataset_version_release(&v);
+  assert_int_equal(db_dataset_version_get(fx->db, "c4", VB, &v, &e), 0);
+  assert_int_equal(v.files, 2);
+  assert_int_equal(v.bytes, 100);
+  db_dataset_version_release(&v);
+  assert_int_equal(db_dataset_version_get(fx->db, "c4", "ffff", &v, &e),
+                   ERR_NOT_FOUND);
+  /* A version of a dataset that does not exist is refused. */
+  {
+    struct db_dataset_version dv = {.dataset = (char *)"ghost",
+                                    .version = (char *)VA};
+
+    assert_int_equal(db_dataset_version_put(fx->db, &dv, NULL, &e),
+                     ERR_NOT_FOUND);
+    assert_string_equal(e.msg, "dataset 'ghost' not found");
+  }
+}
+
+struct text {
+  char text[512];
+};
+
+static int
+version_name_cb(const struct db_dataset_version *v, void *arg)
+{
+  struct text *n = arg;
+  size_t used = strlen(n->text);
+
+  snprintf(n->text + used, sizeof(n->text) - used, "%.4s ", v->version);
+  return 0;
+}
+
+static int
+replica_name_cb(const struct db_replica *r, void *arg)
+{
+  struct text *n = arg;
+  size_t used = strlen(n->text);
+
+  snprintf(n->text + used, sizeof(n->text) - used, "%.4s@%s:%s ",
+           r->version, r->site, db_replica_state_name(r->state));
+  return 0;
+}
+
+static int
+transfer_name_cb(const struct db_transfer *t, void *arg)
+{
+  struct text *n = arg;
+  size_t used = strlen(n->text);
+
+  snprintf(n->text + used, sizeof(n->text) - used, "%lld:%s:%lld ",
+           (long long)t->id, t->state, (long long)t->bytes_wire);
+  return 0;
+}
+
+static struct db_replica
+replica(const char *v, const char *site, enum db_replica_state st)
+{
+  struct db_replica r = {.dataset = (char *)"c4", .version = (char *)v,
+                         .site = (char *)site, .state = st,
+                         .updated_ms = 1};
+
+  return r;
+}
+
+static void
+test_replicas_put_get_list_and_active_list(void **state)
+{
+  struct fx *fx = *state;
+  struct db_replica r;
+  struct db_replica got;
+  struct text n = {""};
+  struct err e = {0};
+  struct buf plan;
+
+  add_dataset(fx->db, "c4");
+  put_version(fx->db, "c4", VA, 100, NULL);
+  put_version(fx->db, "c4", VB, 200, NULL);
+  assert_int_equal(db_dataset_version_list(fx->db, "c4", version_name_cb,
+                                           &n, &e),
+                   0);
+  assert_string_equal(n.text, "bbbb aaaa ");
+
+  r = replica(VA, "src", DB_REPLICA_COMPLETE);
+  r.path = (char *)"/data/c4";
+  r.bytes_total = r.bytes_done = 100;
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  r = replica(VA, "aws", DB_REPLICA_PENDING);
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  r = replica(VB, "gcp", DB_REPLICA_SYNCING);
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  r = replica(VB, "azure", DB_REPLICA_FAILED);
+  r.error = (char *)"disk full";
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+
+  /* The put replaces a row: progress on the pending one. */
+  r = replica(VA, "aws", DB_REPLICA_SYNCING);
+  r.bytes_total = 100;
+  r.bytes_done = 40;
+  r.bytes_wire = 12;
+  r.bytes_saved = 60;
+  r.files_total = 2;
+  r.files_done = 1;
+  r.started_ms = 5;
+  r.updated_ms = 6;
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "aws", &got, &e), 0);
+  assert_int_equal(got.state, DB_REPLICA_SYNCING);
+  assert_int_equal(got.bytes_done, 40);
+  assert_int_equal(got.bytes_wire, 12);
+  assert_int_equal(got.bytes_saved, 60);
+  assert_int_equal(got.files_done, 1);
+  assert_int_equal(got.started_ms, 5);
+  assert_null(got.path);
+  db_replica_release(&got);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "src", &got, &e), 0);
+  assert_string_equal(got.path, "/data/c4");
+  db_replica_release(&got);
+  assert_int_equal(db_replica_get(fx->db, "c4", VB, "src", &got, &e),
+                   ERR_NOT_FOUND);
+
+  assert_int_equal(db_replica_list(fx->db, "c4", replica_name_cb, &n, &e),
+                   0);
+  assert_string_equal(n.text, "bbbb aaaa aaaa@aws:syncing "
+                              "aaaa@src:complete bbbb@azure:failed "
+                              "bbbb@gcp:syncing ");
+  n.text[0] = '\0';
+  assert_int_equal(db_replica_list_active(fx->db, replica_name_cb, &n, &e),
+                   0);
+  assert_string_equal(n.text, "aaaa@aws:syncing bbbb@gcp:syncing ");
+
+  /* Only versions that exist may have replicas. */
+  r = replica("cccc", "aws", DB_REPLICA_PENDING);
+  assert_int_equal(db_replica_put(fx->db, &r, &e), ERR_NOT_FOUND);
+  r = replica(VA, "aws", DB_REPLICA_STATE_COUNT);
+  assert_int_equal(db_replica_put(fx->db, &r, &e), ERR_INVALID);
+
+  buf_init(&plan, 1 << 16);
+  assert_int_equal(db__plan_replicas_active(fx->db, &plan, &e), 0);
+  if (strstr(buf_str(&plan), "USING INDEX replicas_active") == NULL)
+    fail_msg("plan:\n%s", buf_str(&plan));
+  buf_release(&plan);
+}
+
+static void
+test_transfers_insert_update_find_running_and_list_newest_first(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct db_transfer t = {.dataset = (char *)"c4", .version = (char *)VA,
+                          .from_site = (char *)"src",
+                          .to_site = (char *)"aws",
+                          .state = (char *)"running", .started_ms = 10};
+  struct db_transfer got;
+  struct text n = {""};
+  struct err e = {0};
+  int64_t first;
+
+  assert_int_equal(db_transfer_insert(fx->db, &t, &e), 0);
+  first = t.id;
+  t.bytes_wire = 500;
+  t.state = (char *)"failed";
+  t.error = (char *)"source gone";
+  t.finished_ms = 20;
+  assert_int_equal(db_transfer_update(fx->db, &t, &e), 0);
+  assert_int_equal(db_transfer_running(fx->db, "c4", VA, "aws", &got, &e),
+                   ERR_NOT_FOUND);
+
+  t.state = (char *)"running";
+  t.bytes_wire = 0;
+  t.error = NULL;
+  t.finished_ms = 0;
+  assert_int_equal(db_transfer_insert(fx->db, &t, &e), 0);
+  assert_true(t.id > first);
+  assert_int_equal(db_transfer_running(fx->db, "c4", VA, "aws", &got, &e),
+                   0);
+  assert_int_equal(got.id, t.id);
+  assert_string_equal(got.from_site, "src");
+  db_transfer_release(&got);
+  assert_int_equal(db_transfer_running(fx->db, "c4", VA, "gcp", &got, &e),
+                   ERR_NOT_FOUND);
+
+  assert_int_equal(db_transfer_list(fx->db, "c4", 10, transfer_name_cb, &n,
+                                    &e),
+                   0);
+  snprintf(n.text + 200, 64, "%lld:running:0 %lld:failed:500 ",
+           (long long)t.id, (long long)first);
+  assert_string_equal(n.text, n.text + 200);
+  n.text[0] = '\0';
+  assert_int_equal(db_transfer_list(fx->db, "c4", 1, transfer_name_cb, &n,
+                                    &e),
+                   0);
+  assert_non_null(strstr(n.text, ":running:"));
+  t.id = 9999;
+  assert_int_equal(db_transfer_update(fx->db, &t, &e), ERR_NOT_FOUND);
+  t.state = (char *)"paused";
+  assert_int_equal(db_transfer_insert(fx->db, &t, &e), ERR_INVALID);
+}
+
 /* ---- query plans ---- */
 
 static void
@@ -1545,6 +2015,13 @@ main(void)
     cmocka_unit_test(test_migrations_with_a_gap_or_a_duplicate_are_refused),
     cmocka_unit_test(
         test_failed_migration_leaves_the_previous_version_intact),
+    cmocka_unit_test(
+        test_migration_3_keeps_jobs_events_placements_and_foreign_keys),
+    cmocka_unit_test(
+        test_migration_leaving_a_dangling_foreign_key_is_rolled_back),
+    cmocka_unit_test_setup_teardown(
+        test_writing_jobs_and_replicas_builds_no_ephemeral_table, setup,
+        teardown),
     cmocka_unit_test_setup_teardown(
         test_job_round_trip_keeps_strings_verbatim, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unset_optional_fields_stay_null,
@@ -1601,6 +2078,16 @@ main(void)
         setup, teardown),
     cmocka_unit_test_setup_teardown(
         test_second_handle_sees_commits_of_the_first, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_datasets_insert_get_list_and_refuse_a_duplicate, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(
+        test_latest_version_is_the_one_published_last, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_replicas_put_get_list_and_active_list, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_transfers_insert_update_find_running_and_list_newest_first,
+        setup, teardown),
     cmocka_unit_test_setup_teardown(test_common_queries_use_an_index, setup,
                                     teardown),
   };

@@ -731,7 +731,7 @@ test_env_object_overrides_an_export_value(void **state)
 }
 
 static void
-test_dataset_must_be_name_at_version(void **state)
+test_dataset_must_be_name_or_name_at_version(void **state)
 {
   struct job_spec s;
 
@@ -741,8 +741,14 @@ test_dataset_must_be_name_at_version(void **state)
   jobspec_release(&s);
   expect_valid("{\"command\":[\"x\"],\"dataset\":\"imagenet@latest\"}", &s);
   jobspec_release(&s);
-  expect_invalid("{\"command\":[\"x\"],\"dataset\":\"imagenet\"}",
-                 "field 'dataset': must be NAME@VERSION");
+  /* A bare name is its latest version, resolved by the broker. */
+  expect_valid("{\"command\":[\"x\"],\"dataset\":\"imagenet\"}", &s);
+  assert_string_equal(s.dataset, "imagenet");
+  jobspec_release(&s);
+  expect_invalid("{\"command\":[\"x\"],\"dataset\":\".imagenet\"}",
+                 "field 'dataset': must be NAME or NAME@VERSION");
+  expect_invalid("{\"command\":[\"x\"],\"dataset\":\"a/b\"}",
+                 "field 'dataset'");
   expect_invalid("{\"command\":[\"x\"],\"dataset\":\"@v1\"}",
                  "field 'dataset'");
   expect_invalid("{\"command\":[\"x\"],\"dataset\":\"a@\"}",
@@ -938,6 +944,7 @@ test_job_state_names_round_trip(void **state)
   }
   assert_string_equal(job_state_name(JOB_QUEUED), "queued");
   assert_string_equal(job_state_name(JOB_CANCELLED), "cancelled");
+  assert_string_equal(job_state_name(JOB_STAGING), "staging");
   assert_string_equal(job_state_name(JOB_STATE_COUNT), "unknown");
   assert_int_equal(job_state_parse("Queued", &st), ERR_INVALID);
   assert_int_equal(job_state_parse("", &st), ERR_INVALID);
@@ -951,6 +958,7 @@ test_only_ended_states_are_final(void **state)
   assert_false(job_state_is_final(JOB_PLACED));
   assert_false(job_state_is_final(JOB_SUBMITTED));
   assert_false(job_state_is_final(JOB_RUNNING));
+  assert_false(job_state_is_final(JOB_STAGING));
   assert_true(job_state_is_final(JOB_SUCCEEDED));
   assert_true(job_state_is_final(JOB_FAILED));
   assert_true(job_state_is_final(JOB_CANCELLED));
@@ -1046,7 +1054,7 @@ main(void)
     cmocka_unit_test(test_export_forms_set_mode_names_and_env),
     cmocka_unit_test(test_bad_export_strings_are_rejected),
     cmocka_unit_test(test_env_object_overrides_an_export_value),
-    cmocka_unit_test(test_dataset_must_be_name_at_version),
+    cmocka_unit_test(test_dataset_must_be_name_or_name_at_version),
     cmocka_unit_test(test_paths_are_limited_and_free_of_control_characters),
     cmocka_unit_test(test_sbatch_extra_entries_are_limited),
     cmocka_unit_test(test_json_fields_override_script_directives),
