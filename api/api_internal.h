@@ -90,6 +90,11 @@ void api__workloads_create(struct api_call *call);
 void api__workloads_get(struct api_call *call);
 void api__sites_list(struct api_call *call);
 void api__sites_get(struct api_call *call);
+void api__datasets_create(struct api_call *call);
+void api__datasets_list(struct api_call *call);
+void api__datasets_get(struct api_call *call);
+void api__datasets_publish(struct api_call *call);
+void api__datasets_replicate(struct api_call *call);
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

@@ -26,6 +26,13 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/workloads/{name}", ROLE_VIEWER, 0, api__workloads_get},
     {"GET", "/v1/sites", ROLE_VIEWER, 0, api__sites_list},
     {"GET", "/v1/sites/{name}", ROLE_VIEWER, 0, api__sites_get},
+    {"POST", "/v1/datasets", ROLE_SUBMITTER, 0, api__datasets_create},
+    {"GET", "/v1/datasets", ROLE_VIEWER, 0, api__datasets_list},
+    {"GET", "/v1/datasets/{name}", ROLE_VIEWER, 0, api__datasets_get},
+    {"POST", "/v1/datasets/{name}/versions", ROLE_SUBMITTER, 0,
+     api__datasets_publish},
+    {"POST", "/v1/datasets/{name}/replicas", ROLE_SUBMITTER, 0,
+     api__datasets_replicate},
     {"GET", "/healthz", ROLE_VIEWER, 1, api__healthz},
     {"GET", "/metrics", ROLE_VIEWER, 0, api__metrics},
 };

@@ -5,7 +5,9 @@
  */
 #include <assert.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,9 @@
 #include "util/log.h"
 
 #define DEFAULT_TICK_MS 1000
+#define DEFAULT_STAGE_POLL_MS 500
+/* A token file holds one line; anything longer is not a token. */
+#define TOKEN_FILE_MAX 8192
 
 static int
 valid_site_name(const char *s)
@@ -30,6 +35,98 @@ valid_site_name(const char *s)
       return 0;
   }
   return 1;
+}
+
+/* The token in file path: its first line, trailing blanks dropped. */
+static int
+read_token_file(const char *path, const char *where, char **out,
+                struct err *e)
+{
+  char buf[TOKEN_FILE_MAX + 2];
+  FILE *f = fopen(path, "re");
+  size_t n;
+
+  *out = NULL;
+  if (f == NULL)
+    return err_set(e, ERR_CONFIG, "field '%stoken_file': cannot open "
+                   "'%s': %s", where, path, strerror(errno));
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  if (n > TOKEN_FILE_MAX)
+    return err_set(e, ERR_CONFIG, "field '%stoken_file': '%s' is longer "
+                   "than %d bytes", where, path, TOKEN_FILE_MAX);
+  buf[strcspn(buf, "\r\n")] = '\0';
+  n = strlen(buf);
+  while (n > 0 && isspace((unsigned char)buf[n - 1]))
+    buf[--n] = '\0';
+  if (n == 0)
+    return err_set(e, ERR_CONFIG, "field '%stoken_file': '%s' holds no "
+                   "token", where, path);
+  *out = xstrdup(buf);
+  return 0;
+}
+
+/*
+ * The site's "agent": {"url", "token" | "token_file"} into s (checked
+ * the way the agent client will use them).  ERR_CONFIG naming the field.
+ */
+static int
+site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"url", JX_STRING}, {"token", JX_STRING}, {"token_file", JX_STRING},
+      {NULL, 0}};
+  const char *url = jsonx_str(agent, "url");
+  const char *token = jsonx_str(agent, "token");
+  const char *token_file = jsonx_str(agent, "token_file");
+  struct agentc *check = NULL;
+  char where[48];
+  char *tok = NULL;
+  int rc;
+
+  snprintf(where, sizeof(where), "sites[%zu].agent.", i);
+  if (!json_is_object(agent))
+    return err_set(e, ERR_CONFIG, "field 'sites[%zu].agent' must be an "
+                   "object {\"url\", \"token\" or \"token_file\"}", i);
+  rc = jsonx_check(agent, fields, where, e);
+  if (rc < 0)
+    goto out;
+  if (url == NULL) {
+    rc = err_set(e, ERR_CONFIG, "field '%surl': required (the agent's "
+                 "http:// or https:// URL)", where);
+    goto out;
+  }
+  if ((token == NULL) == (token_file == NULL)) {
+    rc = err_set(e, ERR_CONFIG, "field 'sites[%zu].agent': exactly one of "
+                 "'token' and 'token_file' is required", i);
+    goto out;
+  }
+  if (token_file != NULL) {
+    rc = read_token_file(token_file, where, &tok, e);
+    if (rc < 0)
+      goto out;
+  } else {
+    tok = xstrdup(token);
+  }
+  rc = agentc_new(NULL, url, tok, &check, e);
+  if (rc < 0) {
+    /* The client's message says which of the two is wrong. */
+    err_prefix(e, "field '%s%s'", where,
+               strncmp(e != NULL ? e->msg : "", "agent url", 9) == 0
+                   ? "url"
+                   : token != NULL ? "token" : "token_file");
+    goto out;
+  }
+  s->agent_url = xstrdup(url);
+  s->agent_token = tok;
+  tok = NULL;
+out:
+  agentc_free(check);
+  free(tok);
+  if (rc < 0 && e != NULL)
+    e->code = ERR_CONFIG;
+  return rc < 0 ? ERR_CONFIG : 0;
 }
 
 static int
@@ -48,8 +145,10 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
   json_array_foreach(sites, i, cfg) {
     const char *name = jsonx_str(cfg, "name");
     const char *kind = jsonx_str(cfg, "kind");
+    const json_t *agent = json_object_get(cfg, "agent");
     struct site *s = &b->sites[i];
     struct adapter_env env;
+    json_t *adapter_cfg;
     int rc;
 
     if (!json_is_object(cfg))
@@ -70,6 +169,12 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     s->broker = b;
     s->name = xstrdup(name);
     s->kind = xstrdup(kind);
+    b->nsites++;
+    if (agent != NULL && !json_is_null(agent)) {
+      rc = site_agent(s, agent, i, e);
+      if (rc < 0)
+        return rc;
+    }
     memset(&env, 0, sizeof(env));
     env.loop = b->loop;
     env.site_name = s->name;
@@ -78,8 +183,12 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     env.instance = b->instance;
     env.update = broker__on_update;
     env.update_arg = s;
-    rc = s->ops->open(&env, cfg, &s->ctx, e);
-    b->nsites++;
+    /* The agent is the broker's business: the adapter checks its own
+     * fields strictly and never sees it. */
+    adapter_cfg = json_copy(cfg);
+    json_object_del(adapter_cfg, "agent");
+    rc = s->ops->open(&env, adapter_cfg, &s->ctx, e);
+    json_decref(adapter_cfg);
     if (rc < 0) {
       s->ctx = NULL;
       err_prefix(e, "sites[%zu]", i);
@@ -90,6 +199,47 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     }
   }
   return 0;
+}
+
+/* One http client for every agent, and each agent's client on it. */
+static int
+open_agents(struct broker *b, struct err *e)
+{
+  int any = 0;
+  int rc;
+
+  for (size_t i = 0; i < b->nsites; i++)
+    any |= b->sites[i].agent_url != NULL;
+  if (!any)
+    return 0;
+  rc = http_client_new(b->loop, NULL, &b->agent_http, e);
+  if (rc < 0)
+    return err_prefix(e, "agents");
+  for (size_t i = 0; i < b->nsites; i++) {
+    struct site *s = &b->sites[i];
+
+    if (s->agent_url == NULL)
+      continue;
+    /* Checked by site_agent(): cannot fail now. */
+    rc = agentc_new(b->agent_http, s->agent_url, s->agent_token, &s->agent,
+                    e);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static void
+sites_free(struct broker *b)
+{
+  for (size_t i = 0; i < b->nsites; i++) {
+    free(b->sites[i].name);
+    free(b->sites[i].kind);
+    free(b->sites[i].agent_url);
+    free(b->sites[i].agent_token);
+    agentc_free(b->sites[i].agent);
+  }
+  free(b->sites);
 }
 
 /* Config workloads are upserted at every start: the file is the source
@@ -129,6 +279,8 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   b->state_dir = xstrdup(cfg->state_dir);
   b->self_exe = xstrdup(cfg->self_exe);
   b->tick_ms = cfg->tick_ms > 0 ? cfg->tick_ms : DEFAULT_TICK_MS;
+  b->stage_poll_ms = cfg->stage_poll_ms > 0 ? cfg->stage_poll_ms
+                                            : DEFAULT_STAGE_POLL_MS;
   if (cfg->projects != NULL && !json_is_null(cfg->projects))
     b->projects = json_incref((json_t *)cfg->projects);
   b->policy = placement_policy_find(cfg->placement ? cfg->placement
@@ -150,11 +302,16 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   rc = load_workloads(b, cfg->workloads, e);
   if (rc < 0)
     goto fail;
+  rc = open_agents(b, e);
+  if (rc < 0)
+    goto fail;
   broker__submit_init(b);
   broker__scheduler_init(b);
-  /* flush_check, flush_idle, tick_timer, kick_timer: each close
-   * callback counts one down (sites are added at close). */
-  b->handles_open = 4;
+  broker__stager_init(b);
+  /* flush_check, flush_idle, tick_timer, kick_timer, stage_timer: each
+   * close callback counts one down (sites and the agents' http client
+   * are added at close). */
+  b->handles_open = 5;
   rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
@@ -169,10 +326,11 @@ fail:
   for (size_t i = 0; i < b->nsites; i++) {
     if (b->sites[i].ctx != NULL)
       b->sites[i].ops->close(b->sites[i].ctx, NULL, NULL);
-    free(b->sites[i].name);
-    free(b->sites[i].kind);
   }
-  free(b->sites);
+  /* Nothing was sent yet: the client closes with nothing to call. */
+  if (b->agent_http != NULL)
+    http_client_close(b->agent_http, NULL, NULL);
+  sites_free(b);
   db_close(b->db);
   json_decref(b->projects);
   free(b->state_dir);
@@ -188,11 +346,8 @@ broker_finish(struct broker *b)
   void (*cb)(void *) = b->close_cb;
   void *arg = b->close_arg;
 
-  for (size_t i = 0; i < b->nsites; i++) {
-    free(b->sites[i].name);
-    free(b->sites[i].kind);
-  }
-  free(b->sites);
+  broker__stager_free(b);
+  sites_free(b);
   db_close(b->db);
   json_decref(b->projects);
   free(b->state_dir);
@@ -229,10 +384,18 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
 {
   assert(b->tag == BROKER_TAG);
   broker__submit_flush(b);
+  broker__publish_flush(b);
   b->closing = 1;
   b->close_cb = cb;
   b->close_arg = arg;
   b->handles_open += (int)b->nsites;
+  /* Requests in flight to agents call back (ERR_UNAVAILABLE, ignored
+   * while closing) before the client's close callback runs. */
+  if (b->agent_http != NULL) {
+    b->handles_open++;
+    http_client_close(b->agent_http, site_closed_cb, b);
+    b->agent_http = NULL;
+  }
   for (size_t i = 0; i < b->nsites; i++) {
     void *ctx = b->sites[i].ctx;
 
@@ -243,6 +406,7 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
   uv_close((uv_handle_t *)&b->flush_idle, handle_closed_cb);
   uv_close((uv_handle_t *)&b->tick_timer, handle_closed_cb);
   uv_close((uv_handle_t *)&b->kick_timer, handle_closed_cb);
+  uv_close((uv_handle_t *)&b->stage_timer, handle_closed_cb);
 }
 
 struct db *
@@ -319,8 +483,10 @@ site_json(struct site *s, const int64_t *counts)
   json_object_set_new(jobs, "cancelled",
                       json_integer(counts[JOB_CANCELLED]));
   json_object_set_new(jobs, "lost", json_integer(counts[JOB_LOST]));
+  /* Placed here, waiting for a dataset to arrive (holding no GPUs). */
+  json_object_set_new(jobs, "staging", json_integer(counts[JOB_STAGING]));
   return json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:o, s:I, s:I, "
-                   "s:I, s:o}",
+                   "s:I, s:o, s:s?}",
                    "name", s->name, "kind", s->kind, "reachable",
                    cap.reachable, "detail", cap.detail, "nodes",
                    (json_int_t)cap.nodes, "nodes_down",
@@ -328,7 +494,7 @@ site_json(struct site *s, const int64_t *counts)
                    (json_int_t)cap.max_jobs, "gpus", gpus, "gpus_total",
                    (json_int_t)total, "gpus_in_use", (json_int_t)in_use,
                    "gpus_pending", (json_int_t)cap.gpus_pending, "jobs",
-                   jobs);
+                   jobs, "agent", s->agent_url);
 }
 
 json_t *

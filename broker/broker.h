@@ -35,6 +35,8 @@ struct broker_config {
   const json_t *projects;   /* array of allowed project names, or NULL for
                                any well-formed name */
   int64_t tick_ms;          /* scheduler period; 0 = 1000 */
+  int64_t stage_poll_ms;    /* how often the stager asks the agents how
+                               their pulls go; 0 = 500 */
 };
 
 /*
@@ -53,9 +55,10 @@ int broker_new(uv_loop_t *loop, const struct broker_config *cfg,
 void broker_close(struct broker *b, void (*cb)(void *arg), void *arg);
 
 /*
- * Commit the pending submissions now and answer them.  The daemon calls
- * it at shutdown, before the HTTP server closes, so that no submission is
- * answered after its request is gone.
+ * Commit the pending submissions now and answer them, and answer the
+ * publishes still waiting for an agent (ERR_UNAVAILABLE).  The daemon
+ * calls it at shutdown, before the HTTP server closes, so that no request
+ * is answered after it is gone.
  */
 void broker_flush(struct broker *b);
 
@@ -155,6 +158,59 @@ int broker_workload_get(struct broker *b, const char *name, char **json_out,
                         struct err *e) WARN_UNUSED;
 int broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
                          struct err *e) WARN_UNUSED;
+
+/* ---- datasets (docs/SYNC.md "tenbind REST API") ---- */
+
+/*
+ * Register a dataset from body {"name", "source_site", "path"} (borrowed)
+ * and put its JSON view in *out (new reference).  ERR_INVALID naming the
+ * field for a bad name or path, ERR_UNPROCESSABLE for an unknown site or
+ * a site without an agent, ERR_CONFLICT when the name exists,
+ * ERR_FORBIDDEN below the submitter role.
+ */
+int broker_dataset_register(struct broker *b, const struct principal *p,
+                            const json_t *body, json_t **out, struct err *e)
+    WARN_UNUSED;
+/* {"datasets": [...]}, by name (new reference in *out). */
+int broker_dataset_list(struct broker *b, json_t **out, struct err *e)
+    WARN_UNUSED;
+/* One dataset with its versions, replicas and transfers (new reference
+ * in *out); ERR_NOT_FOUND naming it. */
+int broker_dataset_get(struct broker *b, const char *name, json_t **out,
+                       struct err *e) WARN_UNUSED;
+
+/*
+ * Result of a publish: version (borrowed for the call) is the version's
+ * JSON view; created is 1 when tenbind did not know that version before.
+ * rc < 0 with e set when it failed.
+ */
+typedef void (*broker_publish_cb)(void *arg, int rc, int created,
+                                  const json_t *version,
+                                  const struct err *e);
+/*
+ * Publish dataset name at its source site's agent now and record the
+ * version (and the source site's replica, complete).  On 0, cb is called
+ * exactly once, later, from the loop (at the latest from broker_flush(),
+ * with ERR_UNAVAILABLE).  On a negative return cb is never called:
+ * ERR_NOT_FOUND for an unknown dataset, ERR_UNPROCESSABLE when its site
+ * has no agent any more, ERR_FORBIDDEN below the submitter role.  The
+ * agent's own refusals come back as ERR_UNPROCESSABLE (or BAD_STATE for
+ * a publish already running there), its absence as ERR_UNAVAILABLE.
+ */
+int broker_dataset_publish(struct broker *b, const struct principal *p,
+                           const char *name, broker_publish_cb cb, void *arg,
+                           struct err *e) WARN_UNUSED;
+/*
+ * Ask for a replica from body {"site", "version"} ("latest" or absent:
+ * the version published last) and put its JSON view in *out.  A site
+ * that has it complete, or is pulling it, keeps its replica; a failed
+ * one is tried again.  ERR_NOT_FOUND for an unknown dataset,
+ * ERR_UNPROCESSABLE naming the field for an unknown site or version, a
+ * site without an agent, or no version published yet.
+ */
+int broker_dataset_replicate(struct broker *b, const struct principal *p,
+                             const char *name, const json_t *body,
+                             json_t **out, struct err *e) WARN_UNUSED;
 
 /* ---- sites ---- */
 

@@ -7,7 +7,9 @@
 
 #include "adapters/adapter.h"
 #include "broker/broker.h"
+#include "http/client.h"
 #include "policies/placement.h"
+#include "sync/agent_client.h"
 #include "util/jobspec.h"
 
 #define BROKER_TAG 0x7e9b1d00u
@@ -23,7 +25,13 @@ struct site {
   void *ctx;                      /* the adapter's, NULL once closed */
   int64_t waiting;                /* queued jobs that wait for this site,
                                      as of the last scheduler pass */
+  char *agent_url;                /* the site's tenbin-agent, or NULL */
+  char *agent_token;
+  struct agentc *agent;           /* its client, NULL without an agent */
 };
+
+struct stage;
+struct publish_op;
 
 /* A validated submission waiting for the next group commit. */
 struct pending_submit {
@@ -63,6 +71,15 @@ struct broker {
   uv_timer_t kick_timer;          /* scheduler pass soon, coalesced */
   int64_t tick_ms;
   int kick_pending;
+
+  /* datasets: one http client for every site's agent (NULL when no
+   * site has one), the stager's round timer and its work, publishes
+   * waiting for their agent */
+  struct http_client *agent_http;
+  uv_timer_t stage_timer;
+  int64_t stage_poll_ms;
+  struct stage *stages;
+  struct publish_op *publishes;
 
   int closing;
   int handles_open;
@@ -119,6 +136,58 @@ void broker__placement_request(const struct job_spec *spec,
 /* Snapshot of every site for the policy; names borrowed from b. */
 void broker__snapshot(struct broker *b, struct placement_site *out,
                       struct adapter_capacity *caps);
+
+/* ---- datasets.c ---- */
+
+/* Longest dataset name and version id, NUL included. */
+#define BROKER_DS_NAME 65
+#define BROKER_DS_VERSION 65
+
+/*
+ * Split a resolved spec dataset "NAME@VERSION" into name and version;
+ * ERR_INVALID when it is not one (a spec stored before resolution).
+ */
+int broker__dataset_split(const char *ds, char *name, char *version,
+                          struct err *e) WARN_UNUSED;
+/*
+ * Resolve spec->dataset ("NAME", "NAME@latest", "NAME@VERSION") to
+ * "NAME@VERSION" in place.  ERR_UNPROCESSABLE naming the field for an
+ * unknown dataset or version, or a dataset with no version yet.
+ */
+int broker__dataset_resolve(struct broker *b, struct job_spec *spec,
+                            struct err *e) WARN_UNUSED;
+/*
+ * Make sure site has, or is getting, version of dataset name: a replica
+ * row is created pending when there is none, and a failed one is asked
+ * for again when retry_failed.  out (may be NULL) gets the row as it is
+ * then.  ERR_UNPROCESSABLE when the site has no agent to pull with.
+ * Writes inside the caller's transaction, if any.
+ */
+int broker__replica_want(struct broker *b, const char *name,
+                         const char *version, const char *site,
+                         int retry_failed, struct db_replica *out,
+                         struct err *e) WARN_UNUSED;
+/*
+ * For a job j placed at a site: add TENBIN_DATASET_DIR (the replica's
+ * directory there) and TENBIN_DATASET (NAME@VERSION) to spec's env when
+ * spec names a dataset.  ERR_BAD_STATE when the replica is not complete.
+ */
+int broker__dataset_env(struct broker *b, const struct db_job *j,
+                        struct job_spec *spec, struct err *e) WARN_UNUSED;
+/* Answer every publish still waiting for its agent with ERR_UNAVAILABLE
+ * (shutdown: their HTTP requests are about to go away). */
+void broker__publish_flush(struct broker *b);
+
+/* ---- stager.c ---- */
+
+/* Start the stager's rounds; the first one resumes every pending and
+ * syncing replica (a restart re-PUTs their pulls). */
+void broker__stager_init(struct broker *b);
+/* A round soon (a replica was asked for). */
+void broker__stager_kick(struct broker *b);
+/* Free the stager's state; only once nothing of it is in flight (from
+ * broker_finish). */
+void broker__stager_free(struct broker *b);
 
 /* ---- catalog.c ---- */
 

@@ -2,12 +2,16 @@
  * The job state machine and the read/cancel/release side of jobs.
  *
  *   queued -> placed -> submitted -> running -> succeeded | failed |
- *                                               cancelled | lost
+ *      \        ^                               cancelled | lost
+ *       staging-/
  *
- * Any non-final state may also end (a site can report a final state at
- * any point, cancel can strike early) or go back to queued (a site
- * refused the job, or recovery found it never started).  Final states are
- * final.  Every transition writes the row and appends a job_events row.
+ * A job whose dataset is missing at the site chosen for it waits in
+ * staging (holding no GPUs) and is placed at that site once the replica
+ * is complete.  Any non-final state may also end (a site can report a
+ * final state at any point, cancel can strike early, a replica can fail)
+ * or go back to queued (a site refused the job, or recovery found it
+ * never started).  Final states are final.  Every transition writes the
+ * row and appends a job_events row.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,11 @@ broker__transition_ok(enum job_state from, enum job_state to)
     return 0;
   if (job_state_is_final(to) || to == JOB_QUEUED)
     return 1;
+  /* Staging sits between queued and placed (its enum value is last). */
+  if (to == JOB_STAGING)
+    return from == JOB_QUEUED;
+  if (from == JOB_STAGING)
+    return to == JOB_PLACED;
   /* forward only: placed < submitted < running */
   return to > from;
 }
@@ -184,6 +193,10 @@ broker__adapter_call(const struct db_job *j,
 
   jobspec_init(&spec);
   rc = adapter_job_of(j, &spec, &aj, e);
+  /* The replica the job reads, for the site to pass on; a job the site
+   * knows already (cancel, adopt) does without. */
+  if (rc == 0 && fn == site->ops->submit)
+    rc = broker__dataset_env(site->broker, j, &spec, e);
   if (rc == 0)
     rc = fn(site->ctx, &aj, e);
   jobspec_release(&spec);
@@ -209,7 +222,10 @@ broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
     return err_set(e, ERR_BAD_STATE, "job %lld already %s", (long long)id,
                    job_state_name(out->state));
   site = broker__site(b, out->site);
-  if (out->state == JOB_QUEUED || site == NULL) {
+  /* A staging job is at no site yet: nothing there to stop.  Its
+   * replica goes on (other jobs may want it). */
+  if (out->state == JOB_QUEUED || out->state == JOB_STAGING ||
+      site == NULL) {
     snprintf(detail, sizeof(detail), "cancelled by %s", p->name);
     return broker__transition_tx(b, out, JOB_CANCELLED, detail, 0, e);
   }

@@ -8,6 +8,17 @@
  * them, so a crash between the commit and the launch leaves a job that
  * recovery hands to adopt(): the adapter's tag decides whether it ran.
  *
+ * A job that names a dataset goes where the version is complete when
+ * the policy gives a choice (among the sites it would run on now, or
+ * else among those it waits for); when none of those has it, the job
+ * goes `staging` at the policy's pick (a site with an agent), the site's
+ * agent is asked to pull the version, and the job holds no GPUs
+ * meanwhile: staging overlaps the transfer with the wait for capacity.
+ * Each pass then looks at the staging jobs first: once the replica is
+ * complete the job is placed at that same site as soon as it fits there
+ * (it may wait there, still staging, for GPUs); a failed replica fails
+ * the job with the agent's error.
+ *
  * NEEDSWORK: first fit lets small jobs pass a large one that waits
  * (backfill without reservations); the cost-aware policy of a later issue
  * should reserve capacity for the head of the queue.  And a pass looks at
@@ -25,6 +36,8 @@
 
 /* Jobs looked at per pass: bounds the work of one loop turn. */
 #define SCHEDULE_BATCH 256
+/* Staging jobs looked at per pass (each costs one replica lookup). */
+#define STAGING_BATCH 1000
 
 void
 broker__placement_request(const struct job_spec *spec,
@@ -176,6 +189,239 @@ spec_of(const struct db_job *j, struct job_spec *spec, struct err *e)
   return rc;
 }
 
+/* Record why j waits, but only when that changes: a waiting job is
+ * looked at every pass and its history would be noise. */
+static int
+set_reason(struct broker *b, struct db_job *j, const char *reason,
+           struct err *e)
+{
+  if (j->reason != NULL && strcmp(j->reason, reason) == 0)
+    return 0;
+  free(j->reason);
+  j->reason = xstrdup(reason);
+  j->updated_ms = time_now_ms();
+  return db_job_update(b->db, j, e);
+}
+
+static int
+snap_index(const struct placement_site *snap, size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(snap[i].name, name) == 0)
+      return (int)i;
+  }
+  return -1;
+}
+
+static int
+replica_complete(struct broker *b, const char *name, const char *version,
+                 const char *site)
+{
+  struct db_replica r;
+  int ok = db_replica_get(b->db, name, version, site, &r, NULL) == 0 &&
+           r.state == DB_REPLICA_COMPLETE;
+
+  db_replica_release(&r);
+  return ok;
+}
+
+/* Store the decision for j: verdict and site, every candidate's say. */
+static int
+record_decision(struct broker *b, const struct db_job *j,
+                const struct placement_decision *d, const char *verdict,
+                const char *site, struct err *e)
+{
+  json_t *cands = candidates_json(d);
+  char *text = jsonx_dump(cands);
+  int rc = db_placement_put(b->db, j->id, time_now_ms(), verdict, site,
+                            text, e);
+
+  free(text);
+  json_decref(cands);
+  return rc;
+}
+
+/* Place j at snap[i] now (the caller dispatches it after the commit). */
+static int
+place_at(struct broker *b, struct db_job *j, const struct job_spec *spec,
+         const struct placement_decision *d, struct placement_site *snap,
+         int i, const char *reason, struct err *e)
+{
+  int rc = record_decision(b, j, d, "now", snap[i].name, e);
+
+  if (rc < 0)
+    return rc;
+  free(j->site);
+  j->site = xstrdup(snap[i].name);
+  rc = broker__transition(b, j, JOB_PLACED, reason, 0, e);
+  if (rc < 0)
+    return rc;
+  snapshot_reserve(&snap[i], spec);
+  return 1;
+}
+
+/*
+ * Decide for a queued job with a dataset, given the policy's decision d
+ * (NOW or WAIT).  Returns 1 when placed, 0 otherwise.
+ */
+static int
+decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
+            struct placement_site *snap, struct placement_decision *d,
+            struct err *e)
+{
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  char reason[PLACEMENT_REASON_LEN + 160];
+  struct db_dataset_version v = {0};
+  struct site *s;
+  int target = -1;
+  int have = 0;
+  int rc;
+
+  rc = broker__dataset_split(spec->dataset, name, version, e);
+  /* A spec stored before datasets were resolved at submit, or naming a
+   * version that is gone, can never be staged: say so once. */
+  if (rc == 0)
+    rc = db_dataset_version_get(b->db, name, version, &v, e);
+  db_dataset_version_release(&v);
+  if (rc == ERR_NOT_FOUND || rc == ERR_INVALID)
+    return broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
+  if (rc < 0)
+    return rc;
+  /* Among the sites of the policy's verdict, in its order: the first
+   * that has the data, else the first that can get it. */
+  for (size_t k = 0; k < d->ncandidates; k++) {
+    const struct placement_candidate *c = &d->candidates[k];
+    int i = snap_index(snap, b->nsites, c->site);
+
+    if (c->verdict != d->verdict || i < 0)
+      continue;
+    if (replica_complete(b, name, version, c->site)) {
+      target = i;
+      have = 1;
+      break;
+    }
+    s = broker__site(b, c->site);
+    if (target < 0 && s != NULL && s->agent != NULL)
+      target = i;
+  }
+  if (target < 0) {
+    snprintf(reason, sizeof(reason), "no site the job fits can receive "
+             "dataset %s (none of them has an agent)", name);
+    return set_reason(b, j, reason, e);
+  }
+  if (have && d->verdict == PLACEMENT_NOW) {
+    if (target == d->site)
+      return place_at(b, j, spec, d, snap, target, d->reason, e);
+    snprintf(reason, sizeof(reason), "site '%s' has dataset %s@%.12s",
+             snap[target].name, name, version);
+    return place_at(b, j, spec, d, snap, target, reason, e);
+  }
+  s = broker__site(b, snap[target].name);
+  if (have) {
+    s->waiting++;
+    return set_reason(b, j, d->reason, e);
+  }
+  /* Stage: ask for the replica, hold no capacity. */
+  rc = broker__replica_want(b, name, version, snap[target].name, 1, NULL,
+                            e);
+  if (rc < 0)
+    return rc;
+  rc = record_decision(b, j, d, d->verdict == PLACEMENT_NOW ? "now" : "wait",
+                       snap[target].name, e);
+  if (rc < 0)
+    return rc;
+  free(j->site);
+  j->site = xstrdup(snap[target].name);
+  snprintf(reason, sizeof(reason), "waiting for dataset %s@%s at site '%s'",
+           name, version, snap[target].name);
+  rc = broker__transition(b, j, JOB_STAGING, reason, 0, e);
+  return rc < 0 ? rc : 0;
+}
+
+/*
+ * Decide for one staging job inside the pass's transaction: placed at
+ * its site once the replica is complete and the job fits there now
+ * (returns 1), failed with the replica, else left as it is (0).
+ */
+static int
+decide_staged(struct broker *b, struct db_job *j,
+              struct placement_site *snap, struct err *e)
+{
+  struct placement_request req;
+  struct placement_decision d;
+  struct job_spec spec;
+  struct db_replica r;
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  char reason[ERR_MSG_SIZE + 2 * BROKER_DS_NAME + 160];
+  int i;
+  int rc;
+
+  jobspec_init(&spec);
+  memset(&r, 0, sizeof(r));
+  rc = spec_of(j, &spec, e);
+  if (rc == 0)
+    rc = broker__dataset_split(spec.dataset, name, version, e);
+  if (rc < 0) {
+    rc = broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
+    goto out;
+  }
+  rc = db_replica_get(b->db, name, version, j->site, &r, e);
+  if (rc == ERR_NOT_FOUND) {
+    /* Gone from under the job (cannot happen today): ask again. */
+    rc = broker__replica_want(b, name, version, j->site, 1, &r, e);
+    if (rc == ERR_UNPROCESSABLE) {
+      snprintf(reason, sizeof(reason), "dataset %s@%s at %s: %s", name,
+               version, j->site, err_msg(e));
+      rc = broker__transition(b, j, JOB_FAILED, reason, 0, e);
+      goto out;
+    }
+  }
+  if (rc < 0)
+    goto out;
+  switch (r.state) {
+  case DB_REPLICA_PENDING:
+  case DB_REPLICA_SYNCING:
+  case DB_REPLICA_STATE_COUNT:
+    break;
+  case DB_REPLICA_FAILED:
+    snprintf(reason, sizeof(reason), "dataset %s@%s at %s: %s", name,
+             version, j->site, r.error != NULL ? r.error : "failed");
+    rc = broker__transition(b, j, JOB_FAILED, reason, 0, e);
+    break;
+  case DB_REPLICA_COMPLETE:
+    i = snap_index(snap, b->nsites, j->site);
+    if (i < 0) {
+      snprintf(reason, sizeof(reason), "site '%s' is no longer configured",
+               j->site);
+      rc = broker__transition(b, j, JOB_FAILED, reason, 0, e);
+      break;
+    }
+    /* Placed again, at the site that has the data now. */
+    broker__placement_request(&spec, &req);
+    req.site = j->site;
+    b->policy->decide(&req, snap, b->nsites, &d);
+    if (d.verdict == PLACEMENT_NOW) {
+      snprintf(reason, sizeof(reason), "dataset %s@%.12s staged; %s", name,
+               version, d.reason);
+      rc = place_at(b, j, &spec, &d, snap, i, reason, e);
+    } else if (d.verdict == PLACEMENT_WAIT) {
+      b->sites[i].waiting++;
+      snprintf(reason, sizeof(reason), "dataset %s@%.12s staged; %s", name,
+               version, d.reason);
+      rc = set_reason(b, j, reason, e);
+    } else {
+      rc = broker__transition(b, j, JOB_FAILED, d.reason, 0, e);
+    }
+    break;
+  }
+out:
+  db_replica_release(&r);
+  jobspec_release(&spec);
+  return rc;
+}
+
 /*
  * Decide for one queued job inside the pass's transaction.  Returns 1 when
  * the job was placed (and should be dispatched), 0 otherwise.
@@ -200,6 +446,12 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
   }
   broker__placement_request(&spec, &req);
   b->policy->decide(&req, snap, b->nsites, &d);
+  if (spec.dataset != NULL && d.verdict != PLACEMENT_NEVER) {
+    rc = decide_data(b, j, &spec, snap, &d, e);
+    if (rc > 0)
+      placed = 1;
+    goto out;
+  }
   switch (d.verdict) {
   case PLACEMENT_NOW:
     cands = candidates_json(&d);
@@ -226,14 +478,7 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
         break;
       }
     }
-    /* Record why it waits, but only when that changes: a waiting job is
-     * looked at every pass and its history would be noise. */
-    if (j->reason == NULL || strcmp(j->reason, d.reason) != 0) {
-      free(j->reason);
-      j->reason = xstrdup(d.reason);
-      j->updated_ms = time_now_ms();
-      rc = db_job_update(b->db, j, e);
-    }
+    rc = set_reason(b, j, d.reason, e);
     break;
   case PLACEMENT_NEVER:
     /* Possible when the configuration changed since submission. */
@@ -278,30 +523,62 @@ dispatch_one(struct broker *b, struct db_job *j)
     log_error("job %lld: %s", (long long)j->id, err_msg(&e));
 }
 
+/* Staging jobs come newest first from the list: keep them oldest
+ * first, as the queue is. */
+static void
+reverse(struct job_list *l)
+{
+  for (size_t i = 0; i < l->n / 2; i++) {
+    struct db_job t = l->rows[i];
+
+    l->rows[i] = l->rows[l->n - 1 - i];
+    l->rows[l->n - 1 - i] = t;
+  }
+}
+
 static void
 schedule(struct broker *b)
 {
   struct placement_site snap[PLACEMENT_MAX_SITES];
   struct adapter_capacity caps[PLACEMENT_MAX_SITES];
+  struct db_job_filter staging_filter = {.state = "staging",
+                                         .limit = STAGING_BATCH};
+  struct job_list st = {0};
   struct job_list l = {0};
   struct err e = {0};
   char *placed = NULL;
+  char *st_placed = NULL;
   int rc;
 
   if (b->closing)
     return;
+  rc = db_job_list(b->db, &staging_filter, collect_cb, &st, &e);
+  if (rc < 0)
+    goto fail;
+  reverse(&st);
   rc = db_job_list_runnable(b->db, SCHEDULE_BATCH, collect_cb, &l, &e);
   if (rc < 0)
     goto fail;
   for (size_t i = 0; i < b->nsites; i++)
     b->sites[i].waiting = 0;
-  if (l.n == 0)
+  if (l.n == 0 && st.n == 0)
     goto out;
   broker__snapshot(b, snap, caps);
-  placed = xcalloc(l.n, 1);
+  placed = xcalloc(l.n + 1, 1);
+  st_placed = xcalloc(st.n + 1, 1);
   rc = db_begin(b->db, &e);
   if (rc < 0)
     goto fail;
+  /* Staged jobs first: they were placed once already, before anything
+   * still queued. */
+  for (size_t i = 0; i < st.n; i++) {
+    rc = decide_staged(b, &st.rows[i], snap, &e);
+    if (rc < 0) {
+      db_rollback(b->db);
+      goto fail;
+    }
+    st_placed[i] = (char)rc;
+  }
   for (size_t i = 0; i < l.n; i++) {
     rc = decide_one(b, &l.rows[i], snap, &e);
     if (rc < 0) {
@@ -315,6 +592,10 @@ schedule(struct broker *b)
     db_rollback(b->db);
     goto fail;
   }
+  for (size_t i = 0; i < st.n; i++) {
+    if (st_placed[i])
+      dispatch_one(b, &st.rows[i]);
+  }
   for (size_t i = 0; i < l.n; i++) {
     if (placed[i])
       dispatch_one(b, &l.rows[i]);
@@ -325,7 +606,9 @@ fail:
   log_error("scheduler pass failed: %s", err_msg(&e));
 out:
   free(placed);
+  free(st_placed);
   job_list_release(&l);
+  job_list_release(&st);
 }
 
 static void
@@ -472,7 +755,9 @@ broker__on_update(void *arg, const struct adapter_update *u, size_t n)
 static int
 collect_placed_cb(const struct db_job *j, void *arg)
 {
-  if (j->state == JOB_QUEUED)
+  /* Staging jobs are at no site yet: the next pass looks at them, and
+   * the stager resumes their replicas. */
+  if (j->state == JOB_QUEUED || j->state == JOB_STAGING)
     return 0;
   return collect_cb(j, arg);
 }

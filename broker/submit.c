@@ -87,6 +87,33 @@ check_feasible(struct broker *b, const struct job_spec *spec, struct err *e)
   return 0;
 }
 
+/* 422 when a job pinned to a site names a dataset that site can neither
+ * hold already nor receive (it has no agent). */
+static int
+check_dataset_site(struct broker *b, const struct job_spec *spec,
+                   struct err *e)
+{
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  struct db_replica r;
+  struct site *s = broker__site(b, spec->site);
+  int have;
+  int rc;
+
+  if (spec->dataset == NULL || s == NULL || s->agent != NULL)
+    return 0;
+  rc = broker__dataset_split(spec->dataset, name, version, e);
+  if (rc < 0)
+    return rc;
+  have = db_replica_get(b->db, name, version, s->name, &r, NULL) == 0 &&
+         r.state == DB_REPLICA_COMPLETE;
+  db_replica_release(&r);
+  if (!have)
+    return err_set(e, ERR_UNPROCESSABLE, "field 'dataset': site '%s' has "
+                   "no agent to receive dataset %s", s->name, name);
+  return 0;
+}
+
 /* Find an earlier submission with key in the pending batch. */
 static struct pending_submit *
 pending_find(struct broker *b, const char *key)
@@ -228,6 +255,12 @@ broker_submit(struct broker *b, const struct principal *p,
   rc = check_feasible(b, &spec, e);
   if (rc < 0)
     goto out;
+  /* Stored resolved: "latest" means the latest at submit time. */
+  rc = broker__dataset_resolve(b, &spec, e);
+  if (rc == 0)
+    rc = check_dataset_site(b, &spec, e);
+  if (rc < 0)
+    goto out;
 
   specj = jobspec_to_json(&spec);
   ps->row.state = JOB_QUEUED;
@@ -327,4 +360,5 @@ void
 broker_flush(struct broker *b)
 {
   broker__submit_flush(b);
+  broker__publish_flush(b);
 }

@@ -135,8 +135,8 @@ const char cli_dataset_show_usage[] =
     "Show a dataset, its versions (newest first) and its replicas.\n";
 
 static const char *const job_states[] = {
-    "queued",    "placed", "submitted", "running",
-    "succeeded", "failed", "cancelled", "lost",
+    "queued",    "placed", "submitted", "running",   "succeeded",
+    "failed",    "cancelled", "lost",   "staging",
 };
 
 static const char *

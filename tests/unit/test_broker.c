@@ -10,6 +10,12 @@
  * drive the loop until a condition holds; the time guard only turns a
  * hang into a failure and never measures anything.  A job that must still
  * run when the test acts touches 'ready' and waits for a 'go' file.
+ *
+ * Dataset tests give two local sites a tenbin-agent each: a fake one on
+ * http/server.h in this file, on the same loop, that answers publishes
+ * and pulls from the contract (docs/SYNC.md) as the test tells it to.
+ * It tests the broker's side (staging, the stager, the rows); the real
+ * agent is the integration tests' business.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -27,9 +33,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "adapters/local.h"
 #include "broker/broker.h"
 #include "broker/broker_internal.h"
+#include "http/server.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -42,6 +51,25 @@
 /* A job that waits for release: nothing runs. */
 #define HELD "{\"command\": [\"true\"], \"hold\": true}"
 
+/* The fake agent: what it answers, and what it was asked. */
+struct fake_agent {
+  struct http_server *srv;
+  char url[64];
+  const char *version;       /* the id publishes answer */
+  int publish_status;        /* 201 or 200 */
+  const char *publish_error; /* set: publishes are refused 400 with it */
+  int unavailable;           /* set: pulls are answered 503 */
+  int complete_after;        /* status GETs answered running before
+                                complete; 0: never complete */
+  const char *pull_error;    /* set: pulls end failed with it */
+  int known;                 /* a PUT was seen (else GET is 404) */
+  int gets_since_put;
+  int publishes;
+  int puts;
+  int gets;
+  char put_body[1024];
+};
+
 struct fx {
   uv_loop_t loop;
   uv_timer_t wake;  /* wakes the loop to re-check files */
@@ -52,6 +80,9 @@ struct fx {
   struct db *db2;   /* a second handle on the same file, or NULL */
   int closed;
   int turn;         /* uv_run() calls so far */
+  struct fake_agent agent;
+  char *sites;      /* the sites config of open_broker (owned), NULL:
+                       one local site */
 };
 
 static char alpha[] = "alpha";
@@ -78,8 +109,10 @@ parse(const char *text)
 static int
 open_broker(struct fx *f, const char *projects, struct err *e)
 {
-  json_t *sites = parse("[{\"name\": \"local\", \"kind\": \"local\", "
-                        "\"gpus\": {\"h100\": 2}}]");
+  json_t *sites = parse(f->sites != NULL
+                            ? f->sites
+                            : "[{\"name\": \"local\", \"kind\": "
+                              "\"local\", \"gpus\": {\"h100\": 2}}]");
   json_t *proj = projects != NULL ? parse(projects) : NULL;
   struct broker_config cfg = {
       .state_dir = f->dir,
@@ -90,6 +123,7 @@ open_broker(struct fx *f, const char *projects, struct err *e)
       .workloads = NULL,
       .projects = proj,
       .tick_ms = 50,
+      .stage_poll_ms = 20,
   };
   int rc;
 
@@ -170,6 +204,9 @@ teardown(void **state)
 
   close_broker(f);
   db_close(f->db2);
+  if (f->agent.srv != NULL)
+    http_server_close(f->agent.srv, NULL, NULL);
+  free(f->sites);
   uv_close((uv_handle_t *)&f->wake, NULL);
   uv_run(&f->loop, UV_RUN_DEFAULT);
   /* Every handle the broker and its site opened is closed. */
@@ -446,16 +483,18 @@ static void
 test_state_machine_final_is_final_forward_only_but_requeue_and_end(void **state)
 {
   /* allowed[from][to], in enum order: queued placed submitted running
-   * succeeded failed cancelled lost. */
+   * succeeded failed cancelled lost staging.  Staging comes only from
+   * queued and leads only to placed (or back to queued, or an end). */
   static const int allowed[JOB_STATE_COUNT][JOB_STATE_COUNT] = {
-      /* queued    */ {0, 1, 1, 1, 1, 1, 1, 1},
-      /* placed    */ {1, 0, 1, 1, 1, 1, 1, 1},
-      /* submitted */ {1, 0, 0, 1, 1, 1, 1, 1},
-      /* running   */ {1, 0, 0, 0, 1, 1, 1, 1},
-      /* succeeded */ {0, 0, 0, 0, 0, 0, 0, 0},
-      /* failed    */ {0, 0, 0, 0, 0, 0, 0, 0},
-      /* cancelled */ {0, 0, 0, 0, 0, 0, 0, 0},
-      /* lost      */ {0, 0, 0, 0, 0, 0, 0, 0},
+      /* queued    */ {0, 1, 1, 1, 1, 1, 1, 1, 1},
+      /* placed    */ {1, 0, 1, 1, 1, 1, 1, 1, 0},
+      /* submitted */ {1, 0, 0, 1, 1, 1, 1, 1, 0},
+      /* running   */ {1, 0, 0, 0, 1, 1, 1, 1, 0},
+      /* succeeded */ {0, 0, 0, 0, 0, 0, 0, 0, 0},
+      /* failed    */ {0, 0, 0, 0, 0, 0, 0, 0, 0},
+      /* cancelled */ {0, 0, 0, 0, 0, 0, 0, 0, 0},
+      /* lost      */ {0, 0, 0, 0, 0, 0, 0, 0, 0},
+      /* staging   */ {1, 1, 0, 0, 1, 1, 1, 1, 0},
   };
 
   (void)state;
@@ -1393,6 +1432,877 @@ test_sites_and_metrics_describe_the_local_site(void **state)
   buf_release(&out);
 }
 
+/* ---- datasets ---- */
+
+#define V1 "1111111111111111111111111111111111111111111111111111111111111111"
+#define V2 "2222222222222222222222222222222222222222222222222222222222222222"
+#define AGENT_TOKEN "agent-token"
+
+static void
+agent_reply(struct http_request *req, int status, const char *fmt, ...)
+    PRINTF_LIKE(3, 4);
+
+static void
+agent_reply(struct http_request *req, int status, const char *fmt, ...)
+{
+  char *out = xmalloc(2048);
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(out, 2048, fmt, ap);
+  va_end(ap);
+  http_respond(req, status, "application/json", out, strlen(out));
+}
+
+/* docs/SYNC.md "Agent REST API", as much of it as tenbind uses. */
+static void
+on_agent_request(struct http_request *req, void *arg)
+{
+  struct fx *f = arg;
+  struct fake_agent *a = &f->agent;
+  const char *method = http_request_method(req);
+  const char *path = http_request_path(req);
+  const char *auth = http_request_header(req, "Authorization");
+  const char *v = a->version;
+  size_t len;
+  const char *body = http_request_body(req, &len);
+
+  if (auth == NULL || strcmp(auth, "Bearer " AGENT_TOKEN) != 0) {
+    agent_reply(req, 401, "{\"error\":{\"code\":\"UNAUTHORIZED\","
+                "\"message\":\"missing or wrong agent token\"}}");
+    return;
+  }
+  if (strcmp(method, "POST") == 0 && strstr(path, "/versions") != NULL) {
+    a->publishes++;
+    if (a->publish_error != NULL) {
+      agent_reply(req, 400, "{\"error\":{\"code\":\"INVALID\","
+                  "\"message\":\"%s\"}}", a->publish_error);
+      return;
+    }
+    agent_reply(req, a->publish_status, "{\"version\":\"%s\",\"files\":2,"
+                "\"dirs\":1,\"links\":0,\"bytes\":10,\"path\":"
+                "\"%s/src/c4\"}", v, f->dir);
+    return;
+  }
+  if (strstr(path, "/pulls/") == NULL) {
+    agent_reply(req, 404, "{\"error\":{\"code\":\"NOT_FOUND\","
+                "\"message\":\"no route\"}}");
+    return;
+  }
+  v = strstr(path, "/pulls/") + 7;
+  if (strcmp(method, "PUT") == 0) {
+    a->puts++;
+    snprintf(a->put_body, sizeof(a->put_body), "%.*s", (int)len, body);
+  } else {
+    a->gets++;
+  }
+  if (a->unavailable) {
+    agent_reply(req, 503, "{\"error\":{\"code\":\"UNAVAILABLE\","
+                "\"message\":\"the agent is stopping\"}}");
+    return;
+  }
+  if (strcmp(method, "PUT") == 0) {
+    a->known = 1;
+    a->gets_since_put = 0;
+    agent_reply(req, 202, "{\"state\":\"running\",\"version\":\"%s\","
+                "\"path\":null,\"files_total\":2,\"files_done\":0,"
+                "\"bytes_total\":10,\"bytes_done\":0,\"bytes_wire\":0,"
+                "\"bytes_saved\":0,\"error\":null}", v);
+    return;
+  }
+  if (!a->known) {
+    agent_reply(req, 404, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":"
+                "\"no pull of that version here\"}}");
+    return;
+  }
+  a->gets_since_put++;
+  if (a->pull_error != NULL) {
+    agent_reply(req, 200, "{\"state\":\"failed\",\"version\":\"%s\","
+                "\"path\":null,\"bytes_wire\":5,\"error\":\"%s\"}", v,
+                a->pull_error);
+  } else if (a->complete_after > 0 &&
+             a->gets_since_put >= a->complete_after) {
+    agent_reply(req, 200, "{\"state\":\"complete\",\"version\":\"%s\","
+                "\"path\":\"%s/dst/c4/%s\",\"files_total\":2,"
+                "\"files_done\":2,\"bytes_total\":10,\"bytes_done\":10,"
+                "\"bytes_wire\":7,\"bytes_saved\":3,\"error\":null}", v,
+                f->dir, v);
+  } else {
+    agent_reply(req, 200, "{\"state\":\"running\",\"version\":\"%s\","
+                "\"path\":null,\"files_total\":2,\"files_done\":1,"
+                "\"bytes_total\":10,\"bytes_done\":5,\"bytes_wire\":4,"
+                "\"bytes_saved\":1,\"error\":null}", v);
+  }
+}
+
+/* Start the fake agent and open the broker with two local sites that
+ * use it: "src" (where datasets come from) and "dst"; first is listed
+ * first. */
+static void
+open_with_agents(struct fx *f, const char *first, const char *second)
+{
+  struct http_server_config sc = {
+      .host = "127.0.0.1", .max_body = 1 << 20, .max_connections = 64,
+      .conn_timeout_s = 30, .handler = on_agent_request, .handler_arg = f};
+  struct err e = {0};
+  char sites[1024];
+
+  close_broker(f);
+  if (f->agent.srv == NULL) {
+    if (http_server_start(&f->loop, &sc, &f->agent.srv, &e) < 0)
+      fail_msg("fake agent: %s", e.msg);
+    snprintf(f->agent.url, sizeof(f->agent.url), "http://127.0.0.1:%u",
+             (unsigned)http_server_port(f->agent.srv));
+    f->agent.version = V1;
+    f->agent.publish_status = 201;
+    f->agent.complete_after = 2;
+  }
+  snprintf(sites, sizeof(sites),
+           "[{\"name\": \"%s\", \"kind\": \"local\", \"gpus\": {\"h100\": "
+           "2}, \"agent\": {\"url\": \"%s\", \"token\": \"" AGENT_TOKEN
+           "\"}}, {\"name\": \"%s\", \"kind\": \"local\", \"gpus\": "
+           "{\"h100\": 2}, \"agent\": {\"url\": \"%s/\", \"token\": \""
+           AGENT_TOKEN "\"}}]",
+           first, f->agent.url, second, f->agent.url);
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  open_broker_ok(f, NULL);
+}
+
+static void
+register_ok(struct fx *f, const char *name, const char *site)
+{
+  char text[256];
+  json_t *body;
+  json_t *out = NULL;
+  struct err e = {0};
+
+  snprintf(text, sizeof(text), "{\"name\": \"%s\", \"source_site\": "
+           "\"%s\", \"path\": \"sets/%s\"}", name, site, name);
+  body = parse(text);
+  if (broker_dataset_register(f->b, &admin, body, &out, &e) < 0)
+    fail_msg("register '%s': %s", name, e.msg);
+  json_decref(body);
+  json_decref(out);
+}
+
+/* A register that fails: its code, its message in e. */
+static int
+register_refused(struct fx *f, const struct principal *p, const char *text,
+                 struct err *e)
+{
+  json_t *body = parse(text);
+  json_t *out = NULL;
+  int rc = broker_dataset_register(f->b, p, body, &out, e);
+
+  json_decref(body);
+  assert_null(out);
+  assert_true(rc < 0);
+  return rc;
+}
+
+struct published {
+  int calls;
+  int rc;
+  int created;
+  json_t *version;
+  struct err e;
+};
+
+static void
+on_published(void *arg, int rc, int created, const json_t *version,
+             const struct err *e)
+{
+  struct published *p = arg;
+
+  p->calls++;
+  p->rc = rc;
+  p->created = created;
+  json_decref(p->version);
+  p->version = version != NULL ? json_incref((json_t *)version) : NULL;
+  if (e != NULL)
+    p->e = *e;
+}
+
+static int
+published_called(struct fx *f, const void *arg)
+{
+  (void)f;
+  return ((const struct published *)arg)->calls > 0;
+}
+
+/* Publish and wait for the answer into p (p->version is the caller's). */
+static void
+publish(struct fx *f, const char *name, struct published *p)
+{
+  struct err e = {0};
+
+  memset(p, 0, sizeof(*p));
+  if (broker_dataset_publish(f->b, &admin, name, on_published, p, &e) < 0)
+    fail_msg("publish '%s': %s", name, e.msg);
+  assert_int_equal(p->calls, 0);
+  assert_true(run_until(f, published_called, p));
+  assert_int_equal(p->calls, 1);
+}
+
+static void
+publish_ok(struct fx *f, const char *name)
+{
+  struct published p;
+
+  publish(f, name, &p);
+  if (p.rc < 0)
+    fail_msg("publish '%s': %s", name, p.e.msg);
+  json_decref(p.version);
+}
+
+/* GET /v1/datasets/{name} as the broker gives it (new reference). */
+static json_t *
+dataset_view(struct fx *f, const char *name)
+{
+  json_t *out = NULL;
+  struct err e = {0};
+
+  if (broker_dataset_get(f->b, name, &out, &e) < 0)
+    fail_msg("dataset '%s': %s", name, e.msg);
+  return out;
+}
+
+/* The replica of name at site, as in the view (borrowed from v). */
+static json_t *
+replica_at(json_t *v, const char *site)
+{
+  size_t i;
+  json_t *r;
+
+  json_array_foreach(json_object_get(v, "replicas"), i, r) {
+    if (strcmp(json_string_value(json_object_get(r, "site")), site) == 0)
+      return r;
+  }
+  return NULL;
+}
+
+static const char *
+str_of(json_t *o, const char *key)
+{
+  const char *s = json_string_value(json_object_get(o, key));
+
+  return s != NULL ? s : "(null)";
+}
+
+struct want_replica {
+  const char *name;
+  const char *site;
+  const char *state;
+};
+
+static int
+replica_is(struct fx *f, const void *arg)
+{
+  const struct want_replica *w = arg;
+  json_t *v = dataset_view(f, w->name);
+  json_t *r = replica_at(v, w->site);
+  int ok = r != NULL && strcmp(str_of(r, "state"), w->state) == 0;
+
+  json_decref(v);
+  return ok;
+}
+
+static void
+wait_replica(struct fx *f, const char *name, const char *site,
+             const char *state)
+{
+  struct want_replica w = {name, site, state};
+
+  if (!run_until(f, replica_is, &w))
+    fail_msg("replica of '%s' at '%s' never became %s", name, site, state);
+}
+
+static char *
+reason_of(struct fx *f, int64_t id)
+{
+  struct db_job j;
+  struct err e = {0};
+  char *r;
+
+  db_job_init(&j);
+  if (broker_job_get(f->b, &admin, id, &j, &e) < 0)
+    fail_msg("job %lld: %s", (long long)id, e.msg);
+  r = xstrdup(j.reason != NULL ? j.reason : "");
+  db_job_release(&j);
+  return r;
+}
+
+static void
+test_site_agent_config_is_checked_naming_the_field(void **state)
+{
+  static const struct {
+    const char *agent;
+    const char *want;
+  } bad[] = {
+      {"\"http://127.0.0.1:1\"", "'sites[0].agent' must be an object"},
+      {"{\"token\": \"t\"}", "'sites[0].agent.url': required"},
+      {"{\"url\": \"ftp://h\", \"token\": \"t\"}", "'sites[0].agent.url'"},
+      {"{\"url\": \"http://h\"}", "exactly one of 'token' and 'token_file'"},
+      {"{\"url\": \"http://h\", \"token\": \"t\", \"token_file\": \"/x\"}",
+       "exactly one of 'token' and 'token_file'"},
+      {"{\"url\": \"http://h\", \"token\": \"t\", \"tls\": true}",
+       "unknown field 'sites[0].agent.tls'"},
+      {"{\"url\": \"http://h\", \"token\": \"a b\"}",
+       "'sites[0].agent.token'"},
+      {"{\"url\": \"http://h\", \"token_file\": \"/nonexistent/t\"}",
+       "'sites[0].agent.token_file': cannot open '/nonexistent/t'"},
+  };
+  struct fx *f = *state;
+  char text[512];
+  char path[128];
+  struct err e = {0};
+  json_t *site;
+  FILE *fp;
+
+  close_broker(f);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": "
+             "\"local\", \"agent\": %s}]", bad[i].agent);
+    free(f->sites);
+    f->sites = xstrdup(text);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+    assert_null(f->b);
+    if (strstr(e.msg, bad[i].want) == NULL)
+      fail_msg("agent %s: '%s' lacks '%s'", bad[i].agent, e.msg,
+               bad[i].want);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+  }
+  /* An empty token file is refused, one with a token and a newline is
+   * read. */
+  snprintf(path, sizeof(path), "%s/token", f->dir);
+  fp = fopen(path, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": \"local\", "
+           "\"agent\": {\"url\": \"http://127.0.0.1:9\", \"token_file\": "
+           "\"%s\"}}]", path);
+  free(f->sites);
+  f->sites = xstrdup(text);
+  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, "holds no token"));
+  fp = fopen(path, "w");
+  assert_non_null(fp);
+  fputs("s3cret\n", fp);
+  fclose(fp);
+  open_broker_ok(f, NULL);
+  site = broker_site_json(f->b, "local");
+  assert_string_equal(str_of(site, "agent"), "http://127.0.0.1:9");
+  json_decref(site);
+  assert_string_equal(broker__site(f->b, "local")->agent_token, "s3cret");
+}
+
+static void
+test_dataset_register_checks_its_fields_and_refuses_a_duplicate(
+    void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  json_t *out = NULL;
+
+  open_with_agents(f, "src", "dst");
+  free(f->sites);
+  /* A third site without an agent. */
+  f->sites = NULL;
+  close_broker(f);
+  {
+    char sites[1024];
+
+    snprintf(sites, sizeof(sites),
+             "[{\"name\": \"src\", \"kind\": \"local\", \"agent\": {\"url\": "
+             "\"%s\", \"token\": \"" AGENT_TOKEN "\"}}, {\"name\": \"bare\", "
+             "\"kind\": \"local\"}]", f->agent.url);
+    f->sites = xstrdup(sites);
+  }
+  open_broker_ok(f, NULL);
+
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \".x\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"a\"}", &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "field 'name'"));
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"a/../../etc\"}", &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "field 'path'"));
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"/abs\"}", &e),
+                   ERR_INVALID);
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"a\", \"size\": 3}", &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'size'"));
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"mars\", \"path\": "
+                                    "\"a\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'source_site': unknown site 'mars'");
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"bare\", \"path\": "
+                                    "\"a\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_non_null(strstr(e.msg, "site 'bare' has no agent"));
+  assert_int_equal(register_refused(f, &viewer, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"a\"}", &e),
+                   ERR_FORBIDDEN);
+
+  register_ok(f, "c4", "src");
+  assert_int_equal(register_refused(f, &admin, "{\"name\": \"c4\", "
+                                    "\"source_site\": \"src\", \"path\": "
+                                    "\"b\"}", &e),
+                   ERR_CONFLICT);
+  assert_string_equal(e.msg, "dataset 'c4' already exists");
+
+  assert_int_equal(broker_dataset_get(f->b, "nope", &out, &e),
+                   ERR_NOT_FOUND);
+  assert_int_equal(broker_dataset_list(f->b, &out, &e), 0);
+  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 1);
+  assert_string_equal(str_of(json_array_get(json_object_get(out,
+                                                             "datasets"),
+                                            0),
+                             "path"),
+                      "sets/c4");
+  assert_true(json_is_null(json_object_get(
+      json_array_get(json_object_get(out, "datasets"), 0), "latest")));
+  json_decref(out);
+  out = NULL;
+  /* Nothing to replicate yet, nowhere without an agent, nothing unknown. */
+  {
+    json_t *body = parse("{\"site\": \"src\"}");
+
+    assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body,
+                                              &out, &e),
+                     ERR_UNPROCESSABLE);
+    assert_non_null(strstr(e.msg, "no published version"));
+    assert_int_equal(broker_dataset_replicate(f->b, &admin, "zz", body,
+                                              &out, &e),
+                     ERR_NOT_FOUND);
+    json_decref(body);
+  }
+  assert_null(out);
+  assert_int_equal(f->agent.publishes, 0);
+}
+
+static void
+test_publish_records_the_version_and_a_complete_source_replica(
+    void **state)
+{
+  struct fx *f = *state;
+  struct published p;
+  struct err e = {0};
+  char path[256];
+  json_t *v;
+  json_t *r;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish(f, "c4", &p);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(p.created, 1);
+  assert_string_equal(str_of(p.version, "version"), V1);
+  assert_int_equal(json_integer_value(json_object_get(p.version, "bytes")),
+                   10);
+  json_decref(p.version);
+  assert_int_equal(f->agent.publishes, 1);
+
+  v = dataset_view(f, "c4");
+  assert_string_equal(str_of(v, "latest"), V1);
+  assert_int_equal(json_array_size(json_object_get(v, "versions")), 1);
+  r = replica_at(v, "src");
+  assert_non_null(r);
+  assert_string_equal(str_of(r, "state"), "complete");
+  snprintf(path, sizeof(path), "%s/src/c4", f->dir);
+  assert_string_equal(str_of(r, "path"), path);
+  assert_null(replica_at(v, "dst"));
+  json_decref(v);
+
+  /* The same content again: known, not new. */
+  f->agent.publish_status = 200;
+  publish(f, "c4", &p);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(p.created, 0);
+  json_decref(p.version);
+
+  /* What the agent refuses comes back as 422 with its message. */
+  f->agent.publish_error = "field 'path': no such directory";
+  publish(f, "c4", &p);
+  assert_int_equal(p.rc, ERR_UNPROCESSABLE);
+  assert_non_null(strstr(p.e.msg, "no such directory"));
+  assert_non_null(strstr(p.e.msg, "site 'src'"));
+  assert_null(p.version);
+  assert_int_equal(broker_dataset_publish(f->b, &admin, "zz", on_published,
+                                          &p, &e),
+                   ERR_NOT_FOUND);
+  assert_int_equal(broker_dataset_publish(f->b, &viewer, "c4", on_published,
+                                          &p, &e),
+                   ERR_FORBIDDEN);
+}
+
+static void
+test_job_dataset_is_resolved_at_submit_or_refused_naming_the_field(
+    void **state)
+{
+  struct fx *f = *state;
+  struct db_job j;
+  struct err e = {0};
+  int64_t id;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  assert_int_equal(submit_refused(f, &admin, "{\"command\": [\"true\"], "
+                                  "\"dataset\": \"c4\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'dataset': dataset 'c4' has no "
+                             "published version yet");
+  assert_int_equal(submit_refused(f, &admin, "{\"command\": [\"true\"], "
+                                  "\"dataset\": \"zz@latest\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'dataset': unknown dataset 'zz'");
+  publish_ok(f, "c4");
+  assert_int_equal(submit_refused(f, &admin, "{\"command\": [\"true\"], "
+                                  "\"dataset\": \"c4@" V2 "\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_non_null(strstr(e.msg, "field 'dataset': dataset 'c4' has no "
+                                "version"));
+
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"hold\": true, "
+                            "\"dataset\": \"c4\"}");
+  db_job_init(&j);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  assert_non_null(strstr(j.spec_json, "\"dataset\":\"c4@" V1 "\""));
+  db_job_release(&j);
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"hold\": true, "
+                            "\"dataset\": \"c4@" V1 "\"}");
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  assert_non_null(strstr(j.spec_json, "\"dataset\":\"c4@" V1 "\""));
+  db_job_release(&j);
+}
+
+/* Submit a job at site that writes its dataset variables to out. */
+static int64_t
+submit_env_job(struct fx *f, const char *site, const char *out)
+{
+  char body[512];
+
+  snprintf(body, sizeof(body),
+           "{\"command\": [\"/bin/sh\", \"-c\", \"printf '%%s|%%s' "
+           "\\\"$TENBIN_DATASET_DIR\\\" \\\"$TENBIN_DATASET\\\" > %s\"], "
+           "\"dataset\": \"c4\"%s%s%s}",
+           out, site != NULL ? ", \"site\": \"" : "",
+           site != NULL ? site : "", site != NULL ? "\"" : "");
+  return submit_ok(f, &admin, body);
+}
+
+static char *
+slurp(const char *path)
+{
+  char buf[1024];
+  FILE *fp = fopen(path, "r");
+  size_t n;
+
+  assert_non_null(fp);
+  n = fread(buf, 1, sizeof(buf) - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  return xstrdup(buf);
+}
+
+static void
+test_job_at_a_site_without_its_data_stages_then_runs_with_its_dir(
+    void **state)
+{
+  struct fx *f = *state;
+  char out[128];
+  char want[512];
+  char states[256];
+  json_t *v;
+  json_t *r;
+  json_t *t;
+  char *got;
+  int64_t id;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  f->agent.complete_after = 3;
+  snprintf(out, sizeof(out), "%s/env", f->dir);
+  id = submit_env_job(f, "dst", out);
+  wait_state(f, id, JOB_STAGING);
+  got = reason_of(f, id);
+  assert_string_equal(got, "waiting for dataset c4@" V1 " at site 'dst'");
+  free(got);
+  wait_state(f, id, JOB_SUCCEEDED);
+
+  /* The destination's agent was asked to pull from the source's. */
+  assert_true(f->agent.puts >= 1);
+  assert_true(f->agent.gets >= 3);
+  snprintf(want, sizeof(want), "\"url\":\"%s\"", f->agent.url);
+  assert_non_null(strstr(f->agent.put_body, want));
+  assert_non_null(strstr(f->agent.put_body, "\"token\":\"" AGENT_TOKEN));
+  /* The job saw the replica's directory. */
+  got = slurp(out);
+  snprintf(want, sizeof(want), "%s/dst/c4/%s|c4@%s", f->dir, V1, V1);
+  assert_string_equal(got, want);
+  free(got);
+  event_states(f, id, states, sizeof(states));
+  assert_string_equal(states, "queued staging placed submitted running "
+                              "succeeded");
+
+  v = dataset_view(f, "c4");
+  r = replica_at(v, "dst");
+  assert_non_null(r);
+  assert_string_equal(str_of(r, "state"), "complete");
+  snprintf(want, sizeof(want), "%s/dst/c4/%s", f->dir, V1);
+  assert_string_equal(str_of(r, "path"), want);
+  assert_int_equal(json_integer_value(json_object_get(r, "bytes_done")), 10);
+  assert_int_equal(json_integer_value(json_object_get(r, "bytes_wire")), 7);
+  assert_int_equal(json_integer_value(json_object_get(r, "bytes_saved")),
+                   3);
+  assert_true(json_is_null(json_object_get(r, "error")));
+  /* One attempt, with what crossed the network. */
+  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 1);
+  t = json_array_get(json_object_get(v, "transfers"), 0);
+  assert_string_equal(str_of(t, "from_site"), "src");
+  assert_string_equal(str_of(t, "to_site"), "dst");
+  assert_string_equal(str_of(t, "state"), "complete");
+  assert_int_equal(json_integer_value(json_object_get(t, "bytes_wire")), 7);
+  json_decref(v);
+}
+
+static void
+test_job_goes_where_its_data_is_when_the_policy_gives_a_choice(
+    void **state)
+{
+  struct fx *f = *state;
+  char out[128];
+  char want[512];
+  char states[256];
+  struct db_job j;
+  struct err e = {0};
+  char *got;
+  int64_t id;
+
+  /* First fit would take "dst", listed first; only "src" has c4. */
+  open_with_agents(f, "dst", "src");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  snprintf(out, sizeof(out), "%s/env", f->dir);
+  id = submit_env_job(f, NULL, out);
+  wait_state(f, id, JOB_SUCCEEDED);
+  db_job_init(&j);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  assert_string_equal(j.site, "src");
+  db_job_release(&j);
+  event_states(f, id, states, sizeof(states));
+  assert_string_equal(states, "queued placed submitted running succeeded");
+  assert_int_equal(f->agent.puts, 0);
+  got = slurp(out);
+  snprintf(want, sizeof(want), "%s/src/c4|c4@%s", f->dir, V1);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void
+test_failed_replica_fails_the_staging_job_with_the_agents_error(
+    void **state)
+{
+  struct fx *f = *state;
+  struct db_job j;
+  struct err e = {0};
+  json_t *v;
+  json_t *r;
+  size_t i;
+  json_t *t;
+  char *got;
+  int64_t id;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  f->agent.pull_error = "a/b.bin: changed at the source since it was "
+                        "published";
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"site\": \"dst\", "
+                            "\"dataset\": \"c4\"}");
+  wait_state(f, id, JOB_FAILED);
+  got = reason_of(f, id);
+  assert_string_equal(got, "dataset c4@" V1 " at dst: a/b.bin: changed at "
+                           "the source since it was published");
+  free(got);
+  /* Never dispatched. */
+  db_job_init(&j);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  assert_null(j.remote_id);
+  assert_null(j.log_path);
+  db_job_release(&j);
+  /* Each attempt was a new PUT, and is on the books. */
+  assert_int_equal(f->agent.puts, 3);
+  v = dataset_view(f, "c4");
+  r = replica_at(v, "dst");
+  assert_string_equal(str_of(r, "state"), "failed");
+  assert_non_null(strstr(str_of(r, "error"), "changed at the source"));
+  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 3);
+  json_array_foreach(json_object_get(v, "transfers"), i, t) {
+    assert_string_equal(str_of(t, "state"), "failed");
+    assert_int_equal(json_integer_value(json_object_get(t, "bytes_wire")),
+                     5);
+  }
+  json_decref(v);
+
+  /* Asked for again, it is tried again. */
+  f->agent.pull_error = NULL;
+  {
+    json_t *body = parse("{\"site\": \"dst\", \"version\": \"latest\"}");
+    json_t *out = NULL;
+
+    assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body,
+                                              &out, &e),
+                     0);
+    assert_string_equal(str_of(out, "state"), "pending");
+    json_decref(out);
+    json_decref(body);
+  }
+  wait_replica(f, "c4", "dst", "complete");
+}
+
+static void
+test_cancel_of_a_staging_job_is_immediate(void **state)
+{
+  struct fx *f = *state;
+  struct db_job j;
+  struct err e = {0};
+  char states[256];
+  int64_t id;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  f->agent.complete_after = 0;
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"site\": \"dst\", "
+                            "\"dataset\": \"c4\"}");
+  wait_state(f, id, JOB_STAGING);
+  wait_replica(f, "c4", "dst", "syncing");
+  db_job_init(&j);
+  assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
+  assert_int_equal(j.state, JOB_CANCELLED);
+  db_job_release(&j);
+  event_states(f, id, states, sizeof(states));
+  assert_string_equal(states, "queued staging cancelled");
+}
+
+static void
+test_restart_resumes_a_syncing_replica_by_putting_its_pull_again(
+    void **state)
+{
+  struct fx *f = *state;
+  char out[128];
+  int puts;
+  int64_t id;
+  json_t *v;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  f->agent.complete_after = 0;
+  snprintf(out, sizeof(out), "%s/env", f->dir);
+  id = submit_env_job(f, "dst", out);
+  wait_replica(f, "c4", "dst", "syncing");
+  puts = f->agent.puts;
+
+  close_broker(f);
+  f->agent.complete_after = 2;
+  open_broker_ok(f, NULL);
+  assert_int_equal(state_of(f, id), JOB_STAGING);
+  wait_state(f, id, JOB_SUCCEEDED);
+  assert_int_equal(f->agent.puts, puts + 1);
+  /* The attempt left running was carried on, not doubled. */
+  v = dataset_view(f, "c4");
+  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 1);
+  json_decref(v);
+}
+
+static int
+replica_error_has(struct fx *f, const void *arg)
+{
+  json_t *v = dataset_view(f, "c4");
+  json_t *r = replica_at(v, "dst");
+  int ok = r != NULL && strstr(str_of(r, "error"), arg) != NULL;
+
+  json_decref(v);
+  return ok;
+}
+
+static void
+test_unreachable_agent_is_retried_showing_why(void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  json_t *body = parse("{\"site\": \"dst\"}");
+  json_t *out = NULL;
+
+  open_with_agents(f, "src", "dst");
+  register_ok(f, "c4", "src");
+  publish_ok(f, "c4");
+  f->agent.unavailable = 1;
+  assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body, &out,
+                                            &e),
+                   0);
+  json_decref(out);
+  json_decref(body);
+  if (!run_until(f, replica_error_has, "the agent is stopping; trying "
+                                       "again in"))
+    fail_msg("the replica never showed why it waits");
+  assert_true(replica_is(f, &(struct want_replica){"c4", "dst",
+                                                   "pending"}));
+  f->agent.unavailable = 0;
+  wait_replica(f, "c4", "dst", "complete");
+  assert_true(f->agent.puts >= 2);
+}
+
+static void
+test_unresolved_dataset_of_an_older_job_fails_it_not_the_pass(void **state)
+{
+  struct fx *f = *state;
+  json_t *obj = parse("{\"command\": [\"true\"], \"dataset\": \"old@v2.1\"}");
+  struct job_spec spec;
+  struct db_job j;
+  struct err e = {0};
+  json_t *specj;
+  char *got;
+  int64_t other;
+
+  /* What a tenbind from before datasets stored: the name as given. */
+  jobspec_init(&spec);
+  assert_int_equal(jobspec_from_json(&spec, obj, NULL, &e), 0);
+  specj = jobspec_to_json(&spec);
+  db_job_init(&j);
+  j.name = (char *)"old";
+  j.project = (char *)"default";
+  j.spec_json = jsonx_dump(specj);
+  j.created_ms = j.updated_ms = time_now_ms();
+  assert_int_equal(db_job_insert(second_db(f), &j, &e), 0);
+  free(j.spec_json);
+  json_decref(specj);
+  json_decref(obj);
+  jobspec_release(&spec);
+
+  other = submit_ok(f, &admin, "{\"command\": [\"true\"]}");
+  wait_state(f, j.id, JOB_FAILED);
+  got = reason_of(f, j.id);
+  assert_non_null(strstr(got, "'v2.1'"));
+  free(got);
+  wait_state(f, other, JOB_SUCCEEDED);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1431,12 +2341,27 @@ main(int argc, char **argv)
       T(test_recovery_marks_a_job_at_a_site_no_longer_configured_lost),
       T(test_broker_new_with_a_bad_site_names_it_and_leaks_nothing),
       T(test_sites_and_metrics_describe_the_local_site),
+      T(test_site_agent_config_is_checked_naming_the_field),
+      T(test_dataset_register_checks_its_fields_and_refuses_a_duplicate),
+      T(test_publish_records_the_version_and_a_complete_source_replica),
+      T(test_job_dataset_is_resolved_at_submit_or_refused_naming_the_field),
+      T(test_job_at_a_site_without_its_data_stages_then_runs_with_its_dir),
+      T(test_job_goes_where_its_data_is_when_the_policy_gives_a_choice),
+      T(test_failed_replica_fails_the_staging_job_with_the_agents_error),
+      T(test_cancel_of_a_staging_job_is_immediate),
+      T(test_restart_resumes_a_syncing_replica_by_putting_its_pull_again),
+      T(test_unreachable_agent_is_retried_showing_why),
+      T(test_unresolved_dataset_of_an_older_job_fails_it_not_the_pass),
   };
 #undef T
+  int rc;
 
   /* The shim is this binary, as it is tenbind in production. */
   if (argc >= 2 && strcmp(argv[1], "--shim") == 0)
     return adapter_local_shim_main(argc - 2, argv + 2);
   log_set_level(LOG_WARN);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
 }

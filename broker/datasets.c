@@ -1,0 +1,701 @@
+/*
+ * Datasets (docs/SYNC.md "tenbind REST API"): registering a dataset at
+ * its source site, publishing versions through the source site's agent,
+ * asking for replicas at other sites, and the JSON views of all of it.
+ * Also what jobs need: resolving a job's "dataset" at submit and the
+ * environment that points a job at its replica.
+ *
+ * The pulls themselves are the stager's (stager.c); this file only
+ * creates the pending replica rows it works from.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+#define DATASET_PATH_MAX 4096
+/* Transfers shown by GET /v1/datasets/{name}: the newest ones. */
+#define TRANSFERS_SHOWN 100
+
+/* A publish waiting for the source agent's answer. */
+struct publish_op {
+  struct publish_op *next;
+  struct broker *b;
+  char name[BROKER_DS_NAME];
+  char site[BROKER_DS_NAME + 8];
+  broker_publish_cb cb;
+  void *arg;
+  int detached;              /* answered by broker__publish_flush */
+};
+
+/* ---- names, paths, versions ---- */
+
+static int
+valid_path(const char *p)
+{
+  size_t n = strlen(p);
+  const char *c = p;
+
+  if (n == 0 || n > DATASET_PATH_MAX || p[0] == '/')
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+      return 0;
+  }
+  /* No ".." component: the agent would refuse it anyway, and a path that
+   * climbs out of the agent's root is a mistake worth naming here. */
+  while (*c != '\0') {
+    size_t len = strcspn(c, "/");
+
+    if (len == 2 && c[0] == '.' && c[1] == '.')
+      return 0;
+    c += len;
+    while (*c == '/')
+      c++;
+  }
+  return 1;
+}
+
+int
+broker__dataset_split(const char *ds, char *name, char *version,
+                      struct err *e)
+{
+  const char *at = ds != NULL ? strchr(ds, '@') : NULL;
+  size_t n;
+
+  if (at == NULL)
+    return err_set(e, ERR_INVALID, "dataset '%s' is not NAME@VERSION",
+                   ds != NULL ? ds : "");
+  n = (size_t)(at - ds);
+  if (n == 0 || n >= BROKER_DS_NAME || strlen(at + 1) >= BROKER_DS_VERSION)
+    return err_set(e, ERR_INVALID, "dataset '%.140s' is not NAME@VERSION",
+                   ds);
+  memcpy(name, ds, n);
+  name[n] = '\0';
+  snprintf(version, BROKER_DS_VERSION, "%s", at + 1);
+  return 0;
+}
+
+int
+broker__dataset_resolve(struct broker *b, struct job_spec *spec,
+                        struct err *e)
+{
+  struct db_dataset_version v;
+  struct db_dataset d;
+  char name[BROKER_DS_NAME];
+  const char *at;
+  const char *want = NULL;
+  size_t n;
+  char *resolved;
+  int rc;
+
+  if (spec->dataset == NULL)
+    return 0;
+  at = strchr(spec->dataset, '@');
+  n = at != NULL ? (size_t)(at - spec->dataset) : strlen(spec->dataset);
+  if (n == 0 || n >= sizeof(name))
+    return err_set(e, ERR_INVALID, "field 'dataset': '%.140s' is not NAME "
+                   "or NAME@VERSION", spec->dataset);
+  memcpy(name, spec->dataset, n);
+  name[n] = '\0';
+  if (at != NULL && strcmp(at + 1, "latest") != 0)
+    want = at + 1;
+  memset(&v, 0, sizeof(v));
+  rc = db_dataset_get(b->db, name, &d, e);
+  db_dataset_release(&d);
+  if (rc == ERR_NOT_FOUND)
+    return err_set(e, ERR_UNPROCESSABLE, "field 'dataset': unknown "
+                   "dataset '%s'", name);
+  if (rc < 0)
+    return rc;
+  if (want == NULL) {
+    rc = db_dataset_version_latest(b->db, name, &v, e);
+    if (rc == ERR_NOT_FOUND)
+      return err_set(e, ERR_UNPROCESSABLE, "field 'dataset': dataset '%s' "
+                     "has no published version yet", name);
+  } else {
+    rc = db_dataset_version_get(b->db, name, want, &v, e);
+    if (rc == ERR_NOT_FOUND)
+      return err_set(e, ERR_UNPROCESSABLE, "field 'dataset': dataset '%s' "
+                     "has no version '%.64s'", name, want);
+  }
+  if (rc < 0)
+    return rc;
+  n = strlen(name) + strlen(v.version) + 2;
+  resolved = xmalloc(n);
+  snprintf(resolved, n, "%s@%s", name, v.version);
+  free(spec->dataset);
+  spec->dataset = resolved;
+  db_dataset_version_release(&v);
+  return 0;
+}
+
+/* ---- replicas ---- */
+
+static void
+replica_row(struct db_replica *r, const char *name, const char *version,
+            const char *site, int64_t now)
+{
+  memset(r, 0, sizeof(*r));
+  r->dataset = xstrdup(name);
+  r->version = xstrdup(version);
+  r->site = xstrdup(site);
+  r->state = DB_REPLICA_PENDING;
+  r->updated_ms = now;
+}
+
+int
+broker__replica_want(struct broker *b, const char *name,
+                     const char *version, const char *site, int retry_failed,
+                     struct db_replica *out, struct err *e)
+{
+  struct db_replica r;
+  struct site *s = broker__site(b, site);
+  int rc;
+
+  rc = db_replica_get(b->db, name, version, site, &r, e);
+  if (rc < 0 && rc != ERR_NOT_FOUND)
+    return rc;
+  if (rc == 0 && (r.state != DB_REPLICA_FAILED || !retry_failed))
+    goto out;
+  if (s == NULL || s->agent == NULL) {
+    db_replica_release(&r);
+    return err_set(e, ERR_UNPROCESSABLE, "site '%s' has no agent to pull "
+                   "dataset %s with", site, name);
+  }
+  /* New, or failed and asked for again: from scratch. */
+  db_replica_release(&r);
+  replica_row(&r, name, version, site, time_now_ms());
+  rc = db_replica_put(b->db, &r, e);
+  if (rc < 0) {
+    db_replica_release(&r);
+    return rc;
+  }
+  log_info("replica of %s@%.12s at site '%s' asked for", name, version,
+           site);
+  broker__stager_kick(b);
+out:
+  if (out != NULL)
+    *out = r;
+  else
+    db_replica_release(&r);
+  return 0;
+}
+
+/* Set or replace KEY=value in a NULL-terminated "KEY=VALUE" vector. */
+static void
+env_set(char ***env, const char *key, const char *value)
+{
+  size_t klen = strlen(key);
+  size_t n = strlen(key) + strlen(value) + 2;
+  char *kv = xmalloc(n);
+  size_t i;
+
+  snprintf(kv, n, "%s=%s", key, value);
+  for (i = 0; *env != NULL && (*env)[i] != NULL; i++) {
+    if (strncmp((*env)[i], key, klen) == 0 && (*env)[i][klen] == '=') {
+      free((*env)[i]);
+      (*env)[i] = kv;
+      return;
+    }
+  }
+  strv_push(env, kv);
+  free(kv);
+}
+
+int
+broker__dataset_env(struct broker *b, const struct db_job *j,
+                    struct job_spec *spec, struct err *e)
+{
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  struct db_replica r;
+  int rc;
+
+  if (spec->dataset == NULL || j->site == NULL)
+    return 0;
+  rc = broker__dataset_split(spec->dataset, name, version, e);
+  if (rc < 0)
+    return rc;
+  rc = db_replica_get(b->db, name, version, j->site, &r, e);
+  if (rc == 0 && (r.state != DB_REPLICA_COMPLETE || r.path == NULL))
+    rc = err_set(e, ERR_BAD_STATE, "dataset %s@%.12s is not complete at "
+                 "site '%s'", name, version, j->site);
+  if (rc == 0) {
+    env_set(&spec->env, "TENBIN_DATASET_DIR", r.path);
+    env_set(&spec->env, "TENBIN_DATASET", spec->dataset);
+  }
+  db_replica_release(&r);
+  return rc;
+}
+
+/* ---- JSON views ---- */
+
+static json_t *
+version_json(const struct db_dataset_version *v)
+{
+  json_t *o = json_pack("{s:s, s:I, s:I}", "version", v->version, "files",
+                        (json_int_t)v->files, "bytes",
+                        (json_int_t)v->bytes);
+
+  jsonx_set_time(o, "created", v->created_ms);
+  jsonx_set_time(o, "published", v->published_ms);
+  return o;
+}
+
+static json_t *
+replica_json(const struct db_replica *r)
+{
+  json_t *o = json_pack(
+      "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "site", r->site,
+      "version", r->version, "state", db_replica_state_name(r->state),
+      "bytes_total", (json_int_t)r->bytes_total, "bytes_done",
+      (json_int_t)r->bytes_done, "bytes_wire", (json_int_t)r->bytes_wire,
+      "bytes_saved", (json_int_t)r->bytes_saved, "files_total",
+      (json_int_t)r->files_total, "files_done", (json_int_t)r->files_done);
+
+  jsonx_set_str(o, "error", r->error);
+  jsonx_set_str(o, "path", r->path);
+  jsonx_set_time(o, "started", r->started_ms);
+  jsonx_set_time(o, "finished", r->finished_ms);
+  jsonx_set_time(o, "updated", r->updated_ms);
+  return o;
+}
+
+static json_t *
+transfer_json(const struct db_transfer *t)
+{
+  json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:I, s:s}", "id",
+                        (json_int_t)t->id, "from_site", t->from_site,
+                        "to_site", t->to_site, "version", t->version,
+                        "bytes_wire", (json_int_t)t->bytes_wire, "state",
+                        t->state);
+
+  jsonx_set_str(o, "error", t->error);
+  jsonx_set_time(o, "started", t->started_ms);
+  jsonx_set_time(o, "finished", t->finished_ms);
+  return o;
+}
+
+static int
+count_cb(const struct db_dataset_version *v, void *arg)
+{
+  (void)v;
+  (*(int64_t *)arg)++;
+  return 0;
+}
+
+/* The dataset's own fields, "latest" and the number of versions. */
+static int
+dataset_json(struct broker *b, const struct db_dataset *d, json_t **out,
+             struct err *e)
+{
+  struct db_dataset_version latest;
+  int64_t n = 0;
+  json_t *o;
+  int rc;
+
+  rc = db_dataset_version_list(b->db, d->name, count_cb, &n, e);
+  if (rc < 0)
+    return rc;
+  rc = db_dataset_version_latest(b->db, d->name, &latest, e);
+  if (rc < 0 && rc != ERR_NOT_FOUND)
+    return rc;
+  o = json_pack("{s:s, s:s, s:s, s:I}", "name", d->name, "source_site",
+                d->source_site, "path", d->path, "versions", (json_int_t)n);
+  jsonx_set_str(o, "latest", rc == 0 ? latest.version : NULL);
+  jsonx_set_time(o, "created", d->created_ms);
+  db_dataset_version_release(&latest);
+  *out = o;
+  return 0;
+}
+
+struct list_ctx {
+  struct broker *b;
+  json_t *arr;
+  struct err *e;
+};
+
+static int
+list_dataset_cb(const struct db_dataset *d, void *arg)
+{
+  struct list_ctx *l = arg;
+  json_t *o = NULL;
+  int rc = dataset_json(l->b, d, &o, l->e);
+
+  if (rc < 0)
+    return rc;
+  json_array_append_new(l->arr, o);
+  return 0;
+}
+
+int
+broker_dataset_list(struct broker *b, json_t **out, struct err *e)
+{
+  struct list_ctx l = {b, json_array(), e};
+  int rc = db_dataset_list(b->db, list_dataset_cb, &l, e);
+
+  if (rc < 0) {
+    json_decref(l.arr);
+    return rc;
+  }
+  *out = json_pack("{s:o}", "datasets", l.arr);
+  return 0;
+}
+
+static int
+add_version_cb(const struct db_dataset_version *v, void *arg)
+{
+  json_array_append_new(arg, version_json(v));
+  return 0;
+}
+
+static int
+add_replica_cb(const struct db_replica *r, void *arg)
+{
+  json_array_append_new(arg, replica_json(r));
+  return 0;
+}
+
+static int
+add_transfer_cb(const struct db_transfer *t, void *arg)
+{
+  json_array_append_new(arg, transfer_json(t));
+  return 0;
+}
+
+int
+broker_dataset_get(struct broker *b, const char *name, json_t **out,
+                   struct err *e)
+{
+  struct db_dataset d;
+  json_t *o = NULL;
+  json_t *versions = json_array();
+  json_t *replicas = json_array();
+  json_t *transfers = json_array();
+  int rc;
+
+  rc = db_dataset_get(b->db, name, &d, e);
+  if (rc == 0)
+    rc = dataset_json(b, &d, &o, e);
+  if (rc == 0)
+    rc = db_dataset_version_list(b->db, name, add_version_cb, versions, e);
+  if (rc == 0)
+    rc = db_replica_list(b->db, name, add_replica_cb, replicas, e);
+  if (rc == 0)
+    rc = db_transfer_list(b->db, name, TRANSFERS_SHOWN, add_transfer_cb,
+                          transfers, e);
+  db_dataset_release(&d);
+  if (rc < 0) {
+    json_decref(o);
+    json_decref(versions);
+    json_decref(replicas);
+    json_decref(transfers);
+    return rc;
+  }
+  /* The list's count becomes the versions themselves. */
+  json_object_set_new(o, "versions", versions);
+  json_object_set_new(o, "replicas", replicas);
+  json_object_set_new(o, "transfers", transfers);
+  *out = o;
+  return 0;
+}
+
+/* ---- register ---- */
+
+static int
+may_write(const struct principal *p, const char *what, struct err *e)
+{
+  if (p->role < ROLE_SUBMITTER)
+    return err_set(e, ERR_FORBIDDEN, "role '%s' may not %s",
+                   broker_role_name(p->role), what);
+  return 0;
+}
+
+/* The site named for a dataset's field: configured, with an agent. */
+static int
+agent_site(struct broker *b, const char *field, const char *name,
+           struct site **out, struct err *e)
+{
+  struct site *s = broker__site(b, name);
+
+  if (s == NULL)
+    return err_set(e, ERR_UNPROCESSABLE, "field '%s': unknown site '%s'",
+                   field, name);
+  if (s->agent == NULL)
+    return err_set(e, ERR_UNPROCESSABLE, "field '%s': site '%s' has no "
+                   "agent (add \"agent\" to its config)", field, name);
+  *out = s;
+  return 0;
+}
+
+int
+broker_dataset_register(struct broker *b, const struct principal *p,
+                        const json_t *body, json_t **out, struct err *e)
+{
+  static const struct jsonx_field fields[] = {{"name", JX_STRING},
+                                              {"source_site", JX_STRING},
+                                              {"path", JX_STRING},
+                                              {NULL, 0}};
+  const char *name = jsonx_str(body, "name");
+  const char *site = jsonx_str(body, "source_site");
+  const char *path = jsonx_str(body, "path");
+  struct db_dataset d;
+  struct site *s;
+  int rc;
+
+  rc = may_write(p, "register datasets", e);
+  if (rc == 0)
+    rc = jsonx_check(body, fields, "", e);
+  if (rc < 0)
+    return rc;
+  if (name == NULL || !agentc_valid_name(name))
+    return err_set(e, ERR_INVALID, "field 'name': required, must match "
+                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (site == NULL)
+    return err_set(e, ERR_INVALID, "field 'source_site': required");
+  if (path == NULL || !valid_path(path))
+    return err_set(e, ERR_INVALID, "field 'path': required, a directory "
+                   "relative to the source agent's root (or \".\") of at "
+                   "most %d bytes, without '..' or control characters",
+                   DATASET_PATH_MAX);
+  rc = agent_site(b, "source_site", site, &s, e);
+  if (rc < 0)
+    return rc;
+  d.name = (char *)name;
+  d.source_site = (char *)site;
+  d.path = (char *)path;
+  d.created_ms = time_now_ms();
+  rc = db_dataset_insert(b->db, &d, e);
+  if (rc < 0)
+    return rc;
+  log_info("dataset '%s' registered at site '%s', path '%s' (by %s)", name,
+           site, path, p->name);
+  return dataset_json(b, &d, out, e);
+}
+
+/* ---- publish ---- */
+
+static void
+publish_unlink(struct broker *b, struct publish_op *op)
+{
+  for (struct publish_op **q = &b->publishes; *q != NULL; q = &(*q)->next) {
+    if (*q == op) {
+      *q = op->next;
+      return;
+    }
+  }
+}
+
+/* Record the version and the source's complete replica, in one
+ * transaction; *created says whether the version is new here. */
+static int
+publish_record(struct broker *b, const char *name, const char *site,
+               const struct agentc_version *av, int *created,
+               struct db_dataset_version *out, struct err *e)
+{
+  int64_t now = time_now_ms();
+  struct db_dataset_version v = {
+      .dataset = (char *)name, .version = (char *)av->version,
+      .files = av->files, .bytes = av->bytes, .created_ms = now,
+      .published_ms = now};
+  struct db_replica r = {
+      .dataset = (char *)name, .version = (char *)av->version,
+      .site = (char *)site, .state = DB_REPLICA_COMPLETE,
+      .bytes_total = av->bytes, .bytes_done = av->bytes,
+      .files_total = av->files, .files_done = av->files,
+      .path = (char *)av->path, .started_ms = now, .finished_ms = now,
+      .updated_ms = now};
+  int rc;
+
+  rc = db_begin(b->db, e);
+  if (rc == 0)
+    rc = db_dataset_version_put(b->db, &v, created, e);
+  if (rc == 0)
+    rc = db_replica_put(b->db, &r, e);
+  if (rc == 0)
+    rc = db_dataset_version_get(b->db, name, av->version, out, e);
+  if (rc == 0)
+    rc = db_commit(b->db, e);
+  if (rc < 0)
+    db_rollback(b->db);
+  return rc;
+}
+
+/*
+ * An agent's refusal in the API's terms: no answer is UNAVAILABLE, a
+ * publish already running there stays BAD_STATE, anything else the
+ * agent refused is UNPROCESSABLE (its own NOT_FOUND, say, must not read
+ * as "no such dataset" here), and its internal errors are SITE.
+ */
+static int
+agent_refusal(const struct publish_op *op, int rc, const struct err *ae,
+              struct err *e)
+{
+  int code = ERR_UNPROCESSABLE;
+
+  if (rc == ERR_UNAVAILABLE || rc == ERR_TIMEOUT)
+    code = ERR_UNAVAILABLE;
+  else if (rc == ERR_BAD_STATE)
+    code = ERR_BAD_STATE;
+  else if (agentc_transient(rc))
+    code = ERR_SITE;
+  return err_set(e, code, "agent of site '%s': %s", op->site, err_msg(ae));
+}
+
+static void
+on_published(void *arg, int rc, const struct agentc_version *av,
+             const struct err *ae)
+{
+  struct publish_op *op = arg;
+  struct broker *b = op->b;
+  struct db_dataset_version v;
+  struct err e = {0};
+  json_t *vj = NULL;
+  int created = 0;
+
+  publish_unlink(b, op);
+  memset(&v, 0, sizeof(v));
+  if (rc < 0) {
+    rc = agent_refusal(op, rc, ae, &e);
+    log_warn("publish of dataset '%s': %s", op->name, e.msg);
+  } else if (b->closing) {
+    rc = err_set(&e, ERR_UNAVAILABLE, "tenbind is shutting down");
+  } else {
+    rc = publish_record(b, op->name, op->site, av, &created, &v, &e);
+    if (rc == 0) {
+      vj = version_json(&v);
+      jsonx_set_str(vj, "dataset", op->name);
+      jsonx_set_str(vj, "path", av->path);
+      log_info("dataset %s@%.12s published at site '%s': %lld files, "
+               "%lld bytes%s", op->name, av->version, op->site,
+               (long long)av->files, (long long)av->bytes,
+               created ? "" : " (known version)");
+    }
+  }
+  if (!op->detached)
+    op->cb(op->arg, rc, created, vj, rc < 0 ? &e : NULL);
+  json_decref(vj);
+  db_dataset_version_release(&v);
+  free(op);
+}
+
+int
+broker_dataset_publish(struct broker *b, const struct principal *p,
+                       const char *name, broker_publish_cb cb, void *arg,
+                       struct err *e)
+{
+  struct publish_op *op;
+  struct db_dataset d;
+  struct site *s;
+  int rc;
+
+  rc = may_write(p, "publish datasets", e);
+  if (rc < 0)
+    return rc;
+  if (b->closing)
+    return err_set(e, ERR_UNAVAILABLE, "tenbind is shutting down");
+  rc = db_dataset_get(b->db, name, &d, e);
+  if (rc < 0)
+    return rc;
+  rc = agent_site(b, "source_site", d.source_site, &s, e);
+  if (rc < 0) {
+    db_dataset_release(&d);
+    return err_prefix(e, "dataset '%s'", name);
+  }
+  op = xcalloc(1, sizeof(*op));
+  op->b = b;
+  snprintf(op->name, sizeof(op->name), "%s", d.name);
+  snprintf(op->site, sizeof(op->site), "%s", s->name);
+  op->cb = cb;
+  op->arg = arg;
+  rc = agentc_publish(s->agent, d.name, d.path, on_published, op, e);
+  db_dataset_release(&d);
+  if (rc < 0) {
+    free(op);
+    return rc;
+  }
+  op->next = b->publishes;
+  b->publishes = op;
+  return 0;
+}
+
+void
+broker__publish_flush(struct broker *b)
+{
+  struct err e = {0};
+
+  err_set(&e, ERR_UNAVAILABLE, "tenbind is shutting down; the publish "
+          "may finish at the agent: publish again to record it");
+  for (struct publish_op *op = b->publishes; op != NULL; op = op->next) {
+    if (op->detached)
+      continue;
+    op->detached = 1;
+    op->cb(op->arg, ERR_UNAVAILABLE, 0, NULL, &e);
+  }
+}
+
+/* ---- replicate ---- */
+
+int
+broker_dataset_replicate(struct broker *b, const struct principal *p,
+                         const char *name, const json_t *body, json_t **out,
+                         struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"site", JX_STRING}, {"version", JX_STRING}, {NULL, 0}};
+  const char *site = jsonx_str(body, "site");
+  const char *want = jsonx_str(body, "version");
+  struct db_dataset_version v;
+  struct db_dataset d;
+  struct db_replica r;
+  int rc;
+
+  memset(&v, 0, sizeof(v));
+  rc = may_write(p, "replicate datasets", e);
+  if (rc == 0)
+    rc = jsonx_check(body, fields, "", e);
+  if (rc < 0)
+    return rc;
+  rc = db_dataset_get(b->db, name, &d, e);
+  if (rc < 0)
+    return rc;
+  if (site == NULL) {
+    rc = err_set(e, ERR_INVALID, "field 'site': required");
+    goto out;
+  }
+  if (broker__site(b, site) == NULL) {
+    rc = err_set(e, ERR_UNPROCESSABLE, "field 'site': unknown site '%s'",
+                 site);
+    goto out;
+  }
+  if (want == NULL || strcmp(want, "latest") == 0) {
+    rc = db_dataset_version_latest(b->db, name, &v, e);
+    if (rc == ERR_NOT_FOUND)
+      rc = err_set(e, ERR_UNPROCESSABLE, "field 'version': dataset '%s' "
+                   "has no published version yet", name);
+  } else {
+    rc = db_dataset_version_get(b->db, name, want, &v, e);
+    if (rc == ERR_NOT_FOUND)
+      rc = err_set(e, ERR_UNPROCESSABLE, "field 'version': dataset '%s' "
+                   "has no version '%.64s'", name, want);
+  }
+  if (rc < 0)
+    goto out;
+  rc = broker__replica_want(b, name, v.version, site, 1, &r, e);
+  if (rc == ERR_UNPROCESSABLE)
+    rc = err_set(e, rc, "field 'site': site '%s' has no agent (add "
+                 "\"agent\" to its config)", site);
+  if (rc < 0)
+    goto out;
+  *out = replica_json(&r);
+  db_replica_release(&r);
+out:
+  db_dataset_release(&d);
+  db_dataset_version_release(&v);
+  return rc;
+}
