@@ -76,13 +76,14 @@ site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
 {
   static const struct jsonx_field fields[] = {
       {"url", JX_STRING}, {"token", JX_STRING}, {"token_file", JX_STRING},
-      {NULL, 0}};
+      {"bwlimit", JX_INT}, {NULL, 0}};
   const char *url = jsonx_str(agent, "url");
   const char *token = jsonx_str(agent, "token");
   const char *token_file = jsonx_str(agent, "token_file");
   struct agentc *check = NULL;
   char where[48];
   char *tok = NULL;
+  int64_t bwlimit = 0;
   int rc;
 
   snprintf(where, sizeof(where), "sites[%zu].agent.", i);
@@ -97,6 +98,11 @@ site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
                  "http:// or https:// URL)", where);
     goto out;
   }
+  /* What the site's pulls may take of its link, in bytes/s. */
+  rc = jsonx_int(agent, "bwlimit", 0, (int64_t)1 << 40, 0, &bwlimit, where,
+                 e);
+  if (rc < 0)
+    goto out;
   if ((token == NULL) == (token_file == NULL)) {
     rc = err_set(e, ERR_CONFIG, "field 'sites[%zu].agent': exactly one of "
                  "'token' and 'token_file' is required", i);
@@ -119,6 +125,7 @@ site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
     goto out;
   }
   s->agent_url = xstrdup(url);
+  s->agent_bwlimit = (uint64_t)bwlimit;
   s->agent_token = tok;
   tok = NULL;
 out:

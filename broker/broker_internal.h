@@ -27,6 +27,7 @@ struct site {
                                      as of the last scheduler pass */
   char *agent_url;                /* the site's tenbin-agent, or NULL */
   char *agent_token;
+  uint64_t agent_bwlimit;         /* bytes/s for pulls into it, 0: none */
   struct agentc *agent;           /* its client, NULL without an agent */
 };
 

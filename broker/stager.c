@@ -542,8 +542,8 @@ send_one(struct broker *b, struct stage *t)
   t->sent_put = t->need_put;
   if (t->need_put)
     rc = agentc_pull_put(dst->agent, t->dataset, t->version,
-                         agentc_url(src->agent), agentc_token(src->agent), 0,
-                         on_answer, t, &e);
+                         agentc_url(src->agent), agentc_token(src->agent),
+                         dst->agent_bwlimit, on_answer, t, &e);
   else
     rc = agentc_pull_get(dst->agent, t->dataset, t->version, on_answer, t,
                          &e);

@@ -586,13 +586,12 @@ error_frame(struct batch_req *br, const struct pull *p,
 /* Record that segment seg of e is verified in its part file, so that a
  * resumed pull does not fetch it again. */
 static int
-mark_segment(const struct pull *p, int dirfd, const struct manifest_entry *e,
-             struct open_file *of, uint32_t seg, struct err *we)
+mark_segment(int dirfd, const struct manifest_entry *e, struct open_file *of,
+             uint32_t seg, struct err *we)
 {
   char segs[PATH_MAX];
   char one = '1';
 
-  (void)p;
   if (of->segs < 0) {
     part_name(e->path, "segs", segs, sizeof(segs));
     of->segs = syncpath_openat(dirfd, segs, O_WRONLY | O_CREAT | O_CLOEXEC,
@@ -603,6 +602,20 @@ mark_segment(const struct pull *p, int dirfd, const struct manifest_entry *e,
   if (pwrite(of->segs, &one, 1, seg) != 1)
     return err_set(we, ERR_IO, "%s", strerror(errno));
   return 0;
+}
+
+/* The staging tree of the batch's pull, or -1 with the batch failed. */
+static int
+open_staging(struct batch_req *br)
+{
+  int fd = open(br->p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+  if (fd < 0) {
+    br->fatal = ERR_IO;
+    snprintf(br->msg, sizeof(br->msg), "cannot open '%.160s': %s",
+             br->p->staging, strerror(errno));
+  }
+  return fd;
 }
 
 /* Patch or write one answered segment and verify it. */
@@ -649,7 +662,7 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
   if (rc < 0)
     goto fatal;
   if (e->nsegs > 1) {
-    if (mark_segment(p, dirfd, e, of, f->seg, &we) < 0)
+    if (mark_segment(dirfd, e, of, f->seg, &we) < 0)
       goto fatal;
   } else {
     char part[PATH_MAX];
@@ -684,13 +697,9 @@ pull_apply_run(uv_work_t *w)
   int dirfd;
   int rc;
 
-  dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) {
-    br->fatal = ERR_IO;
-    snprintf(br->msg, sizeof(br->msg), "cannot open '%.160s': %s",
-             p->staging, strerror(errno));
+  dirfd = open_staging(br);
+  if (dirfd < 0)
     return;
-  }
   while ((rc = wire_next(br->answer, br->answer_len, &pos, &f, &e)) == 1) {
     ssize_t i;
 
@@ -764,19 +773,14 @@ pull_local_run(uv_work_t *w)
 {
   struct batch_req *br = w->data;
   struct pull *p = br->p;
-  int dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dirfd = open_staging(br);
 
-  if (dirfd < 0) {
-    br->fatal = ERR_IO;
-    snprintf(br->msg, sizeof(br->msg), "cannot open '%.160s': %s",
-             p->staging, strerror(errno));
+  if (dirfd < 0)
     return;
-  }
   for (size_t i = 0; i < br->nsegs; i++) {
     const struct pull_file *pf = &p->files[br->segs[i].file];
     const struct manifest_entry *e = &p->m.v[pf->entry];
     struct open_file of = {br->segs[i].file, -1, -1, -1};
-    struct wire_frame f = {0};
     uint64_t off, len;
     uint8_t sha[32];
     struct err we = {0};
@@ -800,11 +804,8 @@ pull_local_run(uv_work_t *w)
                  memcmp(sha, manifest_seg_sha(e, br->segs[i].seg), 32)) {
         br->result[i] = SEG_CORRUPT;
       } else {
-        /* Mark it done the way an answered segment is. */
-        f.kind = WIRE_DATA;
-        f.seg = br->segs[i].seg;
         br->result[i] = SEG_OK;
-        rc = mark_segment(p, dirfd, e, &of, f.seg, &we);
+        rc = mark_segment(dirfd, e, &of, br->segs[i].seg, &we);
         if (rc < 0) {
           br->fatal = ERR_IO;
           snprintf(br->msg, sizeof(br->msg), "writing '%s': %s", e->path,

@@ -1752,6 +1752,8 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
        "'sites[0].agent.token'"},
       {"{\"url\": \"http://h\", \"token_file\": \"/nonexistent/t\"}",
        "'sites[0].agent.token_file': cannot open '/nonexistent/t'"},
+      {"{\"url\": \"http://h\", \"token\": \"t\", \"bwlimit\": -1}",
+       "'sites[0].agent.bwlimit'"},
   };
   struct fx *f = *state;
   char text[512];
