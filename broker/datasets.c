@@ -517,6 +517,11 @@ publish_record(struct broker *b, const char *name, const char *site,
     rc = db_dataset_version_put(b->db, &v, created, e);
   if (rc == 0)
     rc = db_replica_put(b->db, &r, e);
+  /* The source's files are now this version's: the older versions are
+   * no longer complete there (jobs needing them stage elsewhere). */
+  if (rc == 0)
+    rc = db_replica_supersede(b->db, name, site, av->path, av->version,
+                              now, e);
   if (rc == 0)
     rc = db_dataset_version_get(b->db, name, av->version, out, e);
   if (rc == 0)

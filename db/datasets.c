@@ -50,6 +50,7 @@ enum ds_stmt {
   DS_REPLICA_GET,
   DS_REPLICA_LIST,
   DS_REPLICA_ACTIVE,
+  DS_REPLICA_SUPERSEDE,
   DS_TRANSFER_INSERT,
   DS_TRANSFER_UPDATE,
   DS_TRANSFER_RUNNING,
@@ -107,6 +108,10 @@ static const char *const ds_sql[DS_COUNT] = {
                           "INDEXED BY replicas_active WHERE "
                           "(state = 'pending' OR state = 'syncing') "
                           "ORDER BY dataset, version, site",
+    [DS_REPLICA_SUPERSEDE] = "UPDATE replicas SET state = 'failed', "
+                             "error = ?5, updated_ms = ?6 WHERE "
+                             "dataset = ?1 AND site = ?2 AND path = ?3 AND "
+                             "version <> ?4 AND state = 'complete'",
     [DS_TRANSFER_INSERT] =
         "INSERT INTO transfers (dataset, version, from_site, to_site, "
         "bytes_wire, state, error, started_ms, finished_ms) "
@@ -539,6 +544,26 @@ db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
                       r->dataset != NULL ? r->dataset : "",
                       r->site != NULL ? r->site : "");
   return 0;
+}
+
+int
+db_replica_supersede(struct db *db, const char *dataset, const char *site,
+                     const char *path, const char *version, int64_t now_ms,
+                     struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, DS_REPLICA_SUPERSEDE);
+  char why[160];
+  int rc = SQLITE_OK;
+
+  snprintf(why, sizeof(why), "superseded at the source by version %.12s "
+           "(its files changed)", version);
+  db__bind_text(st, 1, dataset, &rc);
+  db__bind_text(st, 2, site, &rc);
+  db__bind_text(st, 3, path, &rc);
+  db__bind_text(st, 4, version, &rc);
+  db__bind_text(st, 5, why, &rc);
+  db__bind_int64(st, 6, now_ms, &rc);
+  return db__step_write(db, st, rc, "superseding source replicas", e);
 }
 
 int

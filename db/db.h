@@ -265,6 +265,15 @@ void db_replica_release(struct db_replica *r);
  * ERR_NOT_FOUND when the version does not exist. */
 int db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
     WARN_UNUSED;
+/*
+ * A source site holds only the version last published from its path:
+ * mark its other complete replicas of dataset with that path failed,
+ * naming version as what superseded them.
+ */
+int db_replica_supersede(struct db *db, const char *dataset,
+                         const char *site, const char *path,
+                         const char *version, int64_t now_ms, struct err *e)
+    WARN_UNUSED;
 /* ERR_NOT_FOUND when the site has no row for that version. */
 int db_replica_get(struct db *db, const char *dataset, const char *version,
                    const char *site, struct db_replica *out, struct err *e)

@@ -71,6 +71,9 @@ echo "tokens: 43" >"$T_DIR/onprem/train/meta.txt"
 out=$("$TENBIN" dataset sync train --site cloud 2>&1)
 t_expect "tenbin dataset sync waits for the replica and says so" "$out" \
   'complete'
+t_expect "the source holds only its latest version: the first is superseded" \
+  "$(curl -fsS "$T_URL/v1/datasets/train" | jq -c --arg v "$V" '.replicas[] | select(.site=="onprem" and .version==$v) | [.state, .error]')" \
+  '^\["failed",".*superseded.*"\]$'
 t_expect "the sync printed no control characters off a terminal" \
   "$(printf '%s' "$out" | tr -d '\n' | grep -c $'\r' || true)" '^0$'
 

@@ -1793,6 +1793,42 @@ replica(const char *v, const char *site, enum db_replica_state st)
 }
 
 static void
+test_publishing_supersedes_only_the_source_paths_other_versions(void **state)
+{
+  struct fx *fx = *state;
+  struct db_replica r;
+  struct db_replica got;
+  struct err e = {0};
+
+  add_dataset(fx->db, "c4");
+  put_version(fx->db, "c4", VA, 100, NULL);
+  put_version(fx->db, "c4", VB, 200, NULL);
+  r = replica(VA, "src", DB_REPLICA_COMPLETE);
+  r.path = (char *)"/data/c4";
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  r = replica(VA, "aws", DB_REPLICA_COMPLETE);
+  r.path = (char *)"/agent/.tenbin/data/c4/aaaa";
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  r = replica(VB, "src", DB_REPLICA_COMPLETE);
+  r.path = (char *)"/data/c4";
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+
+  assert_int_equal(db_replica_supersede(fx->db, "c4", "src", "/data/c4", VB,
+                                        9, &e), 0);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "src", &got, &e), 0);
+  assert_int_equal(got.state, DB_REPLICA_FAILED);
+  assert_non_null(strstr(got.error, "superseded"));
+  db_replica_release(&got);
+  /* The new version at the source and a real copy elsewhere stay. */
+  assert_int_equal(db_replica_get(fx->db, "c4", VB, "src", &got, &e), 0);
+  assert_int_equal(got.state, DB_REPLICA_COMPLETE);
+  db_replica_release(&got);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "aws", &got, &e), 0);
+  assert_int_equal(got.state, DB_REPLICA_COMPLETE);
+  db_replica_release(&got);
+}
+
+static void
 test_replicas_put_get_list_and_active_list(void **state)
 {
   struct fx *fx = *state;
@@ -2085,6 +2121,9 @@ main(void)
         test_latest_version_is_the_one_published_last, setup, teardown),
     cmocka_unit_test_setup_teardown(
         test_replicas_put_get_list_and_active_list, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_publishing_supersedes_only_the_source_paths_other_versions,
+        setup, teardown),
     cmocka_unit_test_setup_teardown(
         test_transfers_insert_update_find_running_and_list_newest_first,
         setup, teardown),
