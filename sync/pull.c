@@ -52,7 +52,8 @@ status_json(const struct pull *p)
       "bytes_wire", (json_int_t)p->bytes_wire, "bytes_saved",
       (json_int_t)saved, "bytes_linked", (json_int_t)p->bytes_linked,
       "retries", (json_int_t)p->retries, "elapsed_ms",
-      (json_int_t)(p->started_ms > 0 ? time_mono_ms() - p->started_ms : 0));
+      (json_int_t)((p->ended_ms > 0 ? p->ended_ms : time_mono_ms()) -
+                   p->started_ms));
 
   jsonx_set_str(v, "path", p->state == PULL_COMPLETE ? p->data : NULL);
   jsonx_set_str(v, "error", p->state == PULL_FAILED ? p->error : NULL);
@@ -154,6 +155,7 @@ pull_fail(struct pull *p, const char *fmt, ...)
   vsnprintf(p->error, sizeof(p->error), fmt, ap);
   va_end(ap);
   p->state = PULL_FAILED;
+  p->ended_ms = time_mono_ms();
   uv_timer_stop(&p->retry);
   log_warn("pull %s@%.12s failed: %s", p->name, p->v, p->error);
   answer_waiters(p);
@@ -174,6 +176,7 @@ finish_done(uv_work_t *w, int status)
     pull_fail(p, "%s", err_msg(&fw->e));
   } else {
     p->state = PULL_COMPLETE;
+    p->ended_ms = time_mono_ms();
     log_info("pull %s@%.12s complete: %llu files, %llu bytes, %llu on "
              "the wire, %llu linked, %lld ms", p->name, p->v,
              (unsigned long long)p->files_total,
@@ -748,6 +751,7 @@ pull_reset(struct pull *p)
   p->failing_since = 0;
   p->backoff_ms = 0;
   p->started_ms = time_mono_ms();
+  p->ended_ms = 0;
 }
 
 static void

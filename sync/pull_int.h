@@ -88,7 +88,8 @@ struct pull {
   uint64_t files_total, files_done, files_resumed;
   uint64_t bytes_total, bytes_done, bytes_wire, bytes_literal;
   uint64_t bytes_linked, retries;
-  int64_t started_ms;
+  int64_t started_ms;      /* mono ms of the PUT that started it */
+  int64_t ended_ms;        /* mono ms it completed or failed, or 0 */
 
   uv_timer_t retry;        /* backoff while the source is unreachable */
   unsigned backoff_ms;
