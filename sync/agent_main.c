@@ -209,7 +209,7 @@ main(int argc, char **argv)
    * for every core and for the batches and pulls that wait on I/O. */
   if (getenv("UV_THREADPOOL_SIZE") == NULL) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    char n[16];
+    char n[24];
 
     snprintf(n, sizeof(n), "%ld", ncpu < 4 ? 8 : ncpu * 2);
     setenv("UV_THREADPOOL_SIZE", n, 1);
