@@ -1106,39 +1106,72 @@ scan_read(struct scan *sc, int fd, struct scan_item *it)
  */
 #define SCAN_THREADS_MAX 8
 
+/* The same path's entry in the previous publish, for reusing the
+ * SHA-256 of segments whose XXH3-128 did not change. */
+struct seg_prev {
+  const struct manifest_entry *me;
+  const struct manifest_check *ck;
+};
+
 struct seg_hasher {
   pthread_t tid;
   int fd;
   struct manifest_entry *me;
   struct manifest_check *ck;
+  const struct seg_prev *prev;
   atomic_uint *next;
+  uint64_t reused; /* segments whose SHA-256 came from prev */
   uint64_t bytes;
   int err;       /* errno of a failed read, or -1 for a short one */
   uint32_t seg;  /* the segment it failed on */
 };
 
+/*
+ * Segment k of the previous publish had the same length and XXH3-128:
+ * its SHA-256 stands.  XXH3-128 is not a defence against an adversary,
+ * but these are the source's own files, and a destination still checks
+ * every byte it receives against the SHA-256; a collision would only
+ * make that pull fail verification, never publish wrong bytes.
+ */
+static const uint8_t *
+prev_seg_sha(const struct seg_prev *prev, const struct manifest_entry *me,
+             uint32_t k, const uint8_t xxh[16])
+{
+  uint64_t off, len, poff, plen;
+
+  if (prev->me == NULL || prev->me->segs == NULL || prev->ck->xxh == NULL ||
+      k >= prev->me->nsegs || k >= prev->ck->nsegs)
+    return NULL;
+  manifest_seg_range(me->size, k, &off, &len);
+  manifest_seg_range(prev->me->size, k, &poff, &plen);
+  if (plen != len || memcmp(prev->ck->xxh[k], xxh, 16) != 0)
+    return NULL;
+  return prev->me->segs[k];
+}
+
+/* Read a segment whole (bounded by SEG), XXH3 it, and SHA-256 it only
+ * when the previous publish does not already vouch for it. */
 static void *
 seg_hasher_run(void *arg)
 {
   struct seg_hasher *h = arg;
-  uint8_t *buf = xmalloc(READ_CHUNK);
+  uint8_t *buf = xmalloc((size_t)MANIFEST_SEG_SIZE);
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  XXH3_state_t *xs = XXH3_createState();
   uint32_t k;
 
-  if (ctx == NULL || xs == NULL)
+  if (ctx == NULL)
     abort();
   while (h->err == 0 && (k = atomic_fetch_add(h->next, 1)) < h->me->nsegs) {
-    uint64_t off, left;
+    uint64_t off, len, got = 0;
     XXH128_canonical_t canon;
     unsigned int mdlen = 0;
+    const uint8_t *same;
 
-    manifest_seg_range(h->me->size, k, &off, &left);
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    XXH3_128bits_reset(xs);
-    while (left > 0) {
-      size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
-      ssize_t r = pread(h->fd, buf, want, (off_t)off);
+    manifest_seg_range(h->me->size, k, &off, &len);
+    while (got < len) {
+      size_t want = len - got < READ_CHUNK ? (size_t)(len - got)
+                                           : READ_CHUNK;
+      ssize_t r = pread(h->fd, buf + got, want, (off_t)(off + got));
 
       if (r < 0 && errno == EINTR)
         continue;
@@ -1147,17 +1180,23 @@ seg_hasher_run(void *arg)
         h->seg = k;
         break;
       }
-      EVP_DigestUpdate(ctx, buf, (size_t)r);
-      XXH3_128bits_update(xs, buf, (size_t)r);
-      off += (uint64_t)r;
-      left -= (uint64_t)r;
-      h->bytes += (uint64_t)r;
+      got += (uint64_t)r;
     }
-    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(xs));
+    if (h->err != 0)
+      break;
+    h->bytes += len;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits(buf, (size_t)len));
     memcpy(h->ck->xxh[k], canon.digest, 16);
+    same = prev_seg_sha(h->prev, h->me, k, canon.digest);
+    if (same != NULL) {
+      memcpy(h->me->segs[k], same, 32);
+      h->reused++;
+      continue;
+    }
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    EVP_DigestUpdate(ctx, buf, (size_t)len);
     EVP_DigestFinal_ex(ctx, h->me->segs[k], &mdlen);
   }
-  XXH3_freeState(xs);
   EVP_MD_CTX_free(ctx);
   free(buf);
   return NULL;
@@ -1169,6 +1208,7 @@ scan_read_parallel(struct scan *sc, int fd, struct scan_item *it)
 {
   struct manifest_entry *me = &it->me;
   struct seg_hasher h[SCAN_THREADS_MAX];
+  struct seg_prev prev = {NULL, NULL};
   atomic_uint next = 0;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   size_t n = ncpu < 1 ? 1 : (size_t)ncpu;
@@ -1182,15 +1222,25 @@ scan_read_parallel(struct scan *sc, int fd, struct scan_item *it)
     n = me->nsegs;
   it->ck.xxh = xcalloc(me->nsegs, 16);
   me->segs = xcalloc(me->nsegs, 32);
+  if (sc->prev != NULL && sc->prev_checks != NULL &&
+      sc->prev_checks->n == sc->prev->n) {
+    ssize_t j = manifest_find(sc->prev, me->path);
+
+    if (j >= 0 && sc->prev->v[j].type == MANIFEST_FILE) {
+      prev.me = &sc->prev->v[j];
+      prev.ck = &sc->prev_checks->v[j];
+    }
+  }
   for (size_t i = 0; i < n; i++) {
     h[i] = (struct seg_hasher){.fd = fd, .me = me, .ck = &it->ck,
-                               .next = &next};
+                               .prev = &prev, .next = &next};
     if (pthread_create(&h[i].tid, NULL, seg_hasher_run, &h[i]) != 0)
       abort();
   }
   for (size_t i = 0; i < n; i++) {
     pthread_join(h[i].tid, NULL);
     sc->st.bytes_hashed += h[i].bytes;
+    sc->st.segments_reused += h[i].reused;
     if (rc == 0 && h[i].err > 0)
       rc = err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", me->path,
                    strerror(h[i].err));

@@ -114,6 +114,8 @@ int manifest_checks_load(const char *path, size_t n,
 struct manifest_scan_stats {
   uint64_t files_hashed, bytes_hashed; /* read and hashed this time */
   uint64_t files_reused;               /* hashes reused from prev */
+  uint64_t segments_reused;            /* of files read: SHA-256 kept
+                                          because XXH3-128 matched prev */
 };
 
 /*
@@ -124,7 +126,10 @@ struct manifest_scan_stats {
  * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
  * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
  * others are read once, computing SHA-256 (flat, per segment) and
- * XXH3-128 per segment in that one pass.  Runs on the calling thread;
+ * XXH3-128 per segment in that one pass, except that a segment of a
+ * large file whose XXH3-128 and length equal prev's for that path keeps
+ * prev's SHA-256 (a changed 2 GiB file then costs SHA-256 only for its
+ * changed segments).  Runs on the calling thread;
  * st may be NULL.
  */
 int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,

@@ -305,7 +305,7 @@ test_scan_lists_sorted_entries_with_their_hashes(void **state)
 }
 
 static void
-test_scan_hashes_a_large_file_in_two_level_segments(void **state)
+test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **state)
 {
   struct fx *f = *state;
   size_t size = (size_t)SEG + (1u << 20) + 123;
@@ -356,6 +356,31 @@ test_scan_hashes_a_large_file_in_two_level_segments(void **state)
     assert_memory_equal(back.v[0].segs, me->segs, 64);
     manifest_release(&back);
     free(text);
+  }
+
+  /* One byte changes in segment 1: a rescan keeps segment 0's SHA-256
+   * (its XXH3 is unchanged) and hashes segment 1 anew. */
+  {
+    struct manifest m2;
+    struct manifest_checks c2;
+    struct manifest_scan_stats st = {0};
+
+    data[SEG + 10] ^= 0xff;
+    put_file(f, "big/f.bin", data, size);
+    manifest_init(&m2);
+    manifest_checks_init(&c2);
+    if (scan(f, "big", &m, &c, &m2, &c2, &st, &e) != 0)
+      fail_msg("rescan: %s", e.msg);
+    assert_int_equal(st.files_hashed, 1);
+    assert_int_equal(st.segments_reused, 1);
+    sha256_bin(data + SEG, size - SEG, segs[1]);
+    sha256_bin(segs, sizeof(segs), root);
+    assert_memory_equal(m2.v[0].segs[0], segs[0], 32);
+    assert_memory_equal(m2.v[0].segs[1], segs[1], 32);
+    assert_memory_equal(m2.v[0].sha256, root, 32);
+    assert_xxh_of(c2.v[0].xxh[1], data + SEG, size - SEG);
+    manifest_release(&m2);
+    manifest_checks_release(&c2);
   }
   free(data);
   manifest_release(&m);
@@ -1081,7 +1106,7 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_nsegs_and_ranges_cut_at_16_mib),
     T(test_scan_lists_sorted_entries_with_their_hashes),
-    T(test_scan_hashes_a_large_file_in_two_level_segments),
+    T(test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged),
     T(test_same_tree_gives_same_id_and_one_byte_changes_it),
     T(test_rescan_reuses_hashes_of_unchanged_files),
     T(test_scan_refuses_a_link_pointing_outside),
