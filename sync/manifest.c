@@ -1149,54 +1149,84 @@ prev_seg_sha(const struct seg_prev *prev, const struct manifest_entry *me,
   return prev->me->segs[k];
 }
 
-/* Read a segment whole (bounded by SEG), XXH3 it, and SHA-256 it only
- * when the previous publish does not already vouch for it. */
+/*
+ * Stream [off, off+len) of fd through 1 MiB reads into the XXH3 state
+ * and/or the SHA-256 context (either may be NULL).  0, or the errno of a
+ * failed read (-1 for a short one).
+ */
+static int
+hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len,
+           XXH3_state_t *xs, EVP_MD_CTX *ctx)
+{
+  while (len > 0) {
+    size_t want = len < READ_CHUNK ? (size_t)len : READ_CHUNK;
+    ssize_t r = pread(fd, buf, want, (off_t)off);
+
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return r < 0 ? errno : -1;
+    if (xs != NULL)
+      XXH3_128bits_update(xs, buf, (size_t)r);
+    if (ctx != NULL)
+      EVP_DigestUpdate(ctx, buf, (size_t)r);
+    off += (uint64_t)r;
+    len -= (uint64_t)r;
+  }
+  return 0;
+}
+
+/*
+ * Hash segments until none is left.  Without a previous publish of the
+ * path, one pass computes both hashes; with one, a first pass computes
+ * the XXH3 and a second (from the page cache) the SHA-256 only for the
+ * segments that changed, so memory stays at one 1 MiB buffer a thread.
+ */
 static void *
 seg_hasher_run(void *arg)
 {
   struct seg_hasher *h = arg;
-  uint8_t *buf = xmalloc((size_t)MANIFEST_SEG_SIZE);
+  uint8_t *buf = xmalloc(READ_CHUNK);
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  XXH3_state_t *xs = XXH3_createState();
   uint32_t k;
 
-  if (ctx == NULL)
+  if (ctx == NULL || xs == NULL)
     abort();
   while (h->err == 0 && (k = atomic_fetch_add(h->next, 1)) < h->me->nsegs) {
-    uint64_t off, len, got = 0;
+    uint64_t off, len;
     XXH128_canonical_t canon;
     unsigned int mdlen = 0;
     const uint8_t *same;
+    int one_pass = h->prev->me == NULL;
 
     manifest_seg_range(h->me->size, k, &off, &len);
-    while (got < len) {
-      size_t want = len - got < READ_CHUNK ? (size_t)(len - got)
-                                           : READ_CHUNK;
-      ssize_t r = pread(h->fd, buf + got, want, (off_t)(off + got));
-
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0) {
-        h->err = r < 0 ? errno : -1;
-        h->seg = k;
-        break;
-      }
-      got += (uint64_t)r;
-    }
-    if (h->err != 0)
+    XXH3_128bits_reset(xs);
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    h->err = hash_range(h->fd, buf, off, len, xs, one_pass ? ctx : NULL);
+    if (h->err != 0) {
+      h->seg = k;
       break;
+    }
     h->bytes += len;
-    XXH128_canonicalFromHash(&canon, XXH3_128bits(buf, (size_t)len));
+    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(xs));
     memcpy(h->ck->xxh[k], canon.digest, 16);
-    same = prev_seg_sha(h->prev, h->me, k, canon.digest);
+    same = one_pass ? NULL : prev_seg_sha(h->prev, h->me, k, canon.digest);
     if (same != NULL) {
       memcpy(h->me->segs[k], same, 32);
       h->reused++;
       continue;
     }
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    EVP_DigestUpdate(ctx, buf, (size_t)len);
+    if (!one_pass) {
+      h->err = hash_range(h->fd, buf, off, len, NULL, ctx);
+      if (h->err != 0) {
+        h->seg = k;
+        break;
+      }
+    }
     EVP_DigestFinal_ex(ctx, h->me->segs[k], &mdlen);
   }
+  XXH3_freeState(xs);
   EVP_MD_CTX_free(ctx);
   free(buf);
   return NULL;
