@@ -92,18 +92,6 @@ agent_hex_decode(const char *hex, uint8_t *out, size_t n)
   return hex[2 * n] == '\0' ? 0 : ERR_INVALID;
 }
 
-void
-agent_hex_encode(const uint8_t *in, size_t n, char *out)
-{
-  static const char digits[] = "0123456789abcdef";
-
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[in[i] >> 4];
-    out[2 * i + 1] = digits[in[i] & 15];
-  }
-  out[2 * n] = '\0';
-}
-
 static int
 authorized(const struct agent *a, struct http_request *req)
 {

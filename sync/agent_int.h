@@ -85,6 +85,5 @@ void agent_work_done(struct agent *a);
 
 /* ---- small helpers ---- */
 int agent_hex_decode(const char *hex, uint8_t *out, size_t n);
-void agent_hex_encode(const uint8_t *in, size_t n, char *out);
 
 #endif

@@ -755,14 +755,13 @@ pull_reset(struct pull *p)
 }
 
 static void
-complete_json(struct agent *a, struct http_request *req, const char *name,
+complete_json(struct http_request *req, const char *name,
               const struct store_version *sv)
 {
   json_t *v = json_pack("{s:s, s:s, s:s, s:s, s:n}", "state", "complete",
                         "dataset", name, "version", sv->version, "path",
                         sv->path, "error");
 
-  (void)a;
   agent_reply_json(req, 200, v);
 }
 
@@ -814,7 +813,7 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
 
   if (store_version_get(a->store, name, v, &held)) {
     json_decref(body);
-    complete_json(a, req, name, &held);
+    complete_json(req, name, &held);
     return;
   }
   p = pull_find(a, name, v);
@@ -887,7 +886,7 @@ pull_get(struct agent *a, struct http_request *req, const char *name,
   }
   if (p == NULL) {
     if (store_version_get(a->store, name, v, &held)) {
-      complete_json(a, req, name, &held);
+      complete_json(req, name, &held);
       return;
     }
     agent_reply_errf(req, ERR_NOT_FOUND, "no pull of %s@%.64s here, and "

@@ -297,52 +297,6 @@ out:
 }
 
 static int
-remove_at(int at, const char *name, struct err *e)
-{
-  struct stat st;
-  DIR *d;
-  struct dirent *de;
-  int fd;
-  int rc = 0;
-
-  if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return errno == ENOENT ? 0 : err_set(e, ERR_IO, "cannot stat '%s': %s",
-                                         name, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) {
-    if (unlinkat(at, name, 0) < 0 && errno != ENOENT)
-      return err_set(e, ERR_IO, "cannot remove '%s': %s", name,
-                     strerror(errno));
-    return 0;
-  }
-  fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return err_set(e, ERR_IO, "cannot open '%s': %s", name,
-                   strerror(errno));
-  d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return err_set(e, ERR_IO, "cannot list '%s': %s", name,
-                   strerror(errno));
-  }
-  while (rc == 0 && (de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
-    rc = remove_at(dirfd(d), de->d_name, e);
-  }
-  closedir(d);
-  if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-    rc = err_set(e, ERR_IO, "cannot remove '%s': %s", name,
-                 strerror(errno));
-  return rc;
-}
-
-int
-store_remove_tree(const char *path, struct err *e)
-{
-  return remove_at(AT_FDCWD, path, e);
-}
-
-static int
 is_version_id(const char *s, size_t len)
 {
   if (len != MANIFEST_ID_HEX)

@@ -52,8 +52,6 @@ int store_read_file(const char *path, size_t max, char **out, size_t *len,
                     struct err *e) WARN_UNUSED;
 /* mkdir -p of an absolute path inside the store. */
 int store_mkdirs(const char *path, struct err *e) WARN_UNUSED;
-/* rm -rf of an absolute path inside the store (no symlink followed). */
-int store_remove_tree(const char *path, struct err *e) WARN_UNUSED;
 
 /* A version held here: a complete replica, or one published as source. */
 struct store_version {
