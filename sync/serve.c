@@ -78,6 +78,29 @@ struct busy_name {
   struct busy_name *next;
 };
 
+/*
+ * The last publish of each (dataset, path), kept decoded: a republish
+ * reuses its hashes without reading and decoding the stored manifest,
+ * and one that finds the tree unchanged answers with its version
+ * without encoding, hashing or writing anything but the source record.
+ * A publish holds its entry (busy) while it runs on the pool; publishes
+ * of one dataset never overlap, so nothing else touches it meanwhile.
+ */
+#define LAST_PUBLISH_MAX 8
+
+struct last_publish {
+  char name[72];
+  char rel[PATH_MAX];
+  char v[MANIFEST_ID_HEX + 1];
+  struct manifest m;
+  struct manifest_checks c;
+  int busy;
+  uint64_t used;
+  struct last_publish *next;
+};
+
+static void last_free(struct last_publish *lp);
+
 struct serve_state {
   /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
    * answers (-1: all), to prove that destinations verify. */
@@ -89,6 +112,7 @@ struct serve_state {
   size_t sig_bytes;
   uint64_t clock;
   struct busy_name *publishing;
+  struct last_publish *last;   /* the last publish of each path */
 };
 
 /* Names being published now: a second publish of one waits its turn. */
@@ -191,6 +215,12 @@ serve_free(struct agent *a)
   }
   while (st->publishing != NULL)
     publish_release(st, st->publishing->name);
+  while (st->last != NULL) {
+    struct last_publish *lp = st->last;
+
+    st->last = lp->next;
+    last_free(lp);
+  }
   free(st);
   a->serve = NULL;
 }
@@ -205,57 +235,121 @@ struct publish_work {
   char rel[PATH_MAX];
   char v[MANIFEST_ID_HEX + 1];
   int existed;
+  struct last_publish *last;   /* borrowed, busy; may be NULL */
+  struct manifest m;           /* a new manifest, for the cache */
+  struct manifest_checks c;
   struct manifest_scan_stats stats;
   uint64_t files, dirs, links, bytes;
   struct err e;
   int rc;
 };
 
+/* Whether two manifests list the same entries (so the same version). */
+static int
+manifest_same(const struct manifest *x, const struct manifest *y)
+{
+  if (x->n != y->n)
+    return 0;
+  for (size_t i = 0; i < x->n; i++) {
+    const struct manifest_entry *a = &x->v[i];
+    const struct manifest_entry *b = &y->v[i];
+
+    if (a->type != b->type || a->mode != b->mode ||
+        strcmp(a->path, b->path) != 0)
+      return 0;
+    if (a->type == MANIFEST_FILE &&
+        (a->size != b->size || a->mtime_ns != b->mtime_ns ||
+         memcmp(a->sha256, b->sha256, 32) != 0))
+      return 0;
+    if (a->type == MANIFEST_LINK && strcmp(a->target, b->target) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+/* The last publish from disk, when the cache does not have it. */
+static int
+load_last(struct store *s, const char *name, const char *rel,
+          struct last_publish *out)
+{
+  char path[PATH_MAX];
+  char *old = NULL;
+  size_t olen;
+  int ok = 0;
+
+  if (!store_source_latest(s, name, rel, out->v))
+    return 0;
+  store_manifest_path(s, name, out->v, path, sizeof(path));
+  if (store_read_file(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
+      manifest_decode(old, olen, &out->m, NULL) == 0) {
+    store_checks_path(s, name, out->v, path, sizeof(path));
+    ok = manifest_checks_load(path, out->m.n, &out->c, NULL) == 0;
+  }
+  free(old);
+  return ok;
+}
+
+/* Write pw's checks beside its version (the folder may be new). */
+static int
+save_checks(struct store *s, struct publish_work *pw)
+{
+  char path[PATH_MAX];
+  int rc;
+
+  store_checks_path(s, pw->name, pw->v, path, sizeof(path));
+  *strrchr(path, '/') = '\0';
+  rc = store_mkdirs(path, &pw->e);
+  if (rc < 0)
+    return rc;
+  store_checks_path(s, pw->name, pw->v, path, sizeof(path));
+  return manifest_checks_save(&pw->c, path, &pw->e);
+}
+
 static void
 publish_run(uv_work_t *w)
 {
   struct publish_work *pw = w->data;
   struct store *s = pw->a->store;
-  struct manifest prev, m;
-  struct manifest_checks prev_c, c;
+  struct last_publish disk;
+  const struct last_publish *prev = pw->last;
   char path[PATH_MAX];
-  char pv[MANIFEST_ID_HEX + 1];
   char *text = NULL;
   size_t len;
-  int have_prev = 0;
   int rc;
 
-  manifest_init(&prev);
-  manifest_init(&m);
-  manifest_checks_init(&prev_c);
-  manifest_checks_init(&c);
-
+  memset(&disk, 0, sizeof(disk));
+  manifest_init(&disk.m);
+  manifest_checks_init(&disk.c);
   /* Reuse the hashes of the last version published from this path: a
    * republish then reads only the files whose stat identity changed. */
-  if (store_source_latest(s, pw->name, pw->rel, pv)) {
-    char *old = NULL;
-    size_t olen;
-
-    store_manifest_path(s, pw->name, pv, path, sizeof(path));
-    if (store_read_file(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
-        manifest_decode(old, olen, &prev, NULL) == 0) {
-      store_checks_path(s, pw->name, pv, path, sizeof(path));
-      have_prev = manifest_checks_load(path, prev.n, &prev_c, NULL) == 0;
+  if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
+    prev = &disk;
+  rc = manifest_scan(store_rootfd(s), pw->rel, prev ? &prev->m : NULL,
+                     prev ? &prev->c : NULL, &pw->m, &pw->c, &pw->stats,
+                     &pw->e);
+  if (rc < 0)
+    goto out;
+  pw->files = pw->m.files;
+  pw->dirs = pw->m.dirs;
+  pw->links = pw->m.links;
+  pw->bytes = pw->m.bytes;
+  if (prev != NULL && manifest_same(&pw->m, &prev->m)) {
+    /* Nothing changed: the same version, whose manifest and checks are
+     * stored already (equal manifests come from equal stat identities
+     * or equal hashes; the checks are rewritten in the second case). */
+    memcpy(pw->v, prev->v, sizeof(pw->v));
+    pw->existed = 1;
+    if (pw->stats.files_hashed > 0) {
+      rc = save_checks(s, pw);
+      if (rc < 0)
+        goto out;
     }
-    free(old);
+    rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+    goto out;
   }
-  rc = manifest_scan(store_rootfd(s), pw->rel, have_prev ? &prev : NULL,
-                     have_prev ? &prev_c : NULL, &m, &c, &pw->stats, &pw->e);
+  rc = manifest_encode(&pw->m, &text, &len, pw->v, &pw->e);
   if (rc < 0)
     goto out;
-  rc = manifest_encode(&m, &text, &len, pw->v, &pw->e);
-  if (rc < 0)
-    goto out;
-  pw->files = m.files;
-  pw->dirs = m.dirs;
-  pw->links = m.links;
-  pw->bytes = m.bytes;
-
   store_manifest_path(s, pw->name, pw->v, path, sizeof(path));
   pw->existed = access(path, F_OK) == 0;
   {
@@ -273,20 +367,76 @@ publish_run(uv_work_t *w)
       goto out;
   }
   /* Checks are rewritten even for an existing version: the stat
-   * identities may have changed (a touch), the content did not. */
-  store_checks_path(s, pw->name, pw->v, path, sizeof(path));
-  rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+   * identities may have changed (a touch), the content did not.  The
+   * source record last: it is what makes the version served here. */
+  rc = save_checks(s, pw);
   if (rc < 0)
     goto out;
-  rc = manifest_checks_save(&c, path, &pw->e);
+  rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
 
 out:
   pw->rc = rc;
   free(text);
-  manifest_release(&prev);
-  manifest_release(&m);
-  manifest_checks_release(&prev_c);
-  manifest_checks_release(&c);
+  manifest_release(&disk.m);
+  manifest_checks_release(&disk.c);
+}
+
+/* The cache entry of (name, rel), or NULL. */
+static struct last_publish *
+last_find(struct serve_state *st, const char *name, const char *rel)
+{
+  for (struct last_publish *lp = st->last; lp != NULL; lp = lp->next) {
+    if (strcmp(lp->name, name) == 0 && strcmp(lp->rel, rel) == 0)
+      return lp;
+  }
+  return NULL;
+}
+
+static void
+last_free(struct last_publish *lp)
+{
+  manifest_release(&lp->m);
+  manifest_checks_release(&lp->c);
+  free(lp);
+}
+
+/* Keep pw's new manifest as the last publish of its path. */
+static void
+last_store(struct serve_state *st, struct publish_work *pw)
+{
+  struct last_publish *lp = pw->last;
+  size_t n = 0;
+
+  if (lp == NULL) {
+    lp = xcalloc(1, sizeof(*lp));
+    snprintf(lp->name, sizeof(lp->name), "%s", pw->name);
+    snprintf(lp->rel, sizeof(lp->rel), "%s", pw->rel);
+    lp->next = st->last;
+    st->last = lp;
+  }
+  manifest_release(&lp->m);
+  manifest_checks_release(&lp->c);
+  lp->m = pw->m;
+  lp->c = pw->c;
+  manifest_init(&pw->m);
+  manifest_checks_init(&pw->c);
+  memcpy(lp->v, pw->v, sizeof(lp->v));
+  lp->used = ++st->clock;
+  for (struct last_publish *x = st->last; x != NULL; x = x->next)
+    n++;
+  while (n-- > LAST_PUBLISH_MAX) {
+    struct last_publish **victim = NULL;
+
+    for (struct last_publish **q = &st->last; *q != NULL; q = &(*q)->next) {
+      if (!(*q)->busy && (victim == NULL || (*q)->used < (*victim)->used))
+        victim = q;
+    }
+    if (victim == NULL)
+      break;
+    lp = *victim;
+    *victim = lp->next;
+    last_free(lp);
+  }
 }
 
 /* Forget a cached served version (its checks were just replaced). */
@@ -306,6 +456,14 @@ served_drop(struct serve_state *st, const char *name, const char *v)
 }
 
 static void
+publish_work_free(struct publish_work *pw)
+{
+  manifest_release(&pw->m);
+  manifest_checks_release(&pw->c);
+  free(pw);
+}
+
+static void
 publish_done(uv_work_t *w, int status)
 {
   struct publish_work *pw = w->data;
@@ -315,14 +473,17 @@ publish_done(uv_work_t *w, int status)
 
   (void)status;
   publish_release(a->serve, pw->name);
+  if (pw->last != NULL)
+    pw->last->busy = 0;
   if (pw->rc < 0) {
     log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
              err_msg(&pw->e));
     agent_reply_err(pw->req, &pw->e);
-    free(pw);
+    publish_work_free(pw);
     agent_work_done(a);
     return;
   }
+  last_store(a->serve, pw);
   served_drop(a->serve, pw->name, pw->v);
   if (strcmp(pw->rel, ".") == 0)
     snprintf(dir, sizeof(dir), "%s", store_root(a->store));
@@ -340,7 +501,7 @@ publish_done(uv_work_t *w, int status)
                 "files_hashed", (json_int_t)pw->stats.files_hashed,
                 "files_reused", (json_int_t)pw->stats.files_reused);
   agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
-  free(pw);
+  publish_work_free(pw);
   agent_work_done(a);
 }
 
@@ -387,6 +548,11 @@ serve_publish(struct agent *a, struct http_request *req, const char *name)
   pw->a = a;
   pw->req = req;
   snprintf(pw->name, sizeof(pw->name), "%s", name);
+  manifest_init(&pw->m);
+  manifest_checks_init(&pw->c);
+  pw->last = last_find(a->serve, name, pw->rel);
+  if (pw->last != NULL)
+    pw->last->busy = 1;
   pw->w.data = pw;
   json_decref(body);
   agent_queue(a, &pw->w, publish_run, publish_done);
