@@ -70,28 +70,6 @@ agent_body_json(struct http_request *req, json_t **out, struct err *e)
   return jsonx_parse_object(body, len, out, e);
 }
 
-int
-agent_hex_decode(const char *hex, uint8_t *out, size_t n)
-{
-  for (size_t i = 0; i < n; i++) {
-    int v = 0;
-
-    for (int k = 0; k < 2; k++) {
-      char c = hex[2 * i + k];
-
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= c - '0';
-      else if (c >= 'a' && c <= 'f')
-        v |= c - 'a' + 10;
-      else
-        return ERR_INVALID;
-    }
-    out[i] = (uint8_t)v;
-  }
-  return hex[2 * n] == '\0' ? 0 : ERR_INVALID;
-}
-
 static int
 authorized(const struct agent *a, struct http_request *req)
 {
@@ -109,7 +87,7 @@ valid_version(const char *v)
 {
   uint8_t bin[32];
 
-  return strlen(v) == MANIFEST_ID_HEX && agent_hex_decode(v, bin, 32) == 0;
+  return strlen(v) == MANIFEST_ID_HEX && hash_unhex(v, bin, 32) == 0;
 }
 
 /*

@@ -83,7 +83,5 @@ void agent_queue(struct agent *a, uv_work_t *w, uv_work_cb run,
                  uv_after_work_cb done);
 void agent_work_done(struct agent *a);
 
-/* ---- small helpers ---- */
-int agent_hex_decode(const char *hex, uint8_t *out, size_t n);
 
 #endif

@@ -101,44 +101,6 @@ manifest_find(const struct manifest *m, const char *path)
 
 /* ---- helpers ---- */
 
-static void
-hex_encode(const uint8_t *in, size_t n, char *out)
-{
-  static const char digits[] = "0123456789abcdef";
-
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[in[i] >> 4];
-    out[2 * i + 1] = digits[in[i] & 15];
-  }
-  out[2 * n] = '\0';
-}
-
-static int
-hex_digit(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  return -1; /* uppercase too: the canonical form is lowercase */
-}
-
-/* Decode exactly 64 lowercase hex digits into 32 bytes; 0 if not that. */
-static int
-hex_decode32(const char *s, uint8_t out[32])
-{
-  if (s == NULL || strlen(s) != 64)
-    return 0;
-  for (size_t i = 0; i < 32; i++) {
-    int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
-
-    if (hi < 0 || lo < 0)
-      return 0;
-    out[i] = (uint8_t)(hi << 4 | lo);
-  }
-  return 1;
-}
-
 /*
  * Length of the valid UTF-8 character at p (before end) by jansson's
  * rules (shortest form, no surrogates, at most U+10FFFF), or 0.
@@ -282,13 +244,13 @@ entry_json(const struct manifest_entry *me)
     return o;
   json_object_set_new(o, "mtime_ns", json_integer(me->mtime_ns));
   json_object_set_new(o, "size", json_integer((json_int_t)me->size));
-  hex_encode(me->sha256, 32, hex);
+  hash_hex(me->sha256, 32, hex);
   json_object_set_new(o, "sha256", json_string(hex));
   if (me->segs != NULL) {
     json_t *a = json_array();
 
     for (uint32_t k = 0; k < me->nsegs; k++) {
-      hex_encode(me->segs[k], 32, hex);
+      hash_hex(me->segs[k], 32, hex);
       json_array_append_new(a, json_string(hex));
     }
     json_object_set_new(o, "segments", a);
@@ -456,8 +418,8 @@ decode_file(const json_t *o, size_t i, struct manifest_entry *me,
                      "from 0 to 2^50");
   me->size = (uint64_t)v;
   me->nsegs = manifest_nsegs(me->size);
-  if (!hex_decode32(json_string_value(json_object_get(o, "sha256")),
-                    me->sha256))
+  if (hash_unhex(json_string_value(json_object_get(o, "sha256")),
+                 me->sha256, 32) < 0)
     return entry_err(e, i, me->path, "field 'sha256' must be 64 "
                      "lowercase hex digits");
   if (me->size <= MANIFEST_SEG_SIZE) {
@@ -475,8 +437,8 @@ decode_file(const json_t *o, size_t i, struct manifest_entry *me,
                      (unsigned long long)me->size, me->nsegs);
   me->segs = xcalloc(me->nsegs, sizeof(*me->segs));
   for (uint32_t k = 0; k < me->nsegs; k++) {
-    if (!hex_decode32(json_string_value(json_array_get(segs, k)),
-                      me->segs[k]))
+    if (hash_unhex(json_string_value(json_array_get(segs, k)), me->segs[k],
+                   32) < 0)
       return entry_err(e, i, me->path, "segment %u must be 64 lowercase "
                        "hex digits", k);
   }

@@ -491,12 +491,8 @@ pull_prep_run(uv_work_t *w)
       rc = basis_signature(p->a->store, f, &sig, &br->e);
       if (rc < 0)
         break;
-      if (p->m.v[entry].nsegs > 1) {
-        char hex[65];
-
-        hash_sha256_hex(sig.data, sig.len, hex);
-        (void)agent_hex_decode(hex, br->carrier_sha, 32);
-      }
+      if (p->m.v[entry].nsegs > 1)
+        hash_sha256(sig.data, sig.len, br->carrier_sha);
       rc = wire_put(&br->body, WIRE_SIG, entry, 0, sig.data,
                     (uint32_t)sig.len);
     } else if (br->sigmode[i] == WIRE_SIGREF) {

@@ -981,12 +981,7 @@ batch_run(uv_work_t *w)
 
     switch (f->kind) {
     case WIRE_SIG:
-      {
-        char hex[65];
-
-        hash_sha256_hex(f->payload, f->len, hex);
-        (void)agent_hex_decode(hex, bw->sig_sha[i], 32);
-      }
+      hash_sha256(f->payload, f->len, bw->sig_sha[i]);
       bf->sig = f->payload;
       bf->sig_len = f->len;
       delta_sig_free(bf->loaded);

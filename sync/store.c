@@ -16,6 +16,7 @@
 #include "sync/store.h"
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/hash.h"
 
 #define STORE_ROOT_MAX 1024
 
@@ -179,14 +180,9 @@ void
 store_sig_path(const struct store *s, const uint8_t sha[32],
                size_t block_len, char *out, size_t outlen)
 {
-  static const char hex[] = "0123456789abcdef";
   char h[65];
 
-  for (int i = 0; i < 32; i++) {
-    h[2 * i] = hex[sha[i] >> 4];
-    h[2 * i + 1] = hex[sha[i] & 15];
-  }
-  h[64] = '\0';
+  hash_hex(sha, 32, h);
   pathf(out, outlen, "%s/sigs/%s-%zu.sig", s->base, h, block_len);
 }
 

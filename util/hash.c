@@ -10,18 +10,57 @@
 #include <string.h>
 
 void
-hash_sha256_hex(const void *data, size_t len, char out[65])
+hash_sha256(const void *data, size_t len, unsigned char out[32])
 {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdlen = 0;
 
-  EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-  for (unsigned int i = 0; i < mdlen && i < 32; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
+  EVP_Digest(data, len, out, &mdlen, EVP_sha256(), NULL);
+}
+
+void
+hash_sha256_hex(const void *data, size_t len, char out[65])
+{
+  unsigned char md[32];
+
+  hash_sha256(data, len, md);
+  hash_hex(md, sizeof(md), out);
+}
+
+void
+hash_hex(const unsigned char *in, size_t n, char *out)
+{
+  static const char digits[] = "0123456789abcdef";
+
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[in[i] >> 4];
+    out[2 * i + 1] = digits[in[i] & 15];
   }
-  out[64] = '\0';
+  out[2 * n] = '\0';
+}
+
+static int
+hex_digit(char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1; /* uppercase too: ids are written lowercase */
+}
+
+int
+hash_unhex(const char *hex, unsigned char *out, size_t n)
+{
+  if (hex == NULL || strlen(hex) != 2 * n)
+    return ERR_INVALID;
+  for (size_t i = 0; i < n; i++) {
+    int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+    if (hi < 0 || lo < 0)
+      return ERR_INVALID;
+    out[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return 0;
 }
 
 int

@@ -10,8 +10,15 @@
 
 #define HASH_SHA256_HEX_LEN 64
 
+/* SHA-256 of data into out. */
+void hash_sha256(const void *data, size_t len, unsigned char out[32]);
 /* Hex SHA-256 of data into out (at least 65 bytes, NUL-terminated). */
 void hash_sha256_hex(const void *data, size_t len, char out[65]);
+/* n bytes as 2n lowercase hex digits into out (2n + 1 bytes, NUL-ended). */
+void hash_hex(const unsigned char *in, size_t n, char *out);
+/* Exactly 2n lowercase hex digits (then the NUL) into n bytes; ERR_INVALID
+ * for anything else (NULL, uppercase, a wrong length). */
+int hash_unhex(const char *hex, unsigned char *out, size_t n) WARN_UNUSED;
 /*
  * Fill out with prefix + 43 url-safe random characters (256 bits from the
  * OS CSPRNG); outlen must hold them and the NUL.  ERR_IO if the kernel
