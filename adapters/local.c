@@ -175,7 +175,7 @@ read_status(const char *dir, struct err *why)
   size_t len;
   json_t *st = NULL;
 
-  if (adapter_local__read_file(path, LOCAL_STATUS_MAX, &text, &len, why) ==
+  if (file_read(path, LOCAL_STATUS_MAX, &text, &len, why) ==
       0) {
     if (jsonx_parse_object(text, len, &st, why) < 0)
       st = NULL;
@@ -332,7 +332,7 @@ shim_identity(const struct local_job *j, pid_t *pid,
   char *text = NULL;
   int rc;
 
-  rc = adapter_local__read_file(path, 128, &text, NULL, NULL);
+  rc = file_read(path, 128, &text, NULL, NULL);
   if (rc == 0)
     rc = adapter_local__parse_pid_file(text, pid, start);
   free(text);
@@ -492,7 +492,7 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
   }
   l->jobs_dir = adapter_local__path(state, "jobs");
   /* Job directories hold spec.json, which has the job's environment. */
-  rc = adapter_local__mkdirs(l->jobs_dir, 0700, e);
+  rc = file_mkdirs(l->jobs_dir, 0700, e);
   if (rc < 0)
     goto out;
   uv_timer_init(l->loop, &l->watch);
@@ -602,7 +602,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   j->id = job->id;
   j->lock_fd = -1;
   j->dir = job_dir(l, job->id);
-  rc = adapter_local__mkdirs(j->dir, 0700, e);
+  rc = file_mkdirs(j->dir, 0700, e);
   if (rc < 0)
     goto out;
   rc = open_lock(j->dir, 1, &lock_fd, e);
@@ -627,7 +627,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   if (rc == 0)
     rc = remove_stale(j->dir, "shim.pid", e);
   if (rc == 0 && s->script != NULL)
-    rc = adapter_local__write_atomic(j->dir, "script", s->script,
+    rc = file_write_atomic(j->dir, "script", s->script,
                                      strlen(s->script), 0700, e);
   if (rc < 0)
     goto out;
@@ -645,7 +645,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   if (rc < 0)
     goto out;
   text = jsonx_dump(spec_json);
-  rc = adapter_local__write_atomic(j->dir, "spec.json", text, strlen(text),
+  rc = file_write_atomic(j->dir, "spec.json", text, strlen(text),
                                    0600, e);
   if (rc < 0)
     goto out;
@@ -740,7 +740,7 @@ read_launch_facts(const char *dir, char **alloc, char **log_path)
   size_t len;
   json_t *obj = NULL;
 
-  if (adapter_local__read_file(path, LOCAL_SPEC_MAX, &text, &len, NULL) ==
+  if (file_read(path, LOCAL_SPEC_MAX, &text, &len, NULL) ==
           0 &&
       jsonx_parse_object(text, len, &obj, NULL) == 0) {
     *alloc = xstrdup(jsonx_str(obj, "alloc"));

@@ -32,6 +32,7 @@
 
 #include "adapters/adapter.h"
 #include "util/err.h"
+#include "util/fileio.h"
 
 /* The shim finds the job's lock on this descriptor. */
 #define LOCAL_LOCK_FD 3
@@ -63,25 +64,8 @@
 
 /* New string "dir/name". */
 char *adapter_local__path(const char *dir, const char *name);
-/*
- * Write len bytes of data to dir/name atomically and durably: a temporary
- * file, fsync, rename over name, fsync of dir.  ERR_IO naming the file.
- */
-int adapter_local__write_atomic(const char *dir, const char *name,
-                                const void *data, size_t len, mode_t mode,
-                                struct err *e) WARN_UNUSED;
-/*
- * Read the whole file path (at most max bytes) into *out (new,
- * NUL-terminated, free with free()); *len_out may be NULL.  ERR_NOT_FOUND
- * when it does not exist, ERR_TOO_LARGE past max, ERR_IO otherwise.
- */
-int adapter_local__read_file(const char *path, size_t max, char **out,
-                             size_t *len_out, struct err *e) WARN_UNUSED;
 /* 1 when path exists. */
 int adapter_local__exists(const char *path);
-/* mkdir -p with mode for the directories it creates. */
-int adapter_local__mkdirs(const char *path, mode_t mode,
-                          struct err *e) WARN_UNUSED;
 /*
  * Start time of process pid (field 22 of /proc/PID/stat, clock ticks since
  * boot): what tells a process apart from a later one that reuses its pid.

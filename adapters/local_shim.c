@@ -130,7 +130,7 @@ load_spec(const char *dir, struct shim_spec *s, struct err *e)
   json_t *obj = NULL;
   int rc;
 
-  rc = adapter_local__read_file(path, LOCAL_SPEC_MAX, &text, &len, e);
+  rc = file_read(path, LOCAL_SPEC_MAX, &text, &len, e);
   if (rc < 0)
     goto out;
   rc = jsonx_parse_object(text, len, &obj, e);
@@ -185,7 +185,7 @@ write_status(const char *dir, int64_t job_id, const struct shim_end *end,
   json_object_set_new(st, "start_ms", json_integer(end->start_ms));
   json_object_set_new(st, "end_ms", json_integer(end->end_ms));
   text = jsonx_dump(st);
-  rc = adapter_local__write_atomic(dir, "status.json", text, strlen(text),
+  rc = file_write_atomic(dir, "status.json", text, strlen(text),
                                    0600, e);
   free(text);
   json_decref(st);
@@ -240,7 +240,7 @@ write_pid_file(const char *dir, struct err *e)
   if (adapter_local__proc_start(getpid(), &start) < 0)
     return err_set(e, ERR_IO, "cannot read /proc/self/stat");
   n = snprintf(text, sizeof(text), "%ld %llu\n", (long)getpid(), start);
-  return adapter_local__write_atomic(dir, "shim.pid", text, (size_t)n, 0600,
+  return file_write_atomic(dir, "shim.pid", text, (size_t)n, 0600,
                                      e);
 }
 
@@ -396,7 +396,7 @@ list_children(pid_t *out, int max)
   /* The shim is single-threaded: its thread id is its pid. */
   snprintf(path, sizeof(path), "/proc/self/task/%ld/children",
            (long)getpid());
-  if (adapter_local__read_file(path, 64u << 10, &text, NULL, NULL) < 0)
+  if (file_read(path, 64u << 10, &text, NULL, NULL) < 0)
     return -1;
   p = text;
   while (n < max) {
@@ -652,7 +652,7 @@ adapter_local_shim_main(int argc, char **argv)
   end.start_ms = time_now_ms();
   time_format_iso(end.start_ms, stamp, sizeof(stamp));
   /* Durable before the fork: a job process exists only if this does. */
-  if (adapter_local__write_atomic(dir, "started", stamp, strlen(stamp), 0600,
+  if (file_write_atomic(dir, "started", stamp, strlen(stamp), 0600,
                                   &e) < 0) {
     log_error("shim: %s", err_msg(&e));
     goto out;

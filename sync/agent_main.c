@@ -20,6 +20,7 @@
 
 #include "sync/agent.h"
 #include "sync/store.h"
+#include "util/fileio.h"
 #include "util/log.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8760"
@@ -61,7 +62,7 @@ read_token(const char *path, char *out, size_t outlen)
   size_t len;
   struct err e = {0};
 
-  if (store_read_file(path, 4096, &text, &len, &e) < 0) {
+  if (file_read(path, 4096, &text, &len, &e) < 0) {
     fprintf(stderr, "tenbin-agent: --token-file: %s\n", err_msg(&e));
     return -1;
   }

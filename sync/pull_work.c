@@ -18,6 +18,7 @@
 #include "sync/path.h"
 #include "sync/pull_int.h"
 #include "util/alloc.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -78,7 +79,7 @@ local_load(struct pull *p, struct local *l)
       continue;
     store_manifest_path(s, p->name, l->vs[i].version, path, sizeof(path));
     manifest_init(&l->m[l->nm]);
-    if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len, NULL) == 0 &&
+    if (file_read(path, MANIFEST_MAX_TEXT, &text, &len, NULL) == 0 &&
         manifest_decode(text, len, &l->m[l->nm], NULL) == 0) {
       /* Keep the directory next to its manifest: vs[i] moves to slot nm. */
       if (i != l->nm) {
@@ -384,7 +385,7 @@ pull_plan_run(uv_work_t *w)
     err_prefix(&pw->e, "manifest from the source");
     goto out;
   }
-  rc = store_mkdirs(p->staging, &pw->e);
+  rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
   dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -456,7 +457,7 @@ basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
 
   store_sig_path(s, f->basis_sha, delta_block_len(f->basis_size), path,
                  sizeof(path));
-  if (store_read_file(path, SIG_MAX, &text, &len, NULL) == 0) {
+  if (file_read(path, SIG_MAX, &text, &len, NULL) == 0) {
     rc = buf_add(out, text, len);
     free(text);
     return rc < 0 ? err_set(e, rc, "signature too large") : 0;
@@ -889,7 +890,7 @@ pull_finish_run(uv_work_t *w)
   /* The manifest first: a complete replica always has its manifest. */
   store_manifest_path(s, p->name, p->v, path, sizeof(path));
   *strrchr(path, '/') = '\0';
-  rc = store_mkdirs(path, &fw->e);
+  rc = file_mkdirs(path, 0755, &fw->e);
   if (rc < 0)
     goto out;
   store_manifest_path(s, p->name, p->v, path, sizeof(path));
@@ -903,7 +904,7 @@ pull_finish_run(uv_work_t *w)
   }
   snprintf(path, sizeof(path), "%s", p->data);
   *strrchr(path, '/') = '\0';
-  rc = store_mkdirs(path, &fw->e);
+  rc = file_mkdirs(path, 0755, &fw->e);
   if (rc < 0)
     goto out;
   if (rename(p->staging, p->data) < 0) {

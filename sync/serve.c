@@ -29,6 +29,7 @@
 #include "sync/path.h"
 #include "sync/wire.h"
 #include "util/alloc.h"
+#include "util/fileio.h"
 #include "util/fault.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
@@ -280,7 +281,7 @@ load_last(struct store *s, const char *name, const char *rel,
   if (!store_source_latest(s, name, rel, out->v))
     return 0;
   store_manifest_path(s, name, out->v, path, sizeof(path));
-  if (store_read_file(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
+  if (file_read(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
       manifest_decode(old, olen, &out->m, NULL) == 0) {
     store_checks_path(s, name, out->v, path, sizeof(path));
     ok = manifest_checks_load(path, out->m.n, &out->c, NULL) == 0;
@@ -298,7 +299,7 @@ save_checks(struct store *s, struct publish_work *pw)
 
   store_checks_path(s, pw->name, pw->v, path, sizeof(path));
   *strrchr(path, '/') = '\0';
-  rc = store_mkdirs(path, &pw->e);
+  rc = file_mkdirs(path, 0755, &pw->e);
   if (rc < 0)
     return rc;
   store_checks_path(s, pw->name, pw->v, path, sizeof(path));
@@ -357,7 +358,7 @@ publish_run(uv_work_t *w)
 
     snprintf(dir, sizeof(dir), "%s", path);
     *strrchr(dir, '/') = '\0';
-    rc = store_mkdirs(dir, &pw->e);
+    rc = file_mkdirs(dir, 0755, &pw->e);
     if (rc < 0)
       goto out;
   }
@@ -604,7 +605,7 @@ serve_manifest(struct agent *a, struct http_request *req, const char *name,
     return;
   }
   store_manifest_path(a->store, name, v, path, sizeof(path));
-  if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len, &e) < 0) {
+  if (file_read(path, MANIFEST_MAX_TEXT, &text, &len, &e) < 0) {
     agent_reply_err(req, &e);
     return;
   }
@@ -632,7 +633,7 @@ load_run(uv_work_t *w)
   size_t len;
 
   store_manifest_path(s, sv->name, sv->v, path, sizeof(path));
-  if (store_read_file(path, MANIFEST_MAX_TEXT, &text, &len,
+  if (file_read(path, MANIFEST_MAX_TEXT, &text, &len,
                       &sv->load_err) < 0 ||
       manifest_decode(text, len, &sv->m, &sv->load_err) < 0)
     goto out;
@@ -641,7 +642,7 @@ load_run(uv_work_t *w)
     goto out;
   snprintf(path, sizeof(path), "%s/.tenbin/published/%s/%s.src",
            store_root(s), sv->name, sv->v);
-  if (store_read_file(path, PATH_MAX, &rel, &len, &sv->load_err) < 0)
+  if (file_read(path, PATH_MAX, &rel, &len, &sv->load_err) < 0)
     goto out;
   snprintf(sv->rel, sizeof(sv->rel), "%s", rel);
 

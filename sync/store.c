@@ -16,6 +16,7 @@
 #include "sync/store.h"
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 
 #define STORE_ROOT_MAX 1024
@@ -49,31 +50,6 @@ static const char *const store_dirs[] = {"manifests", "published", "data",
                                          "staging", "sigs", NULL};
 
 int
-store_mkdirs(const char *path, struct err *e)
-{
-  char tmp[PATH_MAX];
-  size_t len = strlen(path);
-
-  if (len == 0 || len >= sizeof(tmp))
-    return err_set(e, ERR_INVALID, "path '%.200s': too long", path);
-  memcpy(tmp, path, len + 1);
-  for (char *p = tmp + 1; ; p++) {
-    if (*p == '/' || *p == '\0') {
-      char c = *p;
-
-      *p = '\0';
-      if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-        return err_set(e, ERR_IO, "cannot create '%s': %s", tmp,
-                       strerror(errno));
-      *p = c;
-      if (c == '\0')
-        break;
-    }
-  }
-  return 0;
-}
-
-int
 store_open(const char *root, int fsync_publish, struct store **out,
            struct err *e)
 {
@@ -101,7 +77,7 @@ store_open(const char *root, int fsync_publish, struct store **out,
   pathf(s->base, sizeof(s->base), "%s/%s", s->root, SYNCPATH_STORE);
   for (size_t i = 0; store_dirs[i] != NULL; i++) {
     pathf(path, sizeof(path), "%s/%s", s->base, store_dirs[i]);
-    rc = store_mkdirs(path, e);
+    rc = file_mkdirs(path, 0755, e);
     if (rc < 0)
       goto fail;
   }
@@ -186,110 +162,19 @@ store_sig_path(const struct store *s, const uint8_t sha[32],
   pathf(out, outlen, "%s/sigs/%s-%zu.sig", s->base, h, block_len);
 }
 
-static int
-fsync_parent(const char *path)
-{
-  char dir[PATH_MAX];
-  char *slash;
-  int fd;
-  int rc;
-
-  pathf(dir, sizeof(dir), "%s", path);
-  slash = strrchr(dir, '/');
-  if (slash == NULL)
-    return 0;
-  *slash = '\0';
-  fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  rc = fsync(fd);
-  close(fd);
-  return rc;
-}
-
 int
 store_write_file(const char *path, const void *data, size_t len,
                  struct err *e)
 {
-  char tmp[PATH_MAX];
-  const char *p = data;
-  size_t done = 0;
-  int fd;
-  int rc = 0;
+  char dir[PATH_MAX];
+  char *slash;
 
-  pathf(tmp, sizeof(tmp), "%s.tmp", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return err_set(e, ERR_IO, "cannot create '%s': %s", tmp,
-                   strerror(errno));
-  while (done < len) {
-    ssize_t n = write(fd, p + done, len - done);
-
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      rc = err_set(e, ERR_IO, "cannot write '%s': %s", tmp,
-                   strerror(errno));
-      goto out;
-    }
-    done += (size_t)n;
-  }
-  if (fsync(fd) < 0) {
-    rc = err_set(e, ERR_IO, "cannot sync '%s': %s", tmp, strerror(errno));
-    goto out;
-  }
-  if (rename(tmp, path) < 0) {
-    rc = err_set(e, ERR_IO, "cannot rename '%s': %s", tmp,
-                 strerror(errno));
-    goto out;
-  }
-  (void)fsync_parent(path);
-
-out:
-  close(fd);
-  if (rc < 0)
-    (void)unlink(tmp);
-  return rc;
-}
-
-int
-store_read_file(const char *path, size_t max, char **out, size_t *len,
-                struct err *e)
-{
-  struct buf b;
-  char chunk[65536];
-  int fd;
-  int rc = 0;
-
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO,
-                   "cannot open '%s': %s", path, strerror(errno));
-  buf_init(&b, max);
-  for (;;) {
-    ssize_t n = read(fd, chunk, sizeof(chunk));
-
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      rc = err_set(e, ERR_IO, "cannot read '%s': %s", path,
-                   strerror(errno));
-      goto out;
-    }
-    if (n == 0)
-      break;
-    if (buf_add(&b, chunk, (size_t)n) < 0) {
-      rc = err_set(e, ERR_TOO_LARGE, "'%s' is larger than %zu bytes", path,
-                   max);
-      goto out;
-    }
-  }
-  *out = buf_take(&b, len);
-
-out:
-  close(fd);
-  buf_release(&b);
-  return rc;
+  pathf(dir, sizeof(dir), "%s", path);
+  slash = strrchr(dir, '/');
+  if (slash == NULL)
+    return err_set(e, ERR_INTERNAL, "'%s' is not an absolute path", path);
+  *slash = '\0';
+  return file_write_atomic(dir, slash + 1, data, len, 0644, e);
 }
 
 static int
@@ -345,7 +230,7 @@ source_dir(const struct store *s, const char *name, const char *v,
   int found = 0;
 
   source_path(s, name, v, p, sizeof(p));
-  if (store_read_file(p, PATH_MAX, &rel, &len, &e) < 0)
+  if (file_read(p, PATH_MAX, &rel, &len, &e) < 0)
     return 0;
   if (stat(p, &st) == 0)
     one->mtime_ns = mtime_of(&st);
@@ -446,7 +331,7 @@ store_source_set(const struct store *s, const char *name, const char *v,
   int rc;
 
   pathf(p, sizeof(p), "%s/published/%s", s->base, name);
-  rc = store_mkdirs(p, e);
+  rc = file_mkdirs(p, 0755, e);
   if (rc < 0)
     return rc;
   source_path(s, name, v, p, sizeof(p));
@@ -471,7 +356,7 @@ store_source_latest(const struct store *s, const char *name,
     if (!all[i].source)
       continue;
     source_path(s, name, all[i].version, p, sizeof(p));
-    if (store_read_file(p, PATH_MAX, &got, &len, NULL) == 0 &&
+    if (file_read(p, PATH_MAX, &got, &len, NULL) == 0 &&
         strcmp(got, rel) == 0) {
       memcpy(v, all[i].version, MANIFEST_ID_HEX + 1);
       found = 1;

@@ -44,14 +44,9 @@ void store_staging_dir(const struct store *s, const char *name,
 void store_sig_path(const struct store *s, const uint8_t sha[32],
                     size_t block_len, char *out, size_t outlen);
 
-/* Write len bytes to path durably: path.tmp, fsync, rename, fsync dir. */
+/* file_write_atomic of an absolute path (split into dir and name). */
 int store_write_file(const char *path, const void *data, size_t len,
                      struct err *e) WARN_UNUSED;
-/* Read a whole file of at most max bytes into *out (new, NUL-ended). */
-int store_read_file(const char *path, size_t max, char **out, size_t *len,
-                    struct err *e) WARN_UNUSED;
-/* mkdir -p of an absolute path inside the store. */
-int store_mkdirs(const char *path, struct err *e) WARN_UNUSED;
 
 /* A version held here: a complete replica, or one published as source. */
 struct store_version {

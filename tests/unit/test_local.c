@@ -288,7 +288,7 @@ read_text(const char *path)
   char *text = NULL;
 
   assert_int_equal(
-      adapter_local__read_file(path, 1 << 20, &text, NULL, NULL), 0);
+      file_read(path, 1 << 20, &text, NULL, NULL), 0);
   return text;
 }
 
@@ -299,7 +299,7 @@ assert_shim_log_clean(const struct fx *f, int64_t id)
   char *path = job_path(f, id, "shim.log");
   char *text = NULL;
 
-  if (adapter_local__read_file(path, 1 << 20, &text, NULL, NULL) == 0) {
+  if (file_read(path, 1 << 20, &text, NULL, NULL) == 0) {
     if (strstr(text, "Sanitizer") != NULL ||
         strstr(text, "runtime error") != NULL)
       fail_msg("shim of job %lld: %s", (long long)id, text);
@@ -801,7 +801,7 @@ test_adopt_before_the_job_started_is_queued(void **state)
   int fd;
 
   /* What a crash between the lock and the spawn leaves behind. */
-  assert_int_equal(adapter_local__mkdirs(dir, 0700, NULL), 0);
+  assert_int_equal(file_mkdirs(dir, 0700, NULL), 0);
   fd = open(lock, O_RDWR | O_CREAT, 0600);
   assert_true(fd >= 0);
   close(fd);
@@ -835,7 +835,7 @@ process_gone(struct fx *f, const void *arg)
 
   (void)f;
   snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-  if (adapter_local__read_file(path, 4096, &text, NULL, NULL) < 0)
+  if (file_read(path, 4096, &text, NULL, NULL) < 0)
     return 1;
   /* A zombie waiting for whoever reaps orphans here is gone too. */
   gone = strstr(text, ") Z ") != NULL;
@@ -1019,7 +1019,7 @@ test_cancel_with_a_stale_remote_id_signals_nothing(void **state)
   /* Job 999 looks alive (its lock is held, here by the test) and was
    * recorded with job 61's shim pid but another start time: the pid was
    * reused since. */
-  assert_int_equal(adapter_local__mkdirs(dir, 0700, NULL), 0);
+  assert_int_equal(file_mkdirs(dir, 0700, NULL), 0);
   fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   assert_true(fd >= 0);
   assert_int_equal(flock(fd, LOCK_EX), 0);
@@ -1124,7 +1124,7 @@ test_auto_inventory_asks_nvidia_smi_on_path(void **state)
 
   snprintf(bin, sizeof(bin), "%s/bin", f->state);
   assert_int_equal(mkdir(bin, 0700), 0);
-  assert_int_equal(adapter_local__write_atomic(bin, "nvidia-smi", script,
+  assert_int_equal(file_write_atomic(bin, "nvidia-smi", script,
                                                strlen(script), 0700, NULL),
                    0);
   {

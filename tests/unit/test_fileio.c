@@ -1,0 +1,119 @@
+/*
+ * Tests for util/fileio.c: atomic writes land whole with their mode,
+ * reads are capped, mkdir -p creates what is missing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/fileio.h"
+
+static int
+setup(void **state)
+{
+  char *dir = strdup("/tmp/tenbin-test-fileio.XXXXXX");
+
+  if (dir == NULL || mkdtemp(dir) == NULL)
+    return -1;
+  *state = dir;
+  return 0;
+}
+
+static int
+teardown(void **state)
+{
+  char cmd[128];
+
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", (char *)*state);
+  free(*state);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+test_write_atomic_replaces_the_file_with_its_mode_and_leaves_no_temp(
+    void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  char *text = NULL;
+  size_t len = 0;
+  struct stat st;
+  struct err e = {0};
+
+  snprintf(path, sizeof(path), "%s/f", dir);
+  assert_int_equal(file_write_atomic(dir, "f", "old", 3, 0600, &e), 0);
+  assert_int_equal(file_write_atomic(dir, "f", "new text", 8, 0750, &e), 0);
+  assert_int_equal(file_read(path, 100, &text, &len, &e), 0);
+  assert_int_equal(len, 8);
+  assert_string_equal(text, "new text");
+  free(text);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0750);
+  {
+    char cmd[300];
+
+    snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1", dir);
+    assert_int_equal(system(cmd), 0);
+  }
+}
+
+static void
+test_read_names_missing_and_too_large_files(void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  char *text = NULL;
+  struct err e = {0};
+
+  snprintf(path, sizeof(path), "%s/none", dir);
+  assert_int_equal(file_read(path, 10, &text, NULL, &e), ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "none"));
+  assert_int_equal(file_write_atomic(dir, "big", "0123456789ab", 12, 0644,
+                                     &e), 0);
+  snprintf(path, sizeof(path), "%s/big", dir);
+  assert_int_equal(file_read(path, 10, &text, NULL, &e), ERR_TOO_LARGE);
+  assert_null(text);
+}
+
+static void
+test_mkdirs_creates_every_missing_level(void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  struct stat st;
+  struct err e = {0};
+
+  snprintf(path, sizeof(path), "%s/a/b/c", dir);
+  assert_int_equal(file_mkdirs(path, 0755, &e), 0);
+  assert_int_equal(file_mkdirs(path, 0755, &e), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(file_write_atomic(path, "x", "1", 1, 0644, &e), 0);
+  snprintf(path, sizeof(path), "%s/a/b/c/x/y", dir);
+  assert_int_equal(file_mkdirs(path, 0755, &e), ERR_IO);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(
+          test_write_atomic_replaces_the_file_with_its_mode_and_leaves_no_temp,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_read_names_missing_and_too_large_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_mkdirs_creates_every_missing_level,
+                                      setup, teardown),
+  };
+
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,176 @@
+/*
+ * Whole-file helpers (see fileio.h).
+ */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+
+/* New string "dir/name". */
+static char *
+join(const char *dir, const char *name)
+{
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = xmalloc(n);
+
+  snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+static int
+write_all(int fd, const char *data, size_t len)
+{
+  while (len > 0) {
+    ssize_t k = write(fd, data, len);
+
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return -1;
+    data += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+static int
+fsync_dir(const char *dir)
+{
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc;
+
+  if (fd < 0)
+    return -1;
+  rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+int
+file_write_atomic(const char *dir, const char *name, const void *data,
+                  size_t len, mode_t mode, struct err *e)
+{
+  char *tmp = NULL;
+  char *dst = NULL;
+  char tmpname[64];
+  int fd = -1;
+  int rc = ERR_IO;
+
+  /* The pid makes the temporary name unique between tenbind and a shim
+   * writing in the same directory. */
+  snprintf(tmpname, sizeof(tmpname), ".%.32s.%ld.tmp", name, (long)getpid());
+  tmp = join(dir, tmpname);
+  dst = join(dir, name);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) {
+    err_set(e, ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    goto out;
+  }
+  /* open() applies the umask; a script must stay executable. */
+  if (fchmod(fd, mode) < 0 || write_all(fd, data, len) < 0 ||
+      fsync(fd) < 0) {
+    err_set(e, ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    goto out;
+  }
+  if (close(fd) < 0) {
+    fd = -1;
+    err_set(e, ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    goto out;
+  }
+  fd = -1;
+  if (rename(tmp, dst) < 0) {
+    err_set(e, ERR_IO, "cannot rename '%s' to '%s': %s", tmp, dst,
+            strerror(errno));
+    goto out;
+  }
+  /* The rename itself is durable only once the directory is synced. */
+  if (fsync_dir(dir) < 0) {
+    err_set(e, ERR_IO, "cannot sync directory '%s': %s", dir,
+            strerror(errno));
+    goto out;
+  }
+  rc = 0;
+out:
+  if (fd >= 0)
+    close(fd);
+  if (rc < 0)
+    unlink(tmp);
+  free(tmp);
+  free(dst);
+  return rc;
+}
+
+int
+file_read(const char *path, size_t max, char **out, size_t *len_out,
+          struct err *e)
+{
+  struct buf b;
+  char chunk[4096];
+  int fd;
+  int rc = ERR_IO;
+
+  buf_init(&b, max);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return err_set(e, ERR_NOT_FOUND, "'%s' does not exist", path);
+    return err_set(e, ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  }
+  for (;;) {
+    ssize_t k = read(fd, chunk, sizeof(chunk));
+
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0) {
+      err_set(e, ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+      goto out;
+    }
+    if (k == 0)
+      break;
+    if (buf_add(&b, chunk, (size_t)k) < 0) {
+      rc = err_set(e, ERR_TOO_LARGE, "'%s' is larger than %zu bytes", path,
+                   max);
+      goto out;
+    }
+  }
+  *out = buf_take(&b, len_out);
+  rc = 0;
+out:
+  close(fd);
+  buf_release(&b);
+  return rc;
+}
+
+int
+file_mkdirs(const char *path, mode_t mode, struct err *e)
+{
+  char *p = xstrdup(path);
+  int rc = 0;
+
+  /* Create each prefix in turn; existing ones are fine. */
+  for (char *s = p + 1;; s++) {
+    char c = *s;
+
+    if (c != '/' && c != '\0')
+      continue;
+    *s = '\0';
+    if (mkdir(p, mode) < 0 && errno != EEXIST) {
+      rc = err_set(e, ERR_IO, "cannot create directory '%s': %s", p,
+                   strerror(errno));
+      break;
+    }
+    *s = c;
+    if (c == '\0')
+      break;
+  }
+  free(p);
+  return rc;
+}
