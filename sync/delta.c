@@ -146,32 +146,45 @@ write_exact(int fd, const void *p, size_t n, uint64_t off, struct err *e)
 
 /* ---- hashes ---- */
 
+/*
+ * The destination's sums of the bytes it writes: SHA-256 (what the
+ * manifest promises) and XXH3-128 (kept per segment so that a later
+ * local copy of the same bytes can be checked at XXH3's speed).  Either
+ * may be skipped by passing NULL for its output.
+ */
+struct sums {
+  EVP_MD_CTX *sha;
+  XXH3_state_t *xxh;
+};
+
 static int
-sha_begin(EVP_MD_CTX **ctx, struct err *e)
+sums_begin(struct sums *s, const uint8_t *sha, const uint8_t *xxh,
+           struct err *e)
 {
-  *ctx = EVP_MD_CTX_new();
-  if (*ctx == NULL)
-    return err_set(e, ERR_NOMEM, "sha-256: out of memory");
-  if (EVP_DigestInit_ex(*ctx, EVP_sha256(), NULL) != 1)
-    return err_set(e, ERR_INTERNAL, "sha-256: init failed");
+  memset(s, 0, sizeof(*s));
+  if (sha != NULL) {
+    s->sha = EVP_MD_CTX_new();
+    if (s->sha == NULL)
+      return err_set(e, ERR_NOMEM, "sha-256: out of memory");
+    if (EVP_DigestInit_ex(s->sha, EVP_sha256(), NULL) != 1)
+      return err_set(e, ERR_INTERNAL, "sha-256: init failed");
+  }
+  if (xxh != NULL) {
+    s->xxh = XXH3_createState();
+    if (s->xxh == NULL)
+      return err_set(e, ERR_NOMEM, "xxh3: out of memory");
+    XXH3_128bits_reset(s->xxh);
+  }
   return 0;
 }
 
 static int
-sha_update(EVP_MD_CTX *ctx, const void *p, size_t n, struct err *e)
+sums_update(struct sums *s, const void *p, size_t n, struct err *e)
 {
-  if (n > 0 && EVP_DigestUpdate(ctx, p, n) != 1)
+  if (s->sha != NULL && n > 0 && EVP_DigestUpdate(s->sha, p, n) != 1)
     return err_set(e, ERR_INTERNAL, "sha-256: update failed");
-  return 0;
-}
-
-static int
-sha_end(EVP_MD_CTX *ctx, uint8_t sha[32], struct err *e)
-{
-  unsigned int n = 0;
-
-  if (EVP_DigestFinal_ex(ctx, sha, &n) != 1 || n != 32)
-    return err_set(e, ERR_INTERNAL, "sha-256: final failed");
+  if (s->xxh != NULL)
+    XXH3_128bits_update(s->xxh, p, n);
   return 0;
 }
 
@@ -182,6 +195,27 @@ xxh_end(XXH3_state_t *st, uint8_t xxh[16])
 
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
   memcpy(xxh, c.digest, 16);
+}
+
+static int
+sums_end(struct sums *s, uint8_t *sha, uint8_t *xxh, struct err *e)
+{
+  unsigned int n = 0;
+
+  if (s->sha != NULL &&
+      (EVP_DigestFinal_ex(s->sha, sha, &n) != 1 || n != 32))
+    return err_set(e, ERR_INTERNAL, "sha-256: final failed");
+  if (s->xxh != NULL)
+    xxh_end(s->xxh, xxh);
+  return 0;
+}
+
+static void
+sums_release(struct sums *s)
+{
+  EVP_MD_CTX_free(s->sha);
+  if (s->xxh != NULL)
+    XXH3_freeState(s->xxh);
 }
 
 /* ---- driving a librsync job ---- */
@@ -621,10 +655,10 @@ patch_copy(void *opaque, rs_long_t pos, size_t *len, void **buf)
 int
 delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
             uint64_t out_off, uint64_t expect_len, uint8_t sha[32],
-            struct err *e)
+            uint8_t xxh[16], struct err *e)
 {
   struct patch_ctx c = {basis_fd, 0, e, 0};
-  EVP_MD_CTX *ctx = NULL;
+  struct sums sums = {0};
   rs_buffers_t bufs = {0};
   rs_job_t *job = NULL;
   char *ob = NULL;
@@ -638,7 +672,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
       return err_set(e, ERR_IO, "basis: %s", strerror(errno));
     c.basis_size = (uint64_t)st.st_size;
   }
-  rc = sha_begin(&ctx, e);
+  rc = sums_begin(&sums, sha, xxh, e);
   if (rc < 0)
     goto out;
   job = rs_patch_begin(patch_copy, &c);
@@ -667,7 +701,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
       goto out;
     }
     if (produced > 0) {
-      rc = sha_update(ctx, ob, produced, e);
+      rc = sums_update(&sums, ob, produced, e);
       if (rc < 0)
         goto out;
       rc = write_exact(out_fd, ob, produced, out_off + written, e);
@@ -697,62 +731,88 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
                  (unsigned long long)expect_len);
     goto out;
   }
-  rc = sha_end(ctx, sha, e);
+  rc = sums_end(&sums, sha, xxh, e);
 
 out:
   free(ob);
   if (job != NULL)
     rs_job_free(job);
-  EVP_MD_CTX_free(ctx);
+  sums_release(&sums);
   return rc;
 }
 
 int
 delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
-            uint8_t sha[32], struct err *e)
+            uint8_t sha[32], uint8_t xxh[16], struct err *e)
 {
-  EVP_MD_CTX *ctx = NULL;
+  struct sums sums;
   int rc;
 
-  rc = sha_begin(&ctx, e);
+  rc = sums_begin(&sums, sha, xxh, e);
   if (rc == 0)
-    rc = sha_update(ctx, data, len, e);
+    rc = sums_update(&sums, data, len, e);
   if (rc == 0)
     rc = write_exact(out_fd, data, len, out_off, e);
   if (rc == 0)
-    rc = sha_end(ctx, sha, e);
-  EVP_MD_CTX_free(ctx);
+    rc = sums_end(&sums, sha, xxh, e);
+  sums_release(&sums);
   return rc;
 }
 
-int
-delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
-                 struct err *e)
+/* Read len bytes of in at off through one buffer, summing them, and
+ * write them at the same offset of out when out >= 0. */
+static int
+sum_range(int in, int out, uint64_t off, uint64_t len, uint8_t *sha,
+          uint8_t *xxh, struct err *e)
 {
-  EVP_MD_CTX *ctx = NULL;
+  struct sums sums;
   char *p = NULL;
   int rc;
 
-  rc = sha_begin(&ctx, e);
+  rc = sums_begin(&sums, sha, xxh, e);
   if (rc < 0)
     goto out;
   p = xmalloc(len < DELTA_IO_BUF ? (size_t)len + 1 : DELTA_IO_BUF);
   while (len > 0) {
     size_t n = len < DELTA_IO_BUF ? (size_t)len : DELTA_IO_BUF;
 
-    rc = read_exact(fd, p, n, off, e);
-    if (rc < 0)
-      goto out;
-    rc = sha_update(ctx, p, n, e);
+    rc = read_exact(in, p, n, off, e);
+    if (rc == 0)
+      rc = sums_update(&sums, p, n, e);
+    if (rc == 0 && out >= 0)
+      rc = write_exact(out, p, n, off, e);
     if (rc < 0)
       goto out;
     off += n;
     len -= n;
   }
-  rc = sha_end(ctx, sha, e);
+  rc = sums_end(&sums, sha, xxh, e);
 
 out:
   free(p);
-  EVP_MD_CTX_free(ctx);
+  sums_release(&sums);
   return rc;
+}
+
+int
+delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
+                 uint8_t xxh[16], struct err *e)
+{
+  return sum_range(fd, -1, off, len, sha, xxh, e);
+}
+
+int
+delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
+           uint8_t xxh[16], struct err *e)
+{
+  struct stat st;
+
+  /* A short old file is a failed verification, not a write error. */
+  if (fstat(in, &st) < 0)
+    return err_set(e, ERR_IO, "old file: %s", strerror(errno));
+  if ((uint64_t)st.st_size < off + len)
+    return err_set(e, ERR_INVALID, "old file has %llu bytes, fewer than "
+                   "the %llu expected", (unsigned long long)st.st_size,
+                   (unsigned long long)(off + len));
+  return sum_range(in, out, off, len, sha, xxh, e);
 }

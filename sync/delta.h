@@ -62,21 +62,30 @@ int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
                uint8_t xxh[16], struct err *e) WARN_UNUSED;
 
 /*
+ * The destination's functions sum what they write in the same pass:
+ * SHA-256 into sha and XXH3-128 (canonical bytes) into xxh; a NULL
+ * output skips that sum.
+ *
  * Apply len bytes of delta with basis_fd (-1 when there is no basis: a
  * COPY is then an error) and write the result with pwrite at out_off of
- * out_fd; the result must be exactly expect_len bytes.  Its SHA-256 goes
- * into sha.  ERR_INVALID for a corrupt delta or a wrong length; ERR_IO
- * naming ENOSPC, EFBIG (a file size limit) or another write error.
+ * out_fd; the result must be exactly expect_len bytes.  ERR_INVALID for
+ * a corrupt delta or a wrong length; ERR_IO naming ENOSPC, EFBIG (a file
+ * size limit) or another write error.
  */
 int delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
                 uint64_t out_off, uint64_t expect_len, uint8_t sha[32],
-                struct err *e) WARN_UNUSED;
-/* pwrite len bytes of data at out_off of out_fd, with their SHA-256 in
- * sha; errors as delta_patch. */
+                uint8_t xxh[16], struct err *e) WARN_UNUSED;
+/* pwrite len bytes of data at out_off of out_fd; errors as delta_patch. */
 int delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
-                uint8_t sha[32], struct err *e) WARN_UNUSED;
-/* SHA-256 of len bytes of fd at off (for re-verifying staged data). */
+                uint8_t sha[32], uint8_t xxh[16], struct err *e)
+    WARN_UNUSED;
+/* Copy len bytes of in at off to the same offset of out (a segment equal
+ * to the old file's).  ERR_INVALID when in is shorter; write errors as
+ * delta_patch. */
+int delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
+               uint8_t xxh[16], struct err *e) WARN_UNUSED;
+/* Sums of len bytes of fd at off (re-verifying staged data). */
 int delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
-                     struct err *e) WARN_UNUSED;
+                     uint8_t xxh[16], struct err *e) WARN_UNUSED;
 
 #endif

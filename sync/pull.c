@@ -105,16 +105,32 @@ sigs_done(uv_work_t *w, int status)
   struct agent *a = sw->a;
 
   (void)status;
-  for (size_t i = 0; i < sw->n; i++)
+  for (size_t i = 0; i < sw->n; i++) {
     free(sw->items[i].path);
+    free(sw->items[i].xxh);
+  }
   free(sw->items);
   free(sw);
   a->background--;
   agent_work_done(a);
 }
 
+static int
+xxh_complete(const struct pull_file *f, uint32_t nsegs)
+{
+  static const uint8_t zero[16];
+
+  if (f->xxh == NULL)
+    return 0;
+  for (uint32_t k = 0; k < nsegs; k++)
+    if (memcmp(f->xxh[k], zero, 16) == 0)
+      return 0;
+  return 1;
+}
+
 /* Sign what crossed the network, so the next version's deltas need no
- * signature work at transfer time. */
+ * signature work at transfer time, and record its segments' XXH3-128 so
+ * that its local copies need no SHA-256. */
 static void
 queue_signatures(struct pull *p)
 {
@@ -134,6 +150,11 @@ queue_signatures(struct pull *p)
     sw->items[sw->n].path = xstrdup(e->path);
     memcpy(sw->items[sw->n].sha, e->sha256, 32);
     sw->items[sw->n].size = e->size;
+    if (xxh_complete(&p->files[i], e->nsegs)) {
+      sw->items[sw->n].xxh = p->files[i].xxh;
+      sw->items[sw->n].nsegs = e->nsegs;
+      p->files[i].xxh = NULL;
+    }
     sw->n++;
   }
   sw->w.data = sw;
@@ -320,9 +341,7 @@ plan_done(uv_work_t *w, int status)
   }
   free(pw->text);
   manifest_release(&pw->m);
-  for (size_t i = 0; i < pw->nfiles; i++)
-    free(pw->files[i].basis);
-  free(pw->files);
+  pull_files_free(pw->files, pw->nfiles);
   free(pw->queue);
   free(pw);
   agent_work_done(a);
@@ -734,9 +753,7 @@ pull_reset(struct pull *p)
   manifest_init(&p->m);
   free(p->mtext);
   p->mtext = NULL;
-  for (size_t i = 0; i < p->nfiles; i++)
-    free(p->files[i].basis);
-  free(p->files);
+  pull_files_free(p->files, p->nfiles);
   p->files = NULL;
   p->nfiles = 0;
   free(p->queue);

@@ -41,12 +41,23 @@ struct pull_file {
   char *basis;             /* absolute path of the old file, or NULL */
   uint8_t basis_sha[32];
   uint64_t basis_size;
+  /* Multi-segment files only, each NULL otherwise; all-zero entries are
+   * unknown.  xxh: XXH3-128 of each segment as verified here (written
+   * by the pool item that verified it, one segment each).  basis_xxh:
+   * the same, recorded when the basis was received (its nsegs). */
+  uint8_t (*xxh)[16];
+  uint8_t (*basis_xxh)[16];
+  uint32_t basis_nsegs;
 };
+
+/* Free a file table's arrays and the table. */
+void pull_files_free(struct pull_file *v, size_t n);
 
 /* One segment to make: files[file], segment seg.  A local one is equal
  * (by the manifests' segment hashes) to the same segment of the old file
  * here, so it is copied from there and verified, and never crosses the
- * network. */
+ * network: against the XXH3-128 recorded when the old file's segment was
+ * verified, or by its SHA-256 when none was recorded. */
 struct pull_seg {
   uint32_t file;
   uint32_t seg;
@@ -168,6 +179,8 @@ struct sig_item {
   char *path;              /* relative to dir (owned) */
   uint8_t sha[32];
   uint64_t size;
+  uint8_t (*xxh)[16];      /* per segment, all known, or NULL (owned) */
+  uint32_t nsegs;
 };
 
 struct sig_work {

@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "sync/delta.h"
 #include "sync/path.h"
 #include "sync/pull_int.h"
@@ -25,6 +23,17 @@
 
 #define SIG_MAX ((size_t)64 << 20)
 #define INDEX_VERSIONS 4 /* newest replicas searched for equal content */
+
+void
+pull_files_free(struct pull_file *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].basis);
+    free(v[i].xxh);
+    free(v[i].basis_xxh);
+  }
+  free(v);
+}
 
 /* ---- planning ---- */
 
@@ -151,7 +160,7 @@ verify_file(int dirfd, const char *path, const struct manifest_entry *e)
       (uint64_t)st.st_size != e->size)
     goto out;
   if (e->nsegs <= 1 || e->segs == NULL) {
-    ok = delta_hash_range(fd, 0, e->size, sha, &ignore) == 0 &&
+    ok = delta_hash_range(fd, 0, e->size, sha, NULL, &ignore) == 0 &&
          memcmp(sha, e->sha256, 32) == 0;
     goto out;
   }
@@ -160,7 +169,7 @@ verify_file(int dirfd, const char *path, const struct manifest_entry *e)
     uint64_t off, len;
 
     manifest_seg_range(e->size, k, &off, &len);
-    ok = delta_hash_range(fd, off, len, all, &ignore) == 0 &&
+    ok = delta_hash_range(fd, off, len, all, NULL, &ignore) == 0 &&
          memcmp(all, e->segs[k], 32) == 0;
   }
 
@@ -208,9 +217,11 @@ part_name(const char *path, const char *suffix, char *out, size_t outlen)
   snprintf(out, outlen, "%s.tenbin-%s", path, suffix);
 }
 
-/* Segments of a large file already verified by an earlier attempt. */
+/* Segments of a large file already verified by an earlier attempt, with
+ * their XXH3-128 into xxh. */
 static void
-resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done)
+resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done,
+                uint8_t (*xxh)[16])
 {
   char part[PATH_MAX], segs[PATH_MAX];
   struct err ignore = {0};
@@ -234,9 +245,11 @@ resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done)
     if (done[k] != '1')
       continue;
     manifest_seg_range(e->size, k, &off, &len);
-    if (delta_hash_range(pfd, off, len, sha, &ignore) < 0 ||
-        memcmp(sha, e->segs[k], 32) != 0)
+    if (delta_hash_range(pfd, off, len, sha, xxh[k], &ignore) < 0 ||
+        memcmp(sha, e->segs[k], 32) != 0) {
       done[k] = 0;
+      memset(xxh[k], 0, 16);
+    }
   }
 
 out:
@@ -244,6 +257,25 @@ out:
     close(sfd);
   if (pfd >= 0)
     close(pfd);
+}
+
+/* The basis' segment XXH3s, when this agent recorded them on receiving
+ * it; a file of the wrong size is ignored (its copies then use SHA-256). */
+static void
+load_basis_xxh(struct store *s, struct pull_file *f, uint32_t nsegs)
+{
+  char path[PATH_MAX];
+  char *data = NULL;
+  size_t len = 0;
+
+  store_xxh_path(s, f->basis_sha, path, sizeof(path));
+  if (file_read(path, (size_t)nsegs * 16, &data, &len, NULL) == 0 &&
+      len == (size_t)nsegs * 16) {
+    f->basis_xxh = xmalloc(len);
+    memcpy(f->basis_xxh, data, len);
+    f->basis_nsegs = nsegs;
+  }
+  free(data);
 }
 
 static void
@@ -256,16 +288,17 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
   uint32_t need = 0;
   char part[PATH_MAX];
 
-  if (e->nsegs > 1) {
-    resume_segments(dirfd, e, done);
-  } else {
-    part_name(e->path, "part", part, sizeof(part));
-    (void)unlinkat(dirfd, part, 0);
-  }
   pw->files = xrealloc(pw->files, (pw->nfiles + 1) * sizeof(*pw->files));
   f = &pw->files[pw->nfiles];
   memset(f, 0, sizeof(*f));
   f->entry = entry;
+  if (e->nsegs > 1) {
+    f->xxh = xcalloc(e->nsegs, sizeof(*f->xxh));
+    resume_segments(dirfd, e, done, f->xxh);
+  } else {
+    part_name(e->path, "part", part, sizeof(part));
+    (void)unlinkat(dirfd, part, 0);
+  }
   if (l->nm > 0 && e->size >= PULL_DELTA_MIN) {
     ssize_t i = manifest_find(&l->m[0], e->path);
 
@@ -278,6 +311,8 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
       f->basis = xstrdup(path);
       memcpy(f->basis_sha, basis->sha256, 32);
       f->basis_size = basis->size;
+      if (e->nsegs > 1 && basis->nsegs > 1)
+        load_basis_xxh(pw->p->a->store, f, basis->nsegs);
     }
   }
   for (uint32_t k = 0; k < e->nsegs; k++) {
@@ -641,18 +676,21 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
     if (of->basis < 0 && pf->basis != NULL)
       of->basis = open(pf->basis, O_RDONLY | O_CLOEXEC);
     rc = delta_patch(of->basis, f->payload, f->len, of->part, off, len, sha,
-                     &we);
+                     pf->xxh ? pf->xxh[f->seg] : NULL, &we);
   } else if (f->len != len) {
     br->result[i] = SEG_CORRUPT;
     return 0;
   } else {
-    rc = delta_write(of->part, off, f->payload, f->len, sha, &we);
+    rc = delta_write(of->part, off, f->payload, f->len, sha,
+                     pf->xxh ? pf->xxh[f->seg] : NULL, &we);
   }
   br->literal += f->len;
   if (rc == ERR_INVALID || (rc == 0 &&
                             memcmp(sha, manifest_seg_sha(e, f->seg), 32))) {
     log_warn("pull %s@%.12s: '%s' segment %u did not verify; retrying",
              p->name, p->v, e->path, f->seg);
+    if (pf->xxh != NULL)
+      memset(pf->xxh[f->seg], 0, 16);
     br->result[i] = SEG_CORRUPT;
     return 0;
   }
@@ -726,43 +764,30 @@ pull_apply_run(uv_work_t *w)
   close(dirfd);
 }
 
-/* Copy [off, off+len) of in to out at the same offset, hashing it. */
+/* Copy segment k of the basis into the part file and verify it: by the
+ * XXH3-128 recorded when the basis was verified here, else by SHA-256.
+ * Returns 1 verified, 0 not, or a write error. */
 static int
-copy_range(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
-           struct err *e)
+copy_segment(const struct pull_file *pf, const struct manifest_entry *e,
+             uint32_t k, int basis, int part, struct err *we)
 {
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  char *chunk = xmalloc(DELTA_IO_BUF);
-  uint64_t done = 0;
-  unsigned int hlen = 32;
-  int rc = 0;
+  static const uint8_t zero[16];
+  uint64_t off, len;
+  uint8_t sha[32];
+  int rc;
 
-  if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-    abort();
-  while (done < len) {
-    size_t want = len - done < DELTA_IO_BUF ? (size_t)(len - done)
-                                            : DELTA_IO_BUF;
-    ssize_t n = pread(in, chunk, want, (off_t)(off + done));
-
-    if (n <= 0) {
-      rc = err_set(e, ERR_INVALID, "old file shorter than expected");
-      goto out;
-    }
-    (void)EVP_DigestUpdate(ctx, chunk, (size_t)n);
-    if (pwrite(out, chunk, (size_t)n, (off_t)(off + done)) != n) {
-      rc = err_set(e, ERR_IO, "%s", errno == ENOSPC ? "no space left on "
-                   "device" : errno == EFBIG ? "file too large (file size "
-                   "limit)" : strerror(errno));
-      goto out;
-    }
-    done += (uint64_t)n;
+  manifest_seg_range(e->size, k, &off, &len);
+  if (pf->basis_xxh != NULL && k < pf->basis_nsegs &&
+      memcmp(pf->basis_xxh[k], zero, 16) != 0) {
+    rc = delta_copy(basis, part, off, len, NULL, pf->xxh[k], we);
+    if (rc == ERR_IO)
+      return rc;
+    return rc == 0 && memcmp(pf->xxh[k], pf->basis_xxh[k], 16) == 0;
   }
-  (void)EVP_DigestFinal_ex(ctx, sha, &hlen);
-
-out:
-  free(chunk);
-  EVP_MD_CTX_free(ctx);
-  return rc;
+  rc = delta_copy(basis, part, off, len, sha, pf->xxh[k], we);
+  if (rc == ERR_IO)
+    return rc;
+  return rc == 0 && memcmp(sha, manifest_seg_sha(e, k), 32) == 0;
 }
 
 void
@@ -778,13 +803,10 @@ pull_local_run(uv_work_t *w)
     const struct pull_file *pf = &p->files[br->segs[i].file];
     const struct manifest_entry *e = &p->m.v[pf->entry];
     struct open_file of = {br->segs[i].file, -1, -1, -1};
-    uint64_t off, len;
-    uint8_t sha[32];
     struct err we = {0};
     char part[PATH_MAX];
     int rc;
 
-    manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
     part_name(e->path, "part", part, sizeof(part));
     of.part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT | O_CLOEXEC,
                               0600, &we);
@@ -792,13 +814,13 @@ pull_local_run(uv_work_t *w)
     if (of.part < 0 || of.basis < 0) {
       br->result[i] = SEG_CORRUPT;
     } else {
-      rc = copy_range(of.basis, of.part, off, len, sha, &we);
-      if (rc == ERR_IO) {
+      rc = copy_segment(pf, e, br->segs[i].seg, of.basis, of.part, &we);
+      if (rc < 0) {
         br->fatal = ERR_IO;
         snprintf(br->msg, sizeof(br->msg), "writing '%s' at %s: %s",
                  e->path, store_root(p->a->store), err_msg(&we));
-      } else if (rc < 0 ||
-                 memcmp(sha, manifest_seg_sha(e, br->segs[i].seg), 32)) {
+      } else if (rc == 0) {
+        memset(pf->xxh[br->segs[i].seg], 0, 16);
         br->result[i] = SEG_CORRUPT;
       } else {
         br->result[i] = SEG_OK;
@@ -941,6 +963,11 @@ pull_sigs_run(uv_work_t *w)
     char path[PATH_MAX], file[PATH_MAX * 2];
     int fd;
 
+    if (it->xxh != NULL) {
+      store_xxh_path(sw->a->store, it->sha, path, sizeof(path));
+      if (access(path, F_OK) != 0)
+        sig_cache_put(path, it->xxh, (size_t)it->nsegs * 16);
+    }
     store_sig_path(sw->a->store, it->sha, delta_block_len(it->size), path,
                    sizeof(path));
     if (access(path, F_OK) == 0)

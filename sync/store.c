@@ -162,6 +162,16 @@ store_sig_path(const struct store *s, const uint8_t sha[32],
   pathf(out, outlen, "%s/sigs/%s-%zu.sig", s->base, h, block_len);
 }
 
+void
+store_xxh_path(const struct store *s, const uint8_t sha[32], char *out,
+               size_t outlen)
+{
+  char h[65];
+
+  hash_hex(sha, 32, h);
+  pathf(out, outlen, "%s/sigs/%s.xxh", s->base, h);
+}
+
 int
 store_write_file(const char *path, const void *data, size_t len,
                  struct err *e)

@@ -43,6 +43,10 @@ void store_staging_dir(const struct store *s, const char *name,
                        const char *v, char *out, size_t outlen);
 void store_sig_path(const struct store *s, const uint8_t sha[32],
                     size_t block_len, char *out, size_t outlen);
+/* The XXH3-128 of each segment of content sha, as this agent verified it
+ * when it received that content (pull_work.c). */
+void store_xxh_path(const struct store *s, const uint8_t sha[32], char *out,
+                    size_t outlen);
 
 /* file_write_atomic of an absolute path (split into dir and name). */
 int store_write_file(const char *path, const void *data, size_t len,

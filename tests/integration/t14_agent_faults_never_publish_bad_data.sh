@@ -132,6 +132,41 @@ st=$(t_pull_wait G chg "$VC")
 t_expect "a file changed after publish fails the replica naming it" "$st" \
   "\"state\":\"failed\".*y\\.bin.*changed since"
 
+# ---- a damaged old replica: its segments are not copied blindly ----
+# A segment equal to the old version's is copied locally and checked
+# against the XXH3-128 recorded when the old one was verified; a byte
+# flipped since then in the old replica is caught and that segment is
+# fetched from the source instead.
+t_agent_start H "$T_DIR/h"
+t_pull H A ds "$V" >/dev/null
+t_expect "the replica to damage is complete" "$(t_pull_wait H ds "$V")" \
+  '"state":"complete"'
+for _ in $(seq 1 200); do
+  ls "$T_DIR"/h/.tenbin/sigs/*.xxh >/dev/null 2>&1 && break
+  sleep 0.05
+done
+t_expect "the pull recorded the received file's XXH3 fingerprints" \
+  "$(ls "$T_DIR"/h/.tenbin/sigs/ | grep -c '\.xxh$')" '^[1-9]'
+old="$T_DIR/h/.tenbin/data/ds/$V/big.bin"
+chmod u+w "$old"
+printf 'X' | dd of="$old" bs=1 seek=$((5 * 1048576 + 7)) conv=notrunc status=none
+printf 'new tail' | dd of="$SRC/ds/big.bin" bs=1 seek=$((33 * 1048576)) \
+  conv=notrunc status=none
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+V2=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull H A ds "$V2" >/dev/null
+st=$(t_pull_wait H ds "$V2")
+t_expect "the pull over a damaged old replica completes" "$st" \
+  '"state":"complete"'
+same_tree "$T_DIR/h/.tenbin/data/ds/$V2" \
+  "the new replica has the source's bytes, not the damaged ones"
+wire=$(printf '%s' "$st" | jq -r .bytes_wire)
+if [ "$wire" -ge $((16 * 1048576)) ]; then
+  t_ok "the damaged segment crossed the network again ($wire bytes)"
+else
+  t_fail "only $wire bytes crossed: the damaged segment was copied"
+fi
+
 # ---- a hostile source: its manifest climbs out of the tree ----
 hostile() { # hostile JSON-ENTRIES: serve that manifest; prints its version
   local m='{"entries":'"$1"',"format":1}'

@@ -177,7 +177,7 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
   buf_init(&d, SEG + MIB);
   for (size_t off = 0; off < nlen || off == 0; off += SEG) {
     size_t len = nlen - off < SEG ? nlen - off : SEG;
-    uint8_t xxh[16], sha[32], want[32];
+    uint8_t xxh[16], pxxh[16], sha[32], want[32];
     uint64_t longest;
 
     buf_reset(&d);
@@ -189,9 +189,11 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
         *max_literal = longest;
     }
     assert_int_equal(delta_patch(basis_fd, d.data, d.len, out_fd, off, len,
-                                 sha, &e), 0);
+                                 sha, pxxh, &e), 0);
     sha256_of(new + off, len, want);
     assert_memory_equal(sha, want, 32);
+    /* the patch sums what it writes as the source summed what it read */
+    assert_memory_equal(pxxh, xxh, 16);
     if (nlen == 0)
       break;
   }
@@ -348,7 +350,7 @@ test_unrelated_data_falls_back_to_literal_after_a_probe_window(
       assert_true(at == UINT64_MAX);
       assert_true(d.len < 4 * KIB);
     }
-    assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, len, sha, &e),
+    assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, len, sha, NULL, &e),
                      0);
     sha256_of(new + off, len, want);
     assert_memory_equal(sha, want, 32);
@@ -399,7 +401,7 @@ test_literal_delta_patches_without_a_basis_and_copies_need_one(
   out = file_with(NULL, 0);
   buf_init(&d, n + MIB);
   assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, &e), 0);
-  assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, &e), 0);
+  assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
   sha256_of(data, n, want);
   assert_memory_equal(sha, want, 32);
   got = read_all(out, n);
@@ -412,7 +414,7 @@ test_literal_delta_patches_without_a_basis_and_copies_need_one(
   buf_reset(&d);
   assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, &e), 0);
   assert_true(d.len < 4 * KIB);
-  assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, &e),
+  assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, NULL, &e),
                    ERR_INVALID);
   assert_non_null(strstr(e.msg, "basis"));
   delta_sig_free(ds);
@@ -454,7 +456,7 @@ test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes(
   /* every truncation is caught by librsync's framing */
   for (size_t cut = 0; cut < d.len; cut += 1 + cut / 64) {
     memcpy(bad, d.data, cut);
-    assert_int_equal(delta_patch(bfd, bad, cut, out, 0, n, sha, &e),
+    assert_int_equal(delta_patch(bfd, bad, cut, out, 0, n, sha, NULL, &e),
                      ERR_INVALID);
   }
   /* a flipped byte is either refused or makes other bytes */
@@ -463,7 +465,7 @@ test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes(
 
     memcpy(bad, d.data, d.len);
     bad[i] ^= (uint8_t)(0x5a + i);
-    rc = delta_patch(bfd, bad, d.len, out, 0, n, sha, &e);
+    rc = delta_patch(bfd, bad, d.len, out, 0, n, sha, NULL, &e);
     if (rc == ERR_INVALID) {
       invalid++;
     } else {
@@ -479,10 +481,10 @@ test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes(
   bad = realloc(bad, d.len + 1);
   memcpy(bad, d.data, d.len);
   bad[d.len] = 0;
-  assert_int_equal(delta_patch(bfd, bad, d.len + 1, out, 0, n, sha, &e),
+  assert_int_equal(delta_patch(bfd, bad, d.len + 1, out, 0, n, sha, NULL, &e),
                    ERR_INVALID);
   /* and the intact delta still patches */
-  assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, n, sha, &e), 0);
+  assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
   assert_memory_equal(sha, want, 32);
   free(bad);
   buf_release(&d);
@@ -512,7 +514,7 @@ test_copy_past_the_end_of_a_shorter_basis_is_invalid(void **state)
   ds = load_sig_of(full, n, NULL);
   buf_init(&d, n + MIB);
   assert_int_equal(delta_compute(ds, full, 0, n, &d, xxh, &e), 0);
-  assert_int_equal(delta_patch(half, d.data, d.len, out, 0, n, sha, &e),
+  assert_int_equal(delta_patch(half, d.data, d.len, out, 0, n, sha, NULL, &e),
                    ERR_INVALID);
   assert_non_null(strstr(e.msg, "past the basis"));
   buf_release(&d);
@@ -541,17 +543,17 @@ test_patch_of_the_wrong_expected_length_is_invalid(void **state)
   ds = load_sig_of(fd, n, NULL);
   buf_init(&d, n + MIB);
   assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, &e), 0);
-  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n - 1, sha, &e),
+  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n - 1, sha, NULL, &e),
                    ERR_INVALID);
-  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, 0, sha, &e),
+  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, 0, sha, NULL, &e),
                    ERR_INVALID);
   /* too much output is refused before it is written, not after */
   assert_int_equal(fstat(out, &st), 0);
   assert_int_equal(st.st_size, 0);
-  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n + 1, sha, &e),
+  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n + 1, sha, NULL, &e),
                    ERR_INVALID);
   assert_non_null(strstr(e.msg, "expected"));
-  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n, sha, &e), 0);
+  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
   buf_release(&d);
   delta_sig_free(ds);
   close(fd);
@@ -674,7 +676,7 @@ test_short_file_is_io_error_and_small_cap_too_large_buffer_kept(
   assert_int_equal(delta_compute(ds, fd, n - 10, 11, &d, xxh, &e),
                    ERR_IO);
   assert_int_equal(delta_read(fd, n, 1, &d, xxh, &e), ERR_IO);
-  assert_int_equal(delta_hash_range(fd, 1, n, sha, &e), ERR_IO);
+  assert_int_equal(delta_hash_range(fd, 1, n, sha, NULL, &e), ERR_IO);
   assert_int_equal(delta_signature(fd, n + 1, &d, &e), ERR_IO);
   /* a literal delta of 1 MiB does not fit in 64 KiB */
   assert_int_equal(delta_compute(ds, fd, 0, MIB, &d, xxh, &e),
@@ -700,13 +702,51 @@ test_hash_range_matches_an_independent_sha256(void **state)
   (void)state;
   fill_random(data, n, 14);
   fd = file_with(data, n);
-  assert_int_equal(delta_hash_range(fd, 7, n - 7, sha, &e), 0);
+  assert_int_equal(delta_hash_range(fd, 7, n - 7, sha, NULL, &e), 0);
   sha256_of(data + 7, n - 7, want);
   assert_memory_equal(sha, want, 32);
-  assert_int_equal(delta_hash_range(fd, n, 0, sha, &e), 0);
+  assert_int_equal(delta_hash_range(fd, n, 0, sha, NULL, &e), 0);
   sha256_of(data, 0, want);
   assert_memory_equal(sha, want, 32);
   close(fd);
+  free(data);
+}
+
+/* A local segment copy writes the same bytes at the same offset and
+ * sums them; with sha NULL only the XXH3-128 is computed; an old file
+ * shorter than the segment fails verification (ERR_INVALID), not I/O. */
+static void
+test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
+    void **state)
+{
+  const size_t n = 3 * MIB + 5;
+  const uint64_t off = MIB + 1, len = 2 * MIB;
+  uint8_t *data = malloc(n), *got = malloc(n), sha[32], want[32];
+  uint8_t xxh[16], xxh2[16];
+  XXH128_canonical_t c;
+  struct err e = {0};
+  int in, out;
+
+  (void)state;
+  fill_random(data, n, 15);
+  in = file_with(data, n);
+  out = file_with(NULL, 0);
+  assert_int_equal(delta_copy(in, out, off, len, sha, xxh, &e), 0);
+  sha256_of(data + off, len, want);
+  assert_memory_equal(sha, want, 32);
+  XXH128_canonicalFromHash(&c, XXH3_128bits(data + off, len));
+  assert_memory_equal(xxh, c.digest, 16);
+  assert_int_equal(pread(out, got, n, 0), (ssize_t)(off + len));
+  assert_memory_equal(got + off, data + off, len);
+  memset(sha, 0xee, sizeof(sha));
+  assert_int_equal(delta_copy(in, out, off, len, NULL, xxh2, &e), 0);
+  assert_memory_equal(xxh2, c.digest, 16);
+  assert_int_equal(delta_copy(in, out, n - 4, 5, sha, xxh, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(err_msg(&e), "fewer than"));
+  close(in);
+  close(out);
+  free(got);
   free(data);
 }
 
@@ -729,9 +769,9 @@ test_calls_never_move_the_file_offset(void **state)
   ds = load_sig_of(fd, n, NULL);
   buf_init(&d, 2 * n);
   assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, &e), 0);
-  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n, sha, &e), 0);
-  assert_int_equal(delta_write(out, n, data, 100, sha, &e), 0);
-  assert_int_equal(delta_hash_range(out, 0, n, sha, &e), 0);
+  assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
+  assert_int_equal(delta_write(out, n, data, 100, sha, NULL, &e), 0);
+  assert_int_equal(delta_hash_range(out, 0, n, sha, NULL, &e), 0);
   assert_int_equal(lseek(fd, 0, SEEK_CUR), 12345);
   assert_int_equal(lseek(out, 0, SEEK_CUR), 777);
   buf_release(&d);
@@ -762,7 +802,7 @@ worker_run(void *arg)
   w->rc = delta_compute(w->ds, w->src, w->off, w->len, &d, xxh, &e);
   if (w->rc == 0)
     w->rc = delta_patch(w->basis, d.data, d.len, w->out, w->off, w->len,
-                        w->sha, &e);
+                        w->sha, NULL, &e);
   buf_release(&d);
   return NULL;
 }
@@ -819,7 +859,7 @@ test_write_to_a_full_device_names_no_space(void **state)
   if (fd < 0)
     skip();
   memset(data, 7, sizeof(data));
-  assert_int_equal(delta_write(fd, 0, data, sizeof(data), sha, &e),
+  assert_int_equal(delta_write(fd, 0, data, sizeof(data), sha, NULL, &e),
                    ERR_IO);
   assert_string_equal(e.msg, "no space left on device");
   close(fd);
@@ -852,14 +892,14 @@ efbig_child(void)
   signal(SIGXFSZ, SIG_IGN);
   if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
     return 11;
-  if (delta_write(out, 0, data, n, sha, &e) != ERR_IO ||
+  if (delta_write(out, 0, data, n, sha, NULL, &e) != ERR_IO ||
       strcmp(e.msg, "file too large (file size limit)") != 0)
     return 12;
-  if (delta_patch(-1, d.data, d.len, out, 64 * KIB, n, sha, &e) != ERR_IO ||
+  if (delta_patch(-1, d.data, d.len, out, 64 * KIB, n, sha, NULL, &e) != ERR_IO ||
       strcmp(e.msg, "file too large (file size limit)") != 0)
     return 13;
   /* below the limit, writing still works */
-  if (delta_write(out, 0, data, 1000, sha, &e) != 0)
+  if (delta_write(out, 0, data, 1000, sha, NULL, &e) != 0)
     return 14;
   buf_release(&d);
   delta_sig_free(ds);
@@ -915,6 +955,8 @@ main(void)
         test_new_file_of_zero_bytes_and_empty_basis_round_trip),
     cmocka_unit_test(
         test_literal_delta_patches_without_a_basis_and_copies_need_one),
+    cmocka_unit_test(
+        test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid),
     cmocka_unit_test(
         test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes),
     cmocka_unit_test(test_copy_past_the_end_of_a_shorter_basis_is_invalid),
