@@ -52,6 +52,8 @@
 /* librsync's delta opcodes (prototab.h; not in its public header). */
 #define DELTA_OP_END 0x00
 #define DELTA_OP_LITERAL_N4 0x43
+#define DELTA_OP_COPY_N8_N4 0x53 /* 0x45 + 4 * (8-byte offset) + (4-byte len) */
+static const uint8_t delta_magic[4] = {0x72, 0x73, 0x02, 0x36};
 /* Windows of input with no matches that end a delta (delta_compute). */
 #define DELTA_PROBE ((uint64_t)4 << 20)
 #define DELTA_PROBE_AGAIN ((uint64_t)1 << 20)
@@ -146,48 +148,6 @@ write_exact(int fd, const void *p, size_t n, uint64_t off, struct err *e)
 
 /* ---- hashes ---- */
 
-/*
- * The destination's sums of the bytes it writes: SHA-256 (what the
- * manifest promises) and XXH3-128 (kept per segment so that a later
- * local copy of the same bytes can be checked at XXH3's speed).  Either
- * may be skipped by passing NULL for its output.
- */
-struct sums {
-  EVP_MD_CTX *sha;
-  XXH3_state_t *xxh;
-};
-
-static int
-sums_begin(struct sums *s, const uint8_t *sha, const uint8_t *xxh,
-           struct err *e)
-{
-  memset(s, 0, sizeof(*s));
-  if (sha != NULL) {
-    s->sha = EVP_MD_CTX_new();
-    if (s->sha == NULL)
-      return err_set(e, ERR_NOMEM, "sha-256: out of memory");
-    if (EVP_DigestInit_ex(s->sha, EVP_sha256(), NULL) != 1)
-      return err_set(e, ERR_INTERNAL, "sha-256: init failed");
-  }
-  if (xxh != NULL) {
-    s->xxh = XXH3_createState();
-    if (s->xxh == NULL)
-      return err_set(e, ERR_NOMEM, "xxh3: out of memory");
-    XXH3_128bits_reset(s->xxh);
-  }
-  return 0;
-}
-
-static int
-sums_update(struct sums *s, const void *p, size_t n, struct err *e)
-{
-  if (s->sha != NULL && n > 0 && EVP_DigestUpdate(s->sha, p, n) != 1)
-    return err_set(e, ERR_INTERNAL, "sha-256: update failed");
-  if (s->xxh != NULL)
-    XXH3_128bits_update(s->xxh, p, n);
-  return 0;
-}
-
 static void
 xxh_end(XXH3_state_t *st, uint8_t xxh[16])
 {
@@ -197,16 +157,84 @@ xxh_end(XXH3_state_t *st, uint8_t xxh[16])
   memcpy(xxh, c.digest, 16);
 }
 
+/*
+ * Sums of a range of bytes, in the pass that reads or writes them:
+ * SHA-256 (what the manifest promises), and either the XXH3-128 of each
+ * fingerprint block (the range starts at a block boundary; fp gets one
+ * entry per block it touches) or, without fp, one XXH3-128 of the whole
+ * range into whole.  Any output may be NULL to skip that sum.
+ */
+struct sums {
+  EVP_MD_CTX *sha;
+  XXH3_state_t *xxh;
+  uint8_t (*fp)[16];
+  uint8_t *whole;
+  uint64_t in_block; /* bytes of the current block summed so far */
+};
+
 static int
-sums_end(struct sums *s, uint8_t *sha, uint8_t *xxh, struct err *e)
+sums_begin(struct sums *s, const uint8_t *sha, uint8_t (*fp)[16],
+           uint8_t *whole, struct err *e)
+{
+  memset(s, 0, sizeof(*s));
+  if (sha != NULL) {
+    s->sha = EVP_MD_CTX_new();
+    if (s->sha == NULL)
+      return err_set(e, ERR_NOMEM, "sha-256: out of memory");
+    if (EVP_DigestInit_ex(s->sha, EVP_sha256(), NULL) != 1)
+      return err_set(e, ERR_INTERNAL, "sha-256: init failed");
+  }
+  if (fp != NULL || whole != NULL) {
+    s->xxh = XXH3_createState();
+    if (s->xxh == NULL)
+      return err_set(e, ERR_NOMEM, "xxh3: out of memory");
+    XXH3_128bits_reset(s->xxh);
+    s->fp = fp;
+    s->whole = fp == NULL ? whole : NULL;
+  }
+  return 0;
+}
+
+static int
+sums_update(struct sums *s, const void *p, size_t n, struct err *e)
+{
+  const char *c = p;
+
+  if (s->sha != NULL && n > 0 && EVP_DigestUpdate(s->sha, p, n) != 1)
+    return err_set(e, ERR_INTERNAL, "sha-256: update failed");
+  if (s->whole != NULL) {
+    XXH3_128bits_update(s->xxh, p, n);
+    return 0;
+  }
+  while (s->fp != NULL && n > 0) {
+    size_t k = MANIFEST_FP_BLOCK - s->in_block < n
+                   ? (size_t)(MANIFEST_FP_BLOCK - s->in_block) : n;
+
+    XXH3_128bits_update(s->xxh, c, k);
+    s->in_block += k;
+    c += k;
+    n -= k;
+    if (s->in_block == MANIFEST_FP_BLOCK) {
+      xxh_end(s->xxh, *s->fp++);
+      XXH3_128bits_reset(s->xxh);
+      s->in_block = 0;
+    }
+  }
+  return 0;
+}
+
+static int
+sums_end(struct sums *s, uint8_t *sha, struct err *e)
 {
   unsigned int n = 0;
 
   if (s->sha != NULL &&
       (EVP_DigestFinal_ex(s->sha, sha, &n) != 1 || n != 32))
     return err_set(e, ERR_INTERNAL, "sha-256: final failed");
-  if (s->xxh != NULL)
-    xxh_end(s->xxh, xxh);
+  if (s->fp != NULL && s->in_block > 0)
+    xxh_end(s->xxh, *s->fp);
+  if (s->whole != NULL)
+    xxh_end(s->xxh, s->whole);
   return 0;
 }
 
@@ -235,7 +263,7 @@ rs_err(rs_result r, int bad_input, const char *what, struct err *e)
 
 /*
  * Feed the len bytes of fd at off through job and append what it
- * writes to out, updating xxh (if not NULL) with the bytes as they are
+ * writes to out, summing the bytes into sums (if not NULL) as they are
  * read.  The input buffer is refilled behind whatever librsync left in
  * it (it may stop early when its output is full), so the file is read
  * once, in order, in DELTA_IO_BUF pieces.
@@ -246,7 +274,7 @@ rs_err(rs_result r, int bad_input, const char *what, struct err *e)
  */
 static int
 drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
-         struct buf *out, XXH3_state_t *xxh, uint64_t window,
+         struct buf *out, struct sums *sums, uint64_t window,
          uint64_t *fed, const char *what, struct err *e)
 {
   char *in = xmalloc(DELTA_IO_BUF);
@@ -272,8 +300,8 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
       rc = read_exact(fd, in + bufs.avail_in, want, pos, e);
       if (rc < 0)
         goto out;
-      if (xxh != NULL)
-        XXH3_128bits_update(xxh, in + bufs.avail_in, want);
+      if (sums != NULL)
+        (void)sums_update(sums, in + bufs.avail_in, want, NULL);
       bufs.avail_in += want;
       pos += want;
       left -= want;
@@ -481,7 +509,7 @@ delta_sig_free(struct delta_sig *s)
  * RS_OP_LITERAL_N4: the opcode, then a big-endian 32-bit length). */
 static int
 append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
-               XXH3_state_t *xxh, struct err *e)
+               struct sums *sums, struct err *e)
 {
   char *p = xmalloc(DELTA_IO_BUF);
   int rc = 0;
@@ -494,7 +522,7 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
     rc = read_exact(fd, p, n, off, e);
     if (rc < 0)
       break;
-    XXH3_128bits_update(xxh, p, n);
+    (void)sums_update(sums, p, n, NULL);
     if (buf_add(out, cmd, sizeof(cmd)) < 0 || buf_add(out, p, n) < 0) {
       rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
                    out->max);
@@ -523,17 +551,18 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
  */
 int
 delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
-              struct buf *out, uint8_t xxh[16], struct err *e)
+              struct buf *out, uint8_t xxh[16], uint8_t (*fp)[16],
+              struct err *e)
 {
-  XXH3_state_t *st = XXH3_createState();
+  struct sums st;
   size_t at = out->len;
   uint64_t window, fed = 0;
   rs_job_t *job = NULL;
   int rc;
 
-  if (st == NULL)
-    return err_set(e, ERR_NOMEM, "delta: out of memory");
-  XXH3_128bits_reset(st);
+  rc = sums_begin(&st, NULL, fp, xxh, e);
+  if (rc < 0)
+    goto out;
   job = rs_delta_begin(sig->sig);
   if (job == NULL) {
     rc = err_set(e, ERR_NOMEM, "delta: out of memory");
@@ -542,7 +571,7 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
   window = sig->missed ? DELTA_PROBE_AGAIN : DELTA_PROBE;
   if (window < 8 * (uint64_t)sig->block_len)
     window = 8 * (uint64_t)sig->block_len;
-  rc = drive_fd(job, fd, off, len, out, st, window, &fed, "delta", e);
+  rc = drive_fd(job, fd, off, len, out, &st, window, &fed, "delta", e);
   if (rc < 0)
     goto out;
   sig->missed = fed < len;
@@ -554,19 +583,103 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
       goto out;
     }
     buf_truncate(out, out->len - 1);
-    rc = append_literal(fd, off + fed, len - fed, out, st, e);
+    rc = append_literal(fd, off + fed, len - fed, out, &st, e);
     if (rc == 0 && buf_add(out, "", 1) < 0)
       rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
                    out->max);
     if (rc < 0)
       goto out;
   }
-  xxh_end(st, xxh);
+  rc = sums_end(&st, NULL, e);
 
 out:
   if (job != NULL)
     rs_job_free(job);
-  XXH3_freeState(st);
+  sums_release(&st);
+  if (rc < 0)
+    buf_truncate(out, at);
+  return rc;
+}
+
+static int
+put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
+{
+  uint8_t cmd[13] = {DELTA_OP_COPY_N8_N4};
+
+  for (int i = 0; i < 8; i++)
+    cmd[1 + i] = (uint8_t)(pos >> (56 - 8 * i));
+  for (int i = 0; i < 4; i++)
+    cmd[9 + i] = (uint8_t)(len >> (24 - 8 * i));
+  if (buf_add(out, cmd, sizeof(cmd)) < 0)
+    return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
+                   out->max);
+  return 0;
+}
+
+int
+delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
+                     uint64_t len, const uint8_t *same,
+                     const uint8_t (*fp)[16], struct buf *out,
+                     uint64_t *bad, struct err *e)
+{
+  uint64_t nb = manifest_nfp(len), run_pos = 0, run_len = 0;
+  size_t at = out->len;
+  int rc = 0;
+
+  if (len > UINT32_MAX)
+    return err_set(e, ERR_INTERNAL, "delta: range of %llu bytes",
+                   (unsigned long long)len);
+  if (buf_add(out, delta_magic, sizeof(delta_magic)) < 0) {
+    rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes", out->max);
+    goto out;
+  }
+  for (uint64_t i = 0; i < nb; i++) {
+    uint64_t boff = off + i * MANIFEST_FP_BLOCK;
+    uint64_t blen = len - i * MANIFEST_FP_BLOCK < MANIFEST_FP_BLOCK
+                        ? len - i * MANIFEST_FP_BLOCK : MANIFEST_FP_BLOCK;
+    uint8_t x[16];
+    size_t mark;
+
+    if (same[i]) {
+      if (run_len == 0)
+        run_pos = boff;
+      run_len += blen;
+      continue;
+    }
+    if (run_len > 0) {
+      rc = put_copy(out, run_pos, run_len, e);
+      if (rc < 0)
+        goto out;
+      run_len = 0;
+    }
+    mark = out->len;
+    rc = delta_compute(sig, fd, boff, blen, out, x, NULL, e);
+    if (rc < 0)
+      goto out;
+    if (memcmp(x, fp[i], 16) != 0) {
+      *bad = i;
+      rc = err_set(e, ERR_CONFLICT, "block %llu differs",
+                   (unsigned long long)i);
+      goto out;
+    }
+    /* Splice the block's commands in: drop its magic and its END. */
+    if (out->len < mark + sizeof(delta_magic) + 1 ||
+        memcmp(out->data + mark, delta_magic, sizeof(delta_magic)) != 0 ||
+        out->data[out->len - 1] != DELTA_OP_END) {
+      rc = err_set(e, ERR_INTERNAL, "delta: librsync's answer is not "
+                   "magic, commands, END");
+      goto out;
+    }
+    memmove(out->data + mark, out->data + mark + sizeof(delta_magic),
+            out->len - mark - sizeof(delta_magic) - 1);
+    out->len -= sizeof(delta_magic) + 1;
+  }
+  if (run_len > 0)
+    rc = put_copy(out, run_pos, run_len, e);
+  if (rc == 0 && buf_add(out, "", 1) < 0)
+    rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes", out->max);
+
+out:
   if (rc < 0)
     buf_truncate(out, at);
   return rc;
@@ -574,16 +687,16 @@ out:
 
 int
 delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
-           uint8_t xxh[16], struct err *e)
+           uint8_t xxh[16], uint8_t (*fp)[16], struct err *e)
 {
-  XXH3_state_t *st = XXH3_createState();
+  struct sums st;
   char *p = NULL;
   size_t at = out->len;
-  int rc = 0;
+  int rc;
 
-  if (st == NULL)
-    return err_set(e, ERR_NOMEM, "read: out of memory");
-  XXH3_128bits_reset(st);
+  rc = sums_begin(&st, NULL, fp, xxh, e);
+  if (rc < 0)
+    goto out;
   /* Fail before reading anything that could never fit. */
   if (len > out->max - out->len) {
     rc = err_set(e, ERR_TOO_LARGE, "read: %llu bytes do not fit in %zu",
@@ -597,7 +710,7 @@ delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
     rc = read_exact(fd, p, n, off, e);
     if (rc < 0)
       goto out;
-    XXH3_128bits_update(st, p, n);
+    (void)sums_update(&st, p, n, NULL);
     if (buf_add(out, p, n) < 0) {
       rc = err_set(e, ERR_TOO_LARGE, "read: more than %zu bytes",
                    out->max);
@@ -606,11 +719,11 @@ delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
     off += n;
     len -= n;
   }
-  xxh_end(st, xxh);
+  rc = sums_end(&st, NULL, e);
 
 out:
   free(p);
-  XXH3_freeState(st);
+  sums_release(&st);
   if (rc < 0)
     buf_truncate(out, at);
   return rc;
@@ -655,7 +768,7 @@ patch_copy(void *opaque, rs_long_t pos, size_t *len, void **buf)
 int
 delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
             uint64_t out_off, uint64_t expect_len, uint8_t sha[32],
-            uint8_t xxh[16], struct err *e)
+            uint8_t (*fp)[16], struct err *e)
 {
   struct patch_ctx c = {basis_fd, 0, e, 0};
   struct sums sums = {0};
@@ -672,7 +785,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
       return err_set(e, ERR_IO, "basis: %s", strerror(errno));
     c.basis_size = (uint64_t)st.st_size;
   }
-  rc = sums_begin(&sums, sha, xxh, e);
+  rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc < 0)
     goto out;
   job = rs_patch_begin(patch_copy, &c);
@@ -731,7 +844,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
                  (unsigned long long)expect_len);
     goto out;
   }
-  rc = sums_end(&sums, sha, xxh, e);
+  rc = sums_end(&sums, sha, e);
 
 out:
   free(ob);
@@ -743,18 +856,18 @@ out:
 
 int
 delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
-            uint8_t sha[32], uint8_t xxh[16], struct err *e)
+            uint8_t sha[32], uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
   int rc;
 
-  rc = sums_begin(&sums, sha, xxh, e);
+  rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc == 0)
     rc = sums_update(&sums, data, len, e);
   if (rc == 0)
     rc = write_exact(out_fd, data, len, out_off, e);
   if (rc == 0)
-    rc = sums_end(&sums, sha, xxh, e);
+    rc = sums_end(&sums, sha, e);
   sums_release(&sums);
   return rc;
 }
@@ -763,13 +876,13 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
  * write them at the same offset of out when out >= 0. */
 static int
 sum_range(int in, int out, uint64_t off, uint64_t len, uint8_t *sha,
-          uint8_t *xxh, struct err *e)
+          uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
   char *p = NULL;
   int rc;
 
-  rc = sums_begin(&sums, sha, xxh, e);
+  rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc < 0)
     goto out;
   p = xmalloc(len < DELTA_IO_BUF ? (size_t)len + 1 : DELTA_IO_BUF);
@@ -786,7 +899,7 @@ sum_range(int in, int out, uint64_t off, uint64_t len, uint8_t *sha,
     off += n;
     len -= n;
   }
-  rc = sums_end(&sums, sha, xxh, e);
+  rc = sums_end(&sums, sha, e);
 
 out:
   free(p);
@@ -796,14 +909,14 @@ out:
 
 int
 delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
-                 uint8_t xxh[16], struct err *e)
+                 uint8_t (*fp)[16], struct err *e)
 {
-  return sum_range(fd, -1, off, len, sha, xxh, e);
+  return sum_range(fd, -1, off, len, sha, fp, e);
 }
 
 int
 delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
-           uint8_t xxh[16], struct err *e)
+           uint8_t (*fp)[16], struct err *e)
 {
   struct stat st;
 
@@ -814,5 +927,5 @@ delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
     return err_set(e, ERR_INVALID, "old file has %llu bytes, fewer than "
                    "the %llu expected", (unsigned long long)st.st_size,
                    (unsigned long long)(off + len));
-  return sum_range(in, out, off, len, sha, xxh, e);
+  return sum_range(in, out, off, len, sha, fp, e);
 }

@@ -49,21 +49,37 @@ void delta_sig_free(struct delta_sig *s);
 
 /*
  * Append to out the librsync delta that turns the basis described by sig
- * into the len bytes of fd at off, and put the XXH3-128 (canonical
- * big-endian bytes) of those bytes into xxh.  ERR_IO when fd is shorter
- * than off + len.
+ * into the len bytes of fd at off, with the XXH3-128 (canonical
+ * big-endian bytes) of what it read: per MANIFEST_FP_BLOCK into fp (one
+ * entry per block from off) when fp is not NULL, else of the whole range
+ * into xxh.  ERR_IO when fd is shorter than off + len.
  */
 int delta_compute(struct delta_sig *sig, int fd, uint64_t off,
                   uint64_t len, struct buf *out, uint8_t xxh[16],
-                  struct err *e) WARN_UNUSED;
-/* Append the len bytes of fd at off to out (literal), with their
- * XXH3-128 in xxh.  ERR_IO when fd is shorter. */
+                  uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
+/*
+ * delta_compute for a range of whole fingerprint blocks when the caller
+ * knows, from the destination's fingerprints, that block i (from off)
+ * with same[i] set is equal to the basis' bytes at the same offset: those
+ * become COPY commands without being read.  Every other block is read,
+ * delta'd and checked against fp[i] (its fingerprint when published):
+ * ERR_CONFLICT with *bad = i when it differs.  out unchanged on error.
+ */
+int delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
+                         uint64_t len, const uint8_t *same,
+                         const uint8_t (*fp)[16], struct buf *out,
+                         uint64_t *bad, struct err *e) WARN_UNUSED;
+/* Append the len bytes of fd at off to out (literal), with their sums as
+ * delta_compute's.  ERR_IO when fd is shorter. */
 int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
-               uint8_t xxh[16], struct err *e) WARN_UNUSED;
+               uint8_t xxh[16], uint8_t (*fp)[16], struct err *e)
+    WARN_UNUSED;
 
 /*
  * The destination's functions sum what they write in the same pass:
- * SHA-256 into sha and XXH3-128 (canonical bytes) into xxh; a NULL
+ * SHA-256 into sha, and into fp the XXH3-128 (canonical bytes) of each
+ * MANIFEST_FP_BLOCK of the range, which must start at a block boundary
+ * of the file (fp has room for one entry per block touched).  A NULL
  * output skips that sum.
  *
  * Apply len bytes of delta with basis_fd (-1 when there is no basis: a
@@ -74,18 +90,18 @@ int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
  */
 int delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
                 uint64_t out_off, uint64_t expect_len, uint8_t sha[32],
-                uint8_t xxh[16], struct err *e) WARN_UNUSED;
+                uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
 /* pwrite len bytes of data at out_off of out_fd; errors as delta_patch. */
 int delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
-                uint8_t sha[32], uint8_t xxh[16], struct err *e)
+                uint8_t sha[32], uint8_t (*fp)[16], struct err *e)
     WARN_UNUSED;
 /* Copy len bytes of in at off to the same offset of out (a segment equal
  * to the old file's).  ERR_INVALID when in is shorter; write errors as
  * delta_patch. */
 int delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
-               uint8_t xxh[16], struct err *e) WARN_UNUSED;
+               uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
 /* Sums of len bytes of fd at off (re-verifying staged data). */
 int delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
-                     uint8_t xxh[16], struct err *e) WARN_UNUSED;
+                     uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
 
 #endif

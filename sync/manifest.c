@@ -50,6 +50,12 @@ manifest_release(struct manifest *m)
   manifest_init(m);
 }
 
+uint64_t
+manifest_nfp(uint64_t size)
+{
+  return size / MANIFEST_FP_BLOCK + (size % MANIFEST_FP_BLOCK != 0);
+}
+
 uint32_t
 manifest_nsegs(uint64_t size)
 {
@@ -642,8 +648,10 @@ manifest_checks_init(struct manifest_checks *c)
 void
 manifest_checks_release(struct manifest_checks *c)
 {
-  for (size_t i = 0; i < c->n; i++)
+  for (size_t i = 0; i < c->n; i++) {
     free(c->v[i].xxh);
+    free(c->v[i].fp);
+  }
   free(c->v);
   manifest_checks_init(c);
 }
@@ -651,14 +659,14 @@ manifest_checks_release(struct manifest_checks *c)
 /*
  * The checks file, all integers little-endian:
  *   "TBCHECKS" u32 version(1) u32 0 u64 n
- *   n times: u64 dev ino size, i64 mtime_ns ctime_ns, u32 nsegs, u32 0,
- *            nsegs * 16 bytes of XXH3-128
+ *   n times: u64 dev ino size, i64 mtime_ns ctime_ns, u32 nsegs, u32 nfp,
+ *            nsegs * 16 bytes of XXH3-128, nfp * 16 bytes of XXH3-128
  *   u64 XXH3-64 of every byte before it
  * The trailing hash makes a truncated, torn or foreign file an error
  * rather than wrong checks.
  */
 #define CHECKS_MAGIC "TBCHECKS"
-#define CHECKS_VERSION 1u
+#define CHECKS_VERSION 2u
 #define CHECKS_HEAD 24
 #define CHECKS_REC 48
 
@@ -776,6 +784,7 @@ manifest_checks_save(const struct manifest_checks *c, const char *path,
   for (size_t i = 0; i < c->n; i++) {
     const struct manifest_check *ck = &c->v[i];
     uint32_t nsegs = ck->xxh != NULL ? ck->nsegs : 0;
+    uint32_t nfp = nsegs > 0 && ck->fp != NULL ? ck->nfp : 0;
 
     put_u64(rec, ck->dev);
     put_u64(rec + 8, ck->ino);
@@ -783,10 +792,12 @@ manifest_checks_save(const struct manifest_checks *c, const char *path,
     put_u64(rec + 24, (uint64_t)ck->mtime_ns);
     put_u64(rec + 32, (uint64_t)ck->ctime_ns);
     put_u32(rec + 40, nsegs);
-    put_u32(rec + 44, 0);
+    put_u32(rec + 44, nfp);
     wbuf_add(&w, rec, CHECKS_REC);
     if (nsegs > 0)
       wbuf_add(&w, ck->xxh, (size_t)nsegs * 16);
+    if (nfp > 0)
+      wbuf_add(&w, ck->fp, (size_t)nfp * 16);
   }
   wbuf_flush(&w);
   put_u64(rec, XXH3_64bits_digest(w.h));
@@ -905,9 +916,10 @@ manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
     ck->mtime_ns = (int64_t)get_u64(p + 24);
     ck->ctime_ns = (int64_t)get_u64(p + 32);
     ck->nsegs = get_u32(p + 40);
+    ck->nfp = get_u32(p + 44);
     off += CHECKS_REC;
     c->n = i + 1;
-    if (ck->nsegs == 0)
+    if (ck->nsegs == 0 && ck->nfp == 0)
       continue;
     if (ck->nsegs != manifest_nsegs(ck->size) ||
         (len - 8 - off) / 16 < ck->nsegs)
@@ -915,6 +927,14 @@ manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
     ck->xxh = xmalloc((size_t)ck->nsegs * 16);
     memcpy(ck->xxh, data + off, (size_t)ck->nsegs * 16);
     off += (size_t)ck->nsegs * 16;
+    if (ck->nfp == 0)
+      continue;
+    if (ck->nsegs < 2 || ck->nfp != manifest_nfp(ck->size) ||
+        (len - 8 - off) / 16 < ck->nfp)
+      goto short_file;
+    ck->fp = xmalloc((size_t)ck->nfp * 16);
+    memcpy(ck->fp, data + off, (size_t)ck->nfp * 16);
+    off += (size_t)ck->nfp * 16;
   }
   if (off != len - 8)
     goto short_file;
@@ -999,6 +1019,11 @@ scan_reuse(struct scan *sc, struct scan_item *it)
   }
   it->ck.xxh = xmalloc((size_t)pc->nsegs * 16);
   memcpy(it->ck.xxh, pc->xxh, (size_t)pc->nsegs * 16);
+  if (pc->fp != NULL) {
+    it->ck.nfp = pc->nfp;
+    it->ck.fp = xmalloc((size_t)pc->nfp * 16);
+    memcpy(it->ck.fp, pc->fp, (size_t)pc->nfp * 16);
+  }
   return 1;
 }
 
@@ -1111,14 +1136,19 @@ prev_seg_sha(const struct seg_prev *prev, const struct manifest_entry *me,
   return prev->me->segs[k];
 }
 
+_Static_assert(READ_CHUNK == MANIFEST_FP_BLOCK && MANIFEST_SEG_SIZE %
+               MANIFEST_FP_BLOCK == 0, "a read is one fingerprint block");
+
 /*
  * Stream [off, off+len) of fd through 1 MiB reads into the XXH3 state
- * and/or the SHA-256 context (either may be NULL).  0, or the errno of a
- * failed read (-1 for a short one).
+ * and/or the SHA-256 context (either may be NULL), and with fp the
+ * XXH3-128 of each fingerprint block (off is a segment's start, so each
+ * full read is one block).  0, or the errno of a failed read (-1 for a
+ * short one).
  */
 static int
 hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len,
-           XXH3_state_t *xs, EVP_MD_CTX *ctx)
+           XXH3_state_t *xs, EVP_MD_CTX *ctx, uint8_t (*fp)[16])
 {
   while (len > 0) {
     size_t want = len < READ_CHUNK ? (size_t)len : READ_CHUNK;
@@ -1126,12 +1156,18 @@ hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len,
 
     if (r < 0 && errno == EINTR)
       continue;
-    if (r <= 0)
+    if (r <= 0 || (fp != NULL && (size_t)r != want))
       return r < 0 ? errno : -1;
     if (xs != NULL)
       XXH3_128bits_update(xs, buf, (size_t)r);
     if (ctx != NULL)
       EVP_DigestUpdate(ctx, buf, (size_t)r);
+    if (fp != NULL) {
+      XXH128_canonical_t c;
+
+      XXH128_canonicalFromHash(&c, XXH3_128bits(buf, (size_t)r));
+      memcpy(*fp++, c.digest, 16);
+    }
     off += (uint64_t)r;
     len -= (uint64_t)r;
   }
@@ -1150,28 +1186,32 @@ seg_hasher_run(void *arg)
   struct seg_hasher *h = arg;
   uint8_t *buf = xmalloc(READ_CHUNK);
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  XXH3_state_t *xs = XXH3_createState();
   uint32_t k;
 
-  if (ctx == NULL || xs == NULL)
+  if (ctx == NULL)
     abort();
   while (h->err == 0 && (k = atomic_fetch_add(h->next, 1)) < h->me->nsegs) {
     uint64_t off, len;
+    uint8_t (*fp)[16];
     XXH128_canonical_t canon;
     unsigned int mdlen = 0;
     const uint8_t *same;
     int one_pass = h->prev->me == NULL;
 
     manifest_seg_range(h->me->size, k, &off, &len);
-    XXH3_128bits_reset(xs);
+    fp = h->ck->fp + off / MANIFEST_FP_BLOCK;
     EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    h->err = hash_range(h->fd, buf, off, len, xs, one_pass ? ctx : NULL);
+    h->err = hash_range(h->fd, buf, off, len, NULL, one_pass ? ctx : NULL,
+                        fp);
     if (h->err != 0) {
       h->seg = k;
       break;
     }
     h->bytes += len;
-    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(xs));
+    /* The segment's check is the XXH3-128 of its blocks' (one pass of
+     * XXH3 over the data, which serving checks block by block). */
+    XXH128_canonicalFromHash(&canon,
+                             XXH3_128bits(fp, manifest_nfp(len) * 16));
     memcpy(h->ck->xxh[k], canon.digest, 16);
     same = one_pass ? NULL : prev_seg_sha(h->prev, h->me, k, canon.digest);
     if (same != NULL) {
@@ -1180,7 +1220,7 @@ seg_hasher_run(void *arg)
       continue;
     }
     if (!one_pass) {
-      h->err = hash_range(h->fd, buf, off, len, NULL, ctx);
+      h->err = hash_range(h->fd, buf, off, len, NULL, ctx, NULL);
       if (h->err != 0) {
         h->seg = k;
         break;
@@ -1188,7 +1228,6 @@ seg_hasher_run(void *arg)
     }
     EVP_DigestFinal_ex(ctx, h->me->segs[k], &mdlen);
   }
-  XXH3_freeState(xs);
   EVP_MD_CTX_free(ctx);
   free(buf);
   return NULL;
@@ -1213,6 +1252,8 @@ scan_read_parallel(struct scan *sc, int fd, struct scan_item *it)
   if (n > me->nsegs)
     n = me->nsegs;
   it->ck.xxh = xcalloc(me->nsegs, 16);
+  it->ck.nfp = (uint32_t)manifest_nfp(me->size);
+  it->ck.fp = xcalloc(it->ck.nfp, 16);
   me->segs = xcalloc(me->nsegs, 32);
   if (sc->prev != NULL && sc->prev_checks != NULL &&
       sc->prev_checks->n == sc->prev->n) {

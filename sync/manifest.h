@@ -31,6 +31,10 @@
 #define MANIFEST_MAX_FILE_SIZE ((uint64_t)1 << 50)
 #define MANIFEST_MAX_TEXT ((size_t)1 << 30)
 #define MANIFEST_ID_HEX 64
+/* Fingerprint blocks: XXH3-128 of each 1 MiB of a large file (the last
+ * one shorter), so two agents can tell which MiB of a segment differ
+ * without a signature's per-byte work (docs/SYNC.md "Fingerprints"). */
+#define MANIFEST_FP_BLOCK ((uint64_t)1 << 20)
 
 enum manifest_type { MANIFEST_DIR = 0, MANIFEST_FILE, MANIFEST_LINK };
 
@@ -64,6 +68,8 @@ uint32_t manifest_nsegs(uint64_t size);
 /* Byte range of segment k of a file of this size. */
 void manifest_seg_range(uint64_t size, uint32_t k, uint64_t *off,
                         uint64_t *len);
+/* Fingerprint blocks of a file of this size: ceil(size / FP_BLOCK). */
+uint64_t manifest_nfp(uint64_t size);
 /* The expected SHA-256 of segment k of entry e (borrowed). */
 const uint8_t *manifest_seg_sha(const struct manifest_entry *e, uint32_t k);
 
@@ -93,6 +99,8 @@ struct manifest_check {
   int64_t mtime_ns, ctime_ns;
   uint32_t nsegs;
   uint8_t (*xxh)[16]; /* XXH3-128 (canonical big-endian) per segment */
+  uint32_t nfp;       /* large files: manifest_nfp(size), else 0 */
+  uint8_t (*fp)[16];  /* XXH3-128 per fingerprint block, or NULL */
 };
 
 /* Parallel to a manifest's entries (dirs and links have zeroed checks). */
@@ -126,7 +134,8 @@ struct manifest_scan_stats {
  * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
  * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
  * others are read once, computing SHA-256 (flat, per segment) and
- * XXH3-128 per segment in that one pass, except that a segment of a
+ * XXH3-128 per segment (and per fingerprint block for large files) in
+ * that one pass, except that a segment of a
  * large file whose XXH3-128 and length equal prev's for that path keeps
  * prev's SHA-256 (a changed 2 GiB file then costs SHA-256 only for its
  * changed segments).  Runs on the calling thread;

@@ -107,7 +107,7 @@ sigs_done(uv_work_t *w, int status)
   (void)status;
   for (size_t i = 0; i < sw->n; i++) {
     free(sw->items[i].path);
-    free(sw->items[i].xxh);
+    free(sw->items[i].fp);
   }
   free(sw->items);
   free(sw);
@@ -116,21 +116,21 @@ sigs_done(uv_work_t *w, int status)
 }
 
 static int
-xxh_complete(const struct pull_file *f, uint32_t nsegs)
+fp_complete(const struct pull_file *f, uint64_t nfp)
 {
   static const uint8_t zero[16];
 
-  if (f->xxh == NULL)
+  if (f->fp == NULL)
     return 0;
-  for (uint32_t k = 0; k < nsegs; k++)
-    if (memcmp(f->xxh[k], zero, 16) == 0)
+  for (uint64_t k = 0; k < nfp; k++)
+    if (memcmp(f->fp[k], zero, 16) == 0)
       return 0;
   return 1;
 }
 
 /* Sign what crossed the network, so the next version's deltas need no
- * signature work at transfer time, and record its segments' XXH3-128 so
- * that its local copies need no SHA-256. */
+ * signature work at transfer time, and record its fingerprints so that
+ * its local copies need no SHA-256 and its deltas skip equal blocks. */
 static void
 queue_signatures(struct pull *p)
 {
@@ -150,10 +150,10 @@ queue_signatures(struct pull *p)
     sw->items[sw->n].path = xstrdup(e->path);
     memcpy(sw->items[sw->n].sha, e->sha256, 32);
     sw->items[sw->n].size = e->size;
-    if (xxh_complete(&p->files[i], e->nsegs)) {
-      sw->items[sw->n].xxh = p->files[i].xxh;
-      sw->items[sw->n].nsegs = e->nsegs;
-      p->files[i].xxh = NULL;
+    if (fp_complete(&p->files[i], manifest_nfp(e->size))) {
+      sw->items[sw->n].fp = p->files[i].fp;
+      sw->items[sw->n].nfp = (uint32_t)manifest_nfp(e->size);
+      p->files[i].fp = NULL;
     }
     sw->n++;
   }

@@ -42,12 +42,13 @@ struct pull_file {
   uint8_t basis_sha[32];
   uint64_t basis_size;
   /* Multi-segment files only, each NULL otherwise; all-zero entries are
-   * unknown.  xxh: XXH3-128 of each segment as verified here (written
-   * by the pool item that verified it, one segment each).  basis_xxh:
-   * the same, recorded when the basis was received (its nsegs). */
-  uint8_t (*xxh)[16];
-  uint8_t (*basis_xxh)[16];
-  uint32_t basis_nsegs;
+   * unknown.  fp: the XXH3-128 of each fingerprint block as verified
+   * here (written by the pool item that verified its segment).
+   * basis_fp: the same, recorded when the basis was received (basis_nfp
+   * entries). */
+  uint8_t (*fp)[16];
+  uint8_t (*basis_fp)[16];
+  uint32_t basis_nfp;
 };
 
 /* Free a file table's arrays and the table. */
@@ -56,8 +57,8 @@ void pull_files_free(struct pull_file *v, size_t n);
 /* One segment to make: files[file], segment seg.  A local one is equal
  * (by the manifests' segment hashes) to the same segment of the old file
  * here, so it is copied from there and verified, and never crosses the
- * network: against the XXH3-128 recorded when the old file's segment was
- * verified, or by its SHA-256 when none was recorded. */
+ * network: against the fingerprints recorded when the old file's
+ * segment was verified, or by its SHA-256 when none were recorded. */
 struct pull_seg {
   uint32_t file;
   uint32_t seg;
@@ -179,8 +180,9 @@ struct sig_item {
   char *path;              /* relative to dir (owned) */
   uint8_t sha[32];
   uint64_t size;
-  uint8_t (*xxh)[16];      /* per segment, all known, or NULL (owned) */
-  uint32_t nsegs;
+  uint8_t (*fp)[16];       /* per fingerprint block, all known, or NULL
+                              (owned) */
+  uint32_t nfp;
 };
 
 struct sig_work {

@@ -29,8 +29,8 @@ pull_files_free(struct pull_file *v, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     free(v[i].basis);
-    free(v[i].xxh);
-    free(v[i].basis_xxh);
+    free(v[i].fp);
+    free(v[i].basis_fp);
   }
   free(v);
 }
@@ -218,10 +218,10 @@ part_name(const char *path, const char *suffix, char *out, size_t outlen)
 }
 
 /* Segments of a large file already verified by an earlier attempt, with
- * their XXH3-128 into xxh. */
+ * their fingerprints into fp. */
 static void
 resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done,
-                uint8_t (*xxh)[16])
+                uint8_t (*fp)[16])
 {
   char part[PATH_MAX], segs[PATH_MAX];
   struct err ignore = {0};
@@ -245,10 +245,12 @@ resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done,
     if (done[k] != '1')
       continue;
     manifest_seg_range(e->size, k, &off, &len);
-    if (delta_hash_range(pfd, off, len, sha, xxh[k], &ignore) < 0 ||
+    if (delta_hash_range(pfd, off, len, sha, fp + off / MANIFEST_FP_BLOCK,
+                         &ignore) < 0 ||
         memcmp(sha, e->segs[k], 32) != 0) {
       done[k] = 0;
-      memset(xxh[k], 0, 16);
+      memset(fp + off / MANIFEST_FP_BLOCK, 0,
+             manifest_nfp(len) * sizeof(*fp));
     }
   }
 
@@ -259,21 +261,22 @@ out:
     close(pfd);
 }
 
-/* The basis' segment XXH3s, when this agent recorded them on receiving
- * it; a file of the wrong size is ignored (its copies then use SHA-256). */
+/* The basis' fingerprints, when this agent recorded them on receiving
+ * it; a record of the wrong size is ignored (copies then use SHA-256). */
 static void
-load_basis_xxh(struct store *s, struct pull_file *f, uint32_t nsegs)
+load_basis_fp(struct store *s, struct pull_file *f)
 {
+  uint64_t nfp = manifest_nfp(f->basis_size);
   char path[PATH_MAX];
   char *data = NULL;
   size_t len = 0;
 
   store_xxh_path(s, f->basis_sha, path, sizeof(path));
-  if (file_read(path, (size_t)nsegs * 16, &data, &len, NULL) == 0 &&
-      len == (size_t)nsegs * 16) {
-    f->basis_xxh = xmalloc(len);
-    memcpy(f->basis_xxh, data, len);
-    f->basis_nsegs = nsegs;
+  if (file_read(path, (size_t)nfp * 16, &data, &len, NULL) == 0 &&
+      len == (size_t)nfp * 16) {
+    f->basis_fp = xmalloc(len);
+    memcpy(f->basis_fp, data, len);
+    f->basis_nfp = (uint32_t)nfp;
   }
   free(data);
 }
@@ -293,8 +296,8 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
   memset(f, 0, sizeof(*f));
   f->entry = entry;
   if (e->nsegs > 1) {
-    f->xxh = xcalloc(e->nsegs, sizeof(*f->xxh));
-    resume_segments(dirfd, e, done, f->xxh);
+    f->fp = xcalloc(manifest_nfp(e->size), sizeof(*f->fp));
+    resume_segments(dirfd, e, done, f->fp);
   } else {
     part_name(e->path, "part", part, sizeof(part));
     (void)unlinkat(dirfd, part, 0);
@@ -312,7 +315,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
       memcpy(f->basis_sha, basis->sha256, 32);
       f->basis_size = basis->size;
       if (e->nsegs > 1 && basis->nsegs > 1)
-        load_basis_xxh(pw->p->a->store, f, basis->nsegs);
+        load_basis_fp(pw->p->a->store, f);
     }
   }
   for (uint32_t k = 0; k < e->nsegs; k++) {
@@ -508,6 +511,32 @@ basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
   return rc;
 }
 
+/*
+ * With a delta, tell the source the basis' fingerprints over the
+ * segment's range (the full blocks the basis has, as recorded here), so
+ * that it sends blocks it finds equal as plain COPY commands without
+ * reading or delta-ing them.
+ */
+static int
+put_blocks(struct buf *body, const struct pull *p, const struct pull_file *f,
+           uint32_t seg)
+{
+  const struct manifest_entry *e = &p->m.v[f->entry];
+  uint64_t off, len, b, n = 0;
+
+  if (f->basis_fp == NULL || e->nsegs < 2)
+    return 0;
+  manifest_seg_range(e->size, seg, &off, &len);
+  b = off / MANIFEST_FP_BLOCK;
+  while (n < manifest_nfp(len) && b + n < f->basis_nfp &&
+         (b + n + 1) * MANIFEST_FP_BLOCK <= f->basis_size)
+    n++;
+  if (n == 0)
+    return 0;
+  return wire_put(body, WIRE_BLOCKS, f->entry, seg, f->basis_fp[b],
+                  (uint32_t)(n * 16));
+}
+
 void
 pull_prep_run(uv_work_t *w)
 {
@@ -534,6 +563,8 @@ pull_prep_run(uv_work_t *w)
     } else if (br->sigmode[i] == WIRE_SIGREF) {
       rc = wire_put(&br->body, WIRE_SIGREF, entry, 0, br->sigref[i], 32);
     }
+    if (rc == 0 && br->sigmode[i] != 0)
+      rc = put_blocks(&br->body, p, f, br->segs[i].seg);
     if (rc == 0)
       rc = wire_put(&br->body, WIRE_SEG, entry, br->segs[i].seg, NULL, 0);
     if (rc == ERR_TOO_LARGE)
@@ -676,21 +707,22 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
     if (of->basis < 0 && pf->basis != NULL)
       of->basis = open(pf->basis, O_RDONLY | O_CLOEXEC);
     rc = delta_patch(of->basis, f->payload, f->len, of->part, off, len, sha,
-                     pf->xxh ? pf->xxh[f->seg] : NULL, &we);
+                     pf->fp ? pf->fp + off / MANIFEST_FP_BLOCK : NULL, &we);
   } else if (f->len != len) {
     br->result[i] = SEG_CORRUPT;
     return 0;
   } else {
     rc = delta_write(of->part, off, f->payload, f->len, sha,
-                     pf->xxh ? pf->xxh[f->seg] : NULL, &we);
+                     pf->fp ? pf->fp + off / MANIFEST_FP_BLOCK : NULL, &we);
   }
   br->literal += f->len;
   if (rc == ERR_INVALID || (rc == 0 &&
                             memcmp(sha, manifest_seg_sha(e, f->seg), 32))) {
     log_warn("pull %s@%.12s: '%s' segment %u did not verify; retrying",
              p->name, p->v, e->path, f->seg);
-    if (pf->xxh != NULL)
-      memset(pf->xxh[f->seg], 0, 16);
+    if (pf->fp != NULL)
+      memset(pf->fp + off / MANIFEST_FP_BLOCK, 0,
+             manifest_nfp(len) * sizeof(*pf->fp));
     br->result[i] = SEG_CORRUPT;
     return 0;
   }
@@ -764,30 +796,46 @@ pull_apply_run(uv_work_t *w)
   close(dirfd);
 }
 
+/* The basis' recorded fingerprints of the blocks of [off, off+len), or
+ * NULL when any is unknown. */
+static const uint8_t (*basis_fps(const struct pull_file *pf, uint64_t off,
+                                 uint64_t len))[16]
+{
+  static const uint8_t zero[16];
+  uint64_t b = off / MANIFEST_FP_BLOCK, n = manifest_nfp(len);
+
+  if (pf->basis_fp == NULL || b + n > pf->basis_nfp)
+    return NULL;
+  for (uint64_t i = b; i < b + n; i++)
+    if (memcmp(pf->basis_fp[i], zero, 16) == 0)
+      return NULL;
+  return (const uint8_t (*)[16])pf->basis_fp + b;
+}
+
 /* Copy segment k of the basis into the part file and verify it: by the
- * XXH3-128 recorded when the basis was verified here, else by SHA-256.
- * Returns 1 verified, 0 not, or a write error. */
+ * fingerprints recorded when the basis was verified here, else by
+ * SHA-256.  Returns 1 verified, 0 not, or a write error. */
 static int
 copy_segment(const struct pull_file *pf, const struct manifest_entry *e,
              uint32_t k, int basis, int part, struct err *we)
 {
-  static const uint8_t zero[16];
+  const uint8_t (*want)[16];
+  uint8_t (*fp)[16];
   uint64_t off, len;
   uint8_t sha[32];
   int rc;
 
   manifest_seg_range(e->size, k, &off, &len);
-  if (pf->basis_xxh != NULL && k < pf->basis_nsegs &&
-      memcmp(pf->basis_xxh[k], zero, 16) != 0) {
-    rc = delta_copy(basis, part, off, len, NULL, pf->xxh[k], we);
-    if (rc == ERR_IO)
-      return rc;
-    return rc == 0 && memcmp(pf->xxh[k], pf->basis_xxh[k], 16) == 0;
-  }
-  rc = delta_copy(basis, part, off, len, sha, pf->xxh[k], we);
+  fp = pf->fp + off / MANIFEST_FP_BLOCK;
+  want = basis_fps(pf, off, len);
+  rc = delta_copy(basis, part, off, len, want != NULL ? NULL : sha, fp, we);
   if (rc == ERR_IO)
     return rc;
-  return rc == 0 && memcmp(sha, manifest_seg_sha(e, k), 32) == 0;
+  if (rc < 0)
+    return 0;
+  if (want != NULL)
+    return memcmp(fp, want, manifest_nfp(len) * 16) == 0;
+  return memcmp(sha, manifest_seg_sha(e, k), 32) == 0;
 }
 
 void
@@ -820,7 +868,11 @@ pull_local_run(uv_work_t *w)
         snprintf(br->msg, sizeof(br->msg), "writing '%s' at %s: %s",
                  e->path, store_root(p->a->store), err_msg(&we));
       } else if (rc == 0) {
-        memset(pf->xxh[br->segs[i].seg], 0, 16);
+        uint64_t off, len;
+
+        manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
+        memset(pf->fp + off / MANIFEST_FP_BLOCK, 0,
+               manifest_nfp(len) * sizeof(*pf->fp));
         br->result[i] = SEG_CORRUPT;
       } else {
         br->result[i] = SEG_OK;
@@ -963,10 +1015,10 @@ pull_sigs_run(uv_work_t *w)
     char path[PATH_MAX], file[PATH_MAX * 2];
     int fd;
 
-    if (it->xxh != NULL) {
+    if (it->fp != NULL) {
       store_xxh_path(sw->a->store, it->sha, path, sizeof(path));
       if (access(path, F_OK) != 0)
-        sig_cache_put(path, it->xxh, (size_t)it->nsegs * 16);
+        sig_cache_put(path, it->fp, (size_t)it->nfp * 16);
     }
     store_sig_path(sw->a->store, it->sha, delta_block_len(it->size), path,
                    sizeof(path));

@@ -871,6 +871,9 @@ struct batch_file {
   const uint8_t *sig;
   size_t sig_len;
   struct delta_sig *loaded;
+  const uint8_t (*blocks)[16]; /* the destination's basis fingerprints */
+  uint32_t nblocks;            /* for segment blocks_seg (BLOCKS frame) */
+  uint32_t blocks_seg;
   int failed;                  /* an ERROR was sent for this file */
 };
 
@@ -888,6 +891,50 @@ file_slot(struct batch_file **fs, size_t *n, uint32_t file)
   return &(*fs)[(*n)++];
 }
 
+/*
+ * Which blocks of the segment at off the destination's basis has equal
+ * (by the fingerprints it sent and those recorded at publish), into
+ * same[]; the count.  Only whole blocks of both files qualify.
+ */
+static unsigned
+blocks_same(const struct batch_file *bf, const struct manifest_entry *me,
+            const struct manifest_check *ck, uint32_t seg, uint64_t off,
+            uint64_t len, uint8_t *same)
+{
+  uint64_t b0 = off / MANIFEST_FP_BLOCK, nb = manifest_nfp(len);
+  unsigned n = 0;
+
+  memset(same, 0, nb);
+  if (bf->blocks == NULL || bf->blocks_seg != seg || ck->fp == NULL)
+    return 0;
+  for (uint64_t i = 0; i < nb && i < bf->nblocks; i++) {
+    uint64_t j = b0 + i;
+
+    if (j < ck->nfp && (j + 1) * MANIFEST_FP_BLOCK <= me->size &&
+        memcmp(ck->fp[j], bf->blocks[i], 16) == 0) {
+      same[i] = 1;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Whether the bytes read for segment seg (their sums) are those
+ * published. */
+static int
+read_as_published(const struct manifest_check *ck, uint32_t seg,
+                  uint64_t off, uint64_t len, const uint8_t xxh[16],
+                  const uint8_t (*fp)[16])
+{
+  uint64_t b0 = off / MANIFEST_FP_BLOCK, nb = manifest_nfp(len);
+
+  if (fp != NULL)
+    return b0 + nb <= ck->nfp &&
+           memcmp(ck->fp[b0], fp, (size_t)nb * 16) == 0;
+  return ck->xxh != NULL && seg < ck->nsegs &&
+         memcmp(ck->xxh[seg], xxh, 16) == 0;
+}
+
 /* Answer one SEG frame into bw->out: DELTA, DATA or ERROR. */
 static int
 answer_seg(struct batch_work *bw, struct batch_file *bf,
@@ -896,8 +943,14 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   const struct served *sv = bw->sv;
   const struct manifest_entry *me = &sv->m.v[f->file];
   const struct manifest_check *ck = &sv->c.v[f->file];
-  uint64_t off, len;
+  uint64_t off, len, bad = 0;
   uint8_t xxh[16];
+  uint8_t fp[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK][16];
+  uint8_t same[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK];
+  /* A large file's reads are checked per fingerprint block (what its
+   * segment check is made of), a small one's as a whole. */
+  uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
+  unsigned nsame = 0;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -927,17 +980,32 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
   if (bf->loaded != NULL)
-    rc = delta_compute(bf->loaded, bf->fd, off, len, &bw->out, xxh, &e);
+    nsame = blocks_same(bf, me, ck, f->seg, off, len, same);
+  if (nsame > 0)
+    rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, same,
+                              (const uint8_t (*)[16])ck->fp +
+                                  off / MANIFEST_FP_BLOCK,
+                              &bw->out, &bad, &e);
+  else if (bf->loaded != NULL)
+    rc = delta_compute(bf->loaded, bf->fd, off, len, &bw->out, xxh, fpp,
+                       &e);
   else
-    rc = delta_read(bf->fd, off, len, &bw->out, xxh, &e);
+    rc = delta_read(bf->fd, off, len, &bw->out, xxh, fpp, &e);
   if (rc == ERR_TOO_LARGE)
     return err_set(&bw->e, rc, "batch answer too large");
+  if (rc == ERR_CONFLICT) {
+    bw->out.len = at;
+    err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
+            "published (MiB %llu differs)", me->path, sv->v,
+            (unsigned long long)(off / MANIFEST_FP_BLOCK + bad));
+    goto fail;
+  }
   if (rc < 0) {
     bw->out.len = at;
     goto fail;
   }
-  if (ck->xxh == NULL || f->seg >= ck->nsegs ||
-      memcmp(ck->xxh[f->seg], xxh, 16) != 0) {
+  /* With blocks skipped, each block read was checked on its own. */
+  if (nsame == 0 && !read_as_published(ck, f->seg, off, len, xxh, fpp)) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
             "published (segment %u differs)", me->path, sv->v, f->seg);
@@ -1001,6 +1069,11 @@ batch_run(uv_work_t *w)
       bf->sig_len = bw->items[i].ref->len;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
+      break;
+    case WIRE_BLOCKS:
+      bf->blocks = (const uint8_t (*)[16])f->payload;
+      bf->nblocks = f->len / 16;
+      bf->blocks_seg = f->seg;
       break;
     default:
       rc = answer_seg(bw, bf, f);
@@ -1081,7 +1154,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
       goto bad;
     }
     me = &sv->m.v[f->file];
-    if (f->kind == WIRE_SEG) {
+    if (f->kind == WIRE_SEG || f->kind == WIRE_BLOCKS) {
       uint64_t off, len;
 
       if (f->seg >= me->nsegs) {
@@ -1090,7 +1163,8 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
         goto bad;
       }
       manifest_seg_range(me->size, f->seg, &off, &len);
-      asked += len;
+      if (f->kind == WIRE_SEG)
+        asked += len;
     }
   }
   if (asked > (uint64_t)64 << 20) {
@@ -1137,13 +1211,17 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
               AGENT_BATCH_FRAMES);
       goto bad;
     }
-    if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG) {
+    if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
+        f.kind != WIRE_BLOCKS) {
       err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
               bw->n, f.kind);
       goto bad;
     }
     if ((f.kind == WIRE_SIGREF && f.len != 32) ||
-        (f.kind == WIRE_SEG && f.len != 0)) {
+        (f.kind == WIRE_SEG && f.len != 0) ||
+        (f.kind == WIRE_BLOCKS &&
+         (f.len == 0 || f.len % 16 != 0 ||
+          f.len / 16 > MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK))) {
       err_set(&e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "
               "for its kind", bw->n, f.len);
       goto bad;

@@ -21,6 +21,7 @@ enum wire_kind {
   WIRE_SIG = 1,
   WIRE_SIGREF = 2,
   WIRE_SEG = 3,
+  WIRE_BLOCKS = 4,
   WIRE_DELTA = 16,
   WIRE_DATA = 17,
   WIRE_ERROR = 18,

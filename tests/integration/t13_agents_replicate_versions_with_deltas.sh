@@ -190,6 +190,18 @@ sys.stdout.buffer.write(struct.pack('<IIII', 3, $big, 0, 0) * 2 +
                         struct.pack('<IIII', 3, $big, 1, 0) * 48)" >"$T_DIR/batch"
 t_expect "a batch asking for more than 64 MiB of data gets 413" \
   "$(batch)" '^413 '
+frames 4,"$big",1,15 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "fingerprints that are not whole 16-byte entries get 400" \
+  "$(batch)" '^400 .*payload'
+frames 4,"$big",1,272 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "more fingerprints than a segment has blocks get 400" \
+  "$(batch)" '^400 .*payload'
+frames 4,"$big",9,16 >"$T_DIR/batch"
+t_expect "fingerprints for a segment past the end of the file get 400" \
+  "$(batch)" '^400 .*past the end'
+frames 4,"$big",1,32 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "fingerprints matching nothing still get the segment" \
+  "$(batch)" '^200 '
 
 t_agent_stop A
 t_agent_stop B

@@ -177,11 +177,11 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
   buf_init(&d, SEG + MIB);
   for (size_t off = 0; off < nlen || off == 0; off += SEG) {
     size_t len = nlen - off < SEG ? nlen - off : SEG;
-    uint8_t xxh[16], pxxh[16], sha[32], want[32];
+    uint8_t xxh[16], pfp[SEG / MIB][16], sha[32], want[32];
     uint64_t longest;
 
     buf_reset(&d);
-    assert_int_equal(delta_compute(ds, new_fd, off, len, &d, xxh, &e), 0);
+    assert_int_equal(delta_compute(ds, new_fd, off, len, &d, xxh, NULL, &e), 0);
     total += d.len;
     if (max_literal != NULL) {
       (void)first_long_literal((uint8_t *)d.data, d.len, &longest);
@@ -189,11 +189,17 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
         *max_literal = longest;
     }
     assert_int_equal(delta_patch(basis_fd, d.data, d.len, out_fd, off, len,
-                                 sha, pxxh, &e), 0);
+                                 sha, pfp, &e), 0);
     sha256_of(new + off, len, want);
     assert_memory_equal(sha, want, 32);
-    /* the patch sums what it writes as the source summed what it read */
-    assert_memory_equal(pxxh, xxh, 16);
+    /* the patch fingerprints each MiB it writes */
+    for (size_t b = 0; b * MIB < len; b++) {
+      XXH128_canonical_t c;
+      size_t bl = len - b * MIB < MIB ? len - b * MIB : MIB;
+
+      XXH128_canonicalFromHash(&c, XXH3_128bits(new + off + b * MIB, bl));
+      assert_memory_equal(pfp[b], c.digest, 16);
+    }
     if (nlen == 0)
       break;
   }
@@ -340,7 +346,7 @@ test_unrelated_data_falls_back_to_literal_after_a_probe_window(
     if (round == 3)
       off = 24 * MIB;
     buf_reset(&d);
-    assert_int_equal(delta_compute(ds, nfd, off, len, &d, xxh, &e), 0);
+    assert_int_equal(delta_compute(ds, nfd, off, len, &d, xxh, NULL, &e), 0);
     at = first_long_literal((uint8_t *)d.data, d.len, &longest);
     if (round == 0 || round == 3) {
       assert_true(at >= 4 * MIB && at <= 6 * MIB);
@@ -400,7 +406,7 @@ test_literal_delta_patches_without_a_basis_and_copies_need_one(
   src = file_with(data, n);
   out = file_with(NULL, 0);
   buf_init(&d, n + MIB);
-  assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, NULL, &e), 0);
   assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
   sha256_of(data, n, want);
   assert_memory_equal(sha, want, 32);
@@ -412,7 +418,7 @@ test_literal_delta_patches_without_a_basis_and_copies_need_one(
   /* against itself the delta is COPY commands: no basis, no patch */
   ds = load_sig_of(src, n, NULL);
   buf_reset(&d);
-  assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, NULL, &e), 0);
   assert_true(d.len < 4 * KIB);
   assert_int_equal(delta_patch(-1, d.data, d.len, out, 0, n, sha, NULL, &e),
                    ERR_INVALID);
@@ -449,7 +455,7 @@ test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes(
   out = file_with(NULL, 0);
   ds = load_sig_of(bfd, n, NULL);
   buf_init(&d, n + MIB);
-  assert_int_equal(delta_compute(ds, nfd, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, nfd, 0, n, &d, xxh, NULL, &e), 0);
   sha256_of(new, n, want);
   bad = malloc(d.len);
 
@@ -513,7 +519,7 @@ test_copy_past_the_end_of_a_shorter_basis_is_invalid(void **state)
   out = file_with(NULL, 0);
   ds = load_sig_of(full, n, NULL);
   buf_init(&d, n + MIB);
-  assert_int_equal(delta_compute(ds, full, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, full, 0, n, &d, xxh, NULL, &e), 0);
   assert_int_equal(delta_patch(half, d.data, d.len, out, 0, n, sha, NULL, &e),
                    ERR_INVALID);
   assert_non_null(strstr(e.msg, "past the basis"));
@@ -542,7 +548,7 @@ test_patch_of_the_wrong_expected_length_is_invalid(void **state)
   out = file_with(NULL, 0);
   ds = load_sig_of(fd, n, NULL);
   buf_init(&d, n + MIB);
-  assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, NULL, &e), 0);
   assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n - 1, sha, NULL, &e),
                    ERR_INVALID);
   assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, 0, sha, NULL, &e),
@@ -638,12 +644,12 @@ test_delta_compute_and_read_give_the_xxh3_of_the_range(void **state)
   XXH128_canonicalFromHash(&c, XXH3_128bits(data + off, len));
   for (int i = 0; i < 2; i++) {
     buf_reset(&d);
-    assert_int_equal(delta_compute(ds[i], fd, off, len, &d, x1, &e), 0);
+    assert_int_equal(delta_compute(ds[i], fd, off, len, &d, x1, NULL, &e), 0);
     assert_memory_equal(x1, c.digest, 16);
     delta_sig_free(ds[i]);
   }
   buf_reset(&d);
-  assert_int_equal(delta_read(fd, off, len, &d, x2, &e), 0);
+  assert_int_equal(delta_read(fd, off, len, &d, x2, NULL, &e), 0);
   assert_memory_equal(x2, c.digest, 16);
   /* the literal read is the bytes themselves */
   assert_int_equal(d.len, len);
@@ -673,15 +679,15 @@ test_short_file_is_io_error_and_small_cap_too_large_buffer_kept(
   buf_init(&d, 64 * KIB);
   assert_int_equal(buf_add(&d, "keep", 4), 0);
 
-  assert_int_equal(delta_compute(ds, fd, n - 10, 11, &d, xxh, &e),
+  assert_int_equal(delta_compute(ds, fd, n - 10, 11, &d, xxh, NULL, &e),
                    ERR_IO);
-  assert_int_equal(delta_read(fd, n, 1, &d, xxh, &e), ERR_IO);
+  assert_int_equal(delta_read(fd, n, 1, &d, xxh, NULL, &e), ERR_IO);
   assert_int_equal(delta_hash_range(fd, 1, n, sha, NULL, &e), ERR_IO);
   assert_int_equal(delta_signature(fd, n + 1, &d, &e), ERR_IO);
   /* a literal delta of 1 MiB does not fit in 64 KiB */
-  assert_int_equal(delta_compute(ds, fd, 0, MIB, &d, xxh, &e),
+  assert_int_equal(delta_compute(ds, fd, 0, MIB, &d, xxh, NULL, &e),
                    ERR_TOO_LARGE);
-  assert_int_equal(delta_read(fd, 0, MIB, &d, xxh, &e), ERR_TOO_LARGE);
+  assert_int_equal(delta_read(fd, 0, MIB, &d, xxh, NULL, &e), ERR_TOO_LARGE);
   assert_int_equal(d.len, 4);
   assert_string_equal(d.data, "keep");
   buf_release(&d);
@@ -712,9 +718,86 @@ test_hash_range_matches_an_independent_sha256(void **state)
   free(data);
 }
 
+static void
+fp_of(const uint8_t *p, size_t len, uint8_t out[16])
+{
+  XXH128_canonical_t c;
+
+  XXH128_canonicalFromHash(&c, XXH3_128bits(p, len));
+  memcpy(out, c.digest, 16);
+}
+
+/*
+ * Blocks the destination's fingerprints show equal become COPY commands
+ * without being read (the source's bytes there are even made different,
+ * and the patch still gives the basis' bytes); changed blocks are
+ * delta'd and checked against their published fingerprints, and a block
+ * changed since publishing is ERR_CONFLICT naming it, out untouched.
+ */
+static void
+test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest(
+    void **state)
+{
+  const size_t n = 6 * MIB + 100;
+  uint8_t *basis = malloc(n), *new = malloc(n), *got = malloc(n);
+  uint8_t fp[7][16], same[7] = {1, 1, 0, 1, 1, 0, 0}, sha[32], want[32];
+  struct delta_sig *ds;
+  struct buf d;
+  struct err e = {0};
+  uint64_t bad = 99;
+  int bfd, nfd, out;
+
+  (void)state;
+  fill_random(basis, n, 21);
+  memcpy(new, basis, n);
+  fill_random(new + 2 * MIB + 5, 1000, 22); /* block 2: a small edit */
+  fill_random(new + 5 * MIB, MIB, 23);      /* block 5: all new */
+  for (size_t i = 0; i < 7; i++)
+    fp_of(new + i * MIB, i < 6 ? MIB : 100, fp[i]);
+  bfd = file_with(basis, n);
+  ds = load_sig_of(bfd, n, NULL);
+  buf_init(&d, 4 * MIB);
+  assert_int_equal(buf_add(&d, "keep", 4), 0);
+
+  /* what the source reads: block 0 differs, but same[0] says it is not
+   * to be read */
+  new[10] ^= 1;
+  nfd = file_with(new, n);
+  new[10] ^= 1;
+  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, same, fp, &d, &bad,
+                                        &e), 0);
+  /* the edit goes as a delta, the new MiB as literal, the rest as COPYs */
+  assert_true(d.len - 4 < MIB + 64 * KIB);
+  out = file_with(NULL, 0);
+  assert_int_equal(delta_patch(bfd, d.data + 4, d.len - 4, out, 0, n, sha,
+                               NULL, &e), 0);
+  sha256_of(new, n, want);
+  assert_memory_equal(sha, want, 32);
+  assert_int_equal(pread(out, got, n, 0), (ssize_t)n);
+  assert_memory_equal(got, new, n);
+
+  /* block 5 changed since it was published */
+  fill_random(fp[5], 16, 24);
+  d.len = 4;
+  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, same, fp, &d, &bad,
+                                        &e), ERR_CONFLICT);
+  assert_int_equal(bad, 5);
+  assert_int_equal(d.len, 4);
+  assert_memory_equal(d.data, "keep", 4);
+  buf_release(&d);
+  delta_sig_free(ds);
+  close(bfd);
+  close(nfd);
+  close(out);
+  free(got);
+  free(new);
+  free(basis);
+}
+
 /* A local segment copy writes the same bytes at the same offset and
- * sums them; with sha NULL only the XXH3-128 is computed; an old file
- * shorter than the segment fails verification (ERR_INVALID), not I/O. */
+ * sums them (SHA-256, and XXH3-128 per MiB from the range's start); with
+ * sha NULL only the fingerprints are computed; an old file shorter than
+ * the segment fails verification (ERR_INVALID), not I/O. */
 static void
 test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
     void **state)
@@ -722,8 +805,8 @@ test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
   const size_t n = 3 * MIB + 5;
   const uint64_t off = MIB + 1, len = 2 * MIB;
   uint8_t *data = malloc(n), *got = malloc(n), sha[32], want[32];
-  uint8_t xxh[16], xxh2[16];
-  XXH128_canonical_t c;
+  uint8_t fp[3][16], fp2[3][16];
+  XXH128_canonical_t c[2];
   struct err e = {0};
   int in, out;
 
@@ -731,17 +814,22 @@ test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
   fill_random(data, n, 15);
   in = file_with(data, n);
   out = file_with(NULL, 0);
-  assert_int_equal(delta_copy(in, out, off, len, sha, xxh, &e), 0);
+  memset(fp, 0, sizeof(fp));
+  assert_int_equal(delta_copy(in, out, off, len, sha, fp, &e), 0);
   sha256_of(data + off, len, want);
   assert_memory_equal(sha, want, 32);
-  XXH128_canonicalFromHash(&c, XXH3_128bits(data + off, len));
-  assert_memory_equal(xxh, c.digest, 16);
+  XXH128_canonicalFromHash(&c[0], XXH3_128bits(data + off, MIB));
+  XXH128_canonicalFromHash(&c[1], XXH3_128bits(data + off + MIB, MIB));
+  assert_memory_equal(fp[0], c[0].digest, 16);
+  assert_memory_equal(fp[1], c[1].digest, 16);
+  /* exactly one entry per block: the third is untouched */
+  assert_memory_equal(fp[2], (uint8_t[16]){0}, 16);
   assert_int_equal(pread(out, got, n, 0), (ssize_t)(off + len));
   assert_memory_equal(got + off, data + off, len);
   memset(sha, 0xee, sizeof(sha));
-  assert_int_equal(delta_copy(in, out, off, len, NULL, xxh2, &e), 0);
-  assert_memory_equal(xxh2, c.digest, 16);
-  assert_int_equal(delta_copy(in, out, n - 4, 5, sha, xxh, &e),
+  assert_int_equal(delta_copy(in, out, off, len, NULL, fp2, &e), 0);
+  assert_memory_equal(fp2, fp, 2 * 16);
+  assert_int_equal(delta_copy(in, out, n - 4, 5, sha, fp, &e),
                    ERR_INVALID);
   assert_non_null(strstr(err_msg(&e), "fewer than"));
   close(in);
@@ -768,7 +856,7 @@ test_calls_never_move_the_file_offset(void **state)
   assert_int_equal(lseek(out, 777, SEEK_SET), 777);
   ds = load_sig_of(fd, n, NULL);
   buf_init(&d, 2 * n);
-  assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, &e), 0);
+  assert_int_equal(delta_compute(ds, fd, 0, n, &d, xxh, NULL, &e), 0);
   assert_int_equal(delta_patch(fd, d.data, d.len, out, 0, n, sha, NULL, &e), 0);
   assert_int_equal(delta_write(out, n, data, 100, sha, NULL, &e), 0);
   assert_int_equal(delta_hash_range(out, 0, n, sha, NULL, &e), 0);
@@ -799,7 +887,7 @@ worker_run(void *arg)
   uint8_t xxh[16];
 
   buf_init(&d, SEG + MIB);
-  w->rc = delta_compute(w->ds, w->src, w->off, w->len, &d, xxh, &e);
+  w->rc = delta_compute(w->ds, w->src, w->off, w->len, &d, xxh, NULL, &e);
   if (w->rc == 0)
     w->rc = delta_patch(w->basis, d.data, d.len, w->out, w->off, w->len,
                         w->sha, NULL, &e);
@@ -887,7 +975,7 @@ efbig_child(void)
   out = file_with(NULL, 0);
   ds = load_sig_of(empty, 0, NULL);
   buf_init(&d, n + MIB);
-  if (delta_compute(ds, fd, 0, n, &d, xxh, &e) != 0)
+  if (delta_compute(ds, fd, 0, n, &d, xxh, NULL, &e) != 0)
     return 10;
   signal(SIGXFSZ, SIG_IGN);
   if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
@@ -957,6 +1045,8 @@ main(void)
         test_literal_delta_patches_without_a_basis_and_copies_need_one),
     cmocka_unit_test(
         test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid),
+    cmocka_unit_test(
+        test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest),
     cmocka_unit_test(
         test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes),
     cmocka_unit_test(test_copy_past_the_end_of_a_shorter_basis_is_invalid),

@@ -152,6 +152,29 @@ assert_xxh_of(const uint8_t got[16], const void *data, size_t len)
   assert_memory_equal(got, c.digest, 16);
 }
 
+/* A large file's segment k: one XXH3-128 per MiB block of its bytes
+ * (data, len) in ck->fp, and the segment's check is the XXH3-128 of
+ * those. */
+static void
+assert_seg_check_of(const struct manifest_check *ck, uint32_t k,
+                    const unsigned char *data, size_t len)
+{
+  size_t b0 = (size_t)k * (SEG >> 20), nb = (len + (1u << 20) - 1) >> 20;
+  uint8_t fps[16][16];
+
+  assert_non_null(ck->fp);
+  assert_true(b0 + nb <= ck->nfp);
+  for (size_t i = 0; i < nb; i++) {
+    size_t bl = len - (i << 20) < (1u << 20) ? len - (i << 20) : 1u << 20;
+    XXH128_canonical_t c;
+
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data + (i << 20), bl));
+    memcpy(fps[i], c.digest, 16);
+    assert_memory_equal(ck->fp[b0 + i], fps[i], 16);
+  }
+  assert_xxh_of(ck->xxh[k], fps, nb * 16);
+}
+
 static int
 scan(const struct fx *f, const char *rel, const struct manifest *prev,
      const struct manifest_checks *prev_c, struct manifest *m,
@@ -337,8 +360,23 @@ test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **
   assert_memory_equal(me->sha256, root, 32);
   assert_ptr_equal(manifest_seg_sha(me, 1), me->segs[1]);
   assert_int_equal(c.v[0].nsegs, 2);
-  assert_xxh_of(c.v[0].xxh[0], data, SEG);
-  assert_xxh_of(c.v[0].xxh[1], data + SEG, size - SEG);
+  assert_int_equal(c.v[0].nfp, 18);
+  assert_seg_check_of(&c.v[0], 0, data, SEG);
+  assert_seg_check_of(&c.v[0], 1, data + SEG, size - SEG);
+  /* The fingerprints survive a save and load of the checks. */
+  {
+    struct manifest_checks back;
+    char p[512];
+
+    manifest_checks_init(&back);
+    fx_path(f, "big.idx", p, sizeof(p));
+    if (manifest_checks_save(&c, p, &e) != 0 ||
+        manifest_checks_load(p, m.n, &back, &e) != 0)
+      fail_msg("checks: %s", e.msg);
+    assert_int_equal(back.v[0].nfp, 18);
+    assert_memory_equal(back.v[0].fp, c.v[0].fp, 18 * 16);
+    manifest_checks_release(&back);
+  }
 
   /* The two-level hash survives the trip through JSON. */
   {
@@ -378,7 +416,7 @@ test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **
     assert_memory_equal(m2.v[0].segs[0], segs[0], 32);
     assert_memory_equal(m2.v[0].segs[1], segs[1], 32);
     assert_memory_equal(m2.v[0].sha256, root, 32);
-    assert_xxh_of(c2.v[0].xxh[1], data + SEG, size - SEG);
+    assert_seg_check_of(&c2.v[0], 1, data + SEG, size - SEG);
     manifest_release(&m2);
     manifest_checks_release(&c2);
   }
