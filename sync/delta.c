@@ -57,6 +57,7 @@ static const uint8_t delta_magic[4] = {0x72, 0x73, 0x02, 0x36};
 /* Windows of input with no matches that end a delta (delta_compute). */
 #define DELTA_PROBE ((uint64_t)4 << 20)
 #define DELTA_PROBE_AGAIN ((uint64_t)1 << 20)
+#define DELTA_PROBE_BLOCK ((uint64_t)256 << 10)
 
 _Static_assert(MANIFEST_SEG_SIZE % DELTA_MAX_BLOCK == 0,
                "every block length must divide the segment size");
@@ -282,6 +283,10 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
   rs_buffers_t bufs = {0};
   uint64_t pos = off, left = len, win_in = 0;
   size_t win_out = out->len;
+  /* Feed no more than a window at once, or a short range would reach
+   * its end before the first window could be judged. */
+  size_t feed = window > 0 && window < DELTA_IO_BUF ? (size_t)window
+                                                    : DELTA_IO_BUF;
   int rc = 0;
 
   bufs.next_in = in;
@@ -289,8 +294,8 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
     rs_result r;
     size_t produced, in_before;
 
-    if (!bufs.eof_in && bufs.avail_in < DELTA_IO_BUF) {
-      size_t want = DELTA_IO_BUF - bufs.avail_in;
+    if (!bufs.eof_in && bufs.avail_in < feed) {
+      size_t want = feed - bufs.avail_in;
 
       if (want > left)
         want = (size_t)left;
@@ -549,14 +554,14 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
  * The price: a range with a window of new data before data that would
  * have matched sends the rest as literal.
  */
-int
-delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
-              struct buf *out, uint8_t xxh[16], uint8_t (*fp)[16],
-              struct err *e)
+static int
+compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
+        struct buf *out, uint8_t xxh[16], uint8_t (*fp)[16],
+        uint64_t window, struct err *e)
 {
   struct sums st;
   size_t at = out->len;
-  uint64_t window, fed = 0;
+  uint64_t fed = 0;
   rs_job_t *job = NULL;
   int rc;
 
@@ -568,9 +573,6 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
     rc = err_set(e, ERR_NOMEM, "delta: out of memory");
     goto out;
   }
-  window = sig->missed ? DELTA_PROBE_AGAIN : DELTA_PROBE;
-  if (window < 8 * (uint64_t)sig->block_len)
-    window = 8 * (uint64_t)sig->block_len;
   rc = drive_fd(job, fd, off, len, out, &st, window, &fed, "delta", e);
   if (rc < 0)
     goto out;
@@ -601,6 +603,18 @@ out:
   return rc;
 }
 
+int
+delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
+              struct buf *out, uint8_t xxh[16], uint8_t (*fp)[16],
+              struct err *e)
+{
+  uint64_t window = sig->missed ? DELTA_PROBE_AGAIN : DELTA_PROBE;
+
+  if (window < 8 * (uint64_t)sig->block_len)
+    window = 8 * (uint64_t)sig->block_len;
+  return compute(sig, fd, off, len, out, xxh, fp, window, e);
+}
+
 static int
 put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
 {
@@ -618,7 +632,7 @@ put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
 
 int
 delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
-                     uint64_t len, const uint8_t *same,
+                     uint64_t len, const uint64_t *from,
                      const uint8_t (*fp)[16], struct buf *out,
                      uint64_t *bad, struct err *e)
 {
@@ -640,10 +654,19 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
     uint8_t x[16];
     size_t mark;
 
-    if (same[i]) {
-      if (run_len == 0)
-        run_pos = boff;
-      run_len += blen;
+    if (from[i] != DELTA_READ) {
+      /* One COPY for blocks that follow each other in the basis too. */
+      if (run_len > 0 && run_pos + run_len == from[i]) {
+        run_len += blen;
+        continue;
+      }
+      if (run_len > 0) {
+        rc = put_copy(out, run_pos, run_len, e);
+        if (rc < 0)
+          goto out;
+      }
+      run_pos = from[i];
+      run_len = blen;
       continue;
     }
     if (run_len > 0) {
@@ -653,7 +676,12 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
       run_len = 0;
     }
     mark = out->len;
-    rc = delta_compute(sig, fd, boff, blen, out, x, NULL, e);
+    /* A block the fingerprints could not place is often all new: judge
+     * it by a quarter MiB (four signature blocks at least). */
+    rc = compute(sig, fd, boff, blen, out, x, NULL,
+                 4 * (uint64_t)sig->block_len < DELTA_PROBE_BLOCK
+                     ? DELTA_PROBE_BLOCK : 4 * (uint64_t)sig->block_len,
+                 e);
     if (rc < 0)
       goto out;
     if (memcmp(x, fp[i], 16) != 0) {

@@ -58,15 +58,17 @@ int delta_compute(struct delta_sig *sig, int fd, uint64_t off,
                   uint64_t len, struct buf *out, uint8_t xxh[16],
                   uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
 /*
- * delta_compute for a range of whole fingerprint blocks when the caller
- * knows, from the destination's fingerprints, that block i (from off)
- * with same[i] set is equal to the basis' bytes at the same offset: those
- * become COPY commands without being read.  Every other block is read,
- * delta'd and checked against fp[i] (its fingerprint when published):
- * ERR_CONFLICT with *bad = i when it differs.  out unchanged on error.
+ * delta_compute for a range of fingerprint blocks (off is a block
+ * boundary) when the caller knows, from the destination's fingerprints,
+ * that block i (from off) equals the basis' bytes at offset from[i]:
+ * those become COPY commands without being read.  Every block with
+ * from[i] == DELTA_READ is read, delta'd and checked against fp[i] (its
+ * fingerprint when published): ERR_CONFLICT with *bad = i when it
+ * differs.  out unchanged on error.
  */
+#define DELTA_READ UINT64_MAX
 int delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
-                         uint64_t len, const uint8_t *same,
+                         uint64_t len, const uint64_t *from,
                          const uint8_t (*fp)[16], struct buf *out,
                          uint64_t *bad, struct err *e) WARN_UNUSED;
 /* Append the len bytes of fd at off to out (literal), with their sums as

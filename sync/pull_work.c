@@ -511,30 +511,48 @@ basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
   return rc;
 }
 
+/* At most this much fingerprint table goes with a signature (a basis of
+ * up to ~800 GiB); a larger basis is delta'd without one. */
+#define FP_TABLE_MAX ((size_t)16 << 20)
+
+static int
+fp_entry_cmp(const void *a, const void *b)
+{
+  return memcmp(a, b, 16);
+}
+
 /*
- * With a delta, tell the source the basis' fingerprints over the
- * segment's range (the full blocks the basis has, as recorded here), so
- * that it sends blocks it finds equal as plain COPY commands without
- * reading or delta-ing them.
+ * With the signature of a large file's basis, its fingerprint table: the
+ * XXH3-128 of each whole MiB, sorted, with its block index, so that the
+ * source sends any block of the new file that the basis has (unchanged,
+ * moved, or shifted by whole MiB) as a COPY without reading or delta-ing
+ * it.  Only fingerprints recorded here when the basis was verified.
  */
 static int
-put_blocks(struct buf *body, const struct pull *p, const struct pull_file *f,
-           uint32_t seg)
+put_fp_table(struct buf *body, const struct pull_file *f)
 {
-  const struct manifest_entry *e = &p->m.v[f->entry];
-  uint64_t off, len, b, n = 0;
+  static const uint8_t zero[16];
+  uint8_t *tab;
+  size_t n = 0;
+  int rc;
 
-  if (f->basis_fp == NULL || e->nsegs < 2)
+  if (f->basis_fp == NULL ||
+      (size_t)f->basis_nfp * WIRE_FP_ENTRY > FP_TABLE_MAX)
     return 0;
-  manifest_seg_range(e->size, seg, &off, &len);
-  b = off / MANIFEST_FP_BLOCK;
-  while (n < manifest_nfp(len) && b + n < f->basis_nfp &&
-         (b + n + 1) * MANIFEST_FP_BLOCK <= f->basis_size)
+  tab = xmalloc((size_t)f->basis_nfp * WIRE_FP_ENTRY + 1);
+  for (uint32_t k = 0; k < f->basis_nfp; k++) {
+    if ((uint64_t)(k + 1) * MANIFEST_FP_BLOCK > f->basis_size ||
+        memcmp(f->basis_fp[k], zero, 16) == 0)
+      continue;
+    memcpy(tab + n * WIRE_FP_ENTRY, f->basis_fp[k], 16);
+    wire_put_le32(tab + n * WIRE_FP_ENTRY + 16, k);
     n++;
-  if (n == 0)
-    return 0;
-  return wire_put(body, WIRE_BLOCKS, f->entry, seg, f->basis_fp[b],
-                  (uint32_t)(n * 16));
+  }
+  qsort(tab, n, WIRE_FP_ENTRY, fp_entry_cmp);
+  rc = n == 0 ? 0 : wire_put(body, WIRE_BLOCKS, f->entry, 0, tab,
+                             (uint32_t)(n * WIRE_FP_ENTRY));
+  free(tab);
+  return rc;
 }
 
 void
@@ -560,11 +578,11 @@ pull_prep_run(uv_work_t *w)
         hash_sha256(sig.data, sig.len, br->carrier_sha);
       rc = wire_put(&br->body, WIRE_SIG, entry, 0, sig.data,
                     (uint32_t)sig.len);
+      if (rc == 0 && p->m.v[entry].nsegs > 1)
+        rc = put_fp_table(&br->body, f);
     } else if (br->sigmode[i] == WIRE_SIGREF) {
       rc = wire_put(&br->body, WIRE_SIGREF, entry, 0, br->sigref[i], 32);
     }
-    if (rc == 0 && br->sigmode[i] != 0)
-      rc = put_blocks(&br->body, p, f, br->segs[i].seg);
     if (rc == 0)
       rc = wire_put(&br->body, WIRE_SEG, entry, br->segs[i].seg, NULL, 0);
     if (rc == ERR_TOO_LARGE)

@@ -64,11 +64,14 @@ struct served_waiter {
   struct served_waiter *next;
 };
 
-/* A signature a destination sent, shared by the batches that use it. */
+/* A signature a destination sent, shared by the batches that use it,
+ * with the basis' fingerprint table that came with it (or none). */
 struct sigent {
   uint8_t sha[32];
   uint8_t *bytes;
   size_t len;
+  uint8_t *fps;
+  size_t fps_len;
   int refs;
   uint64_t used;
   struct sigent *next;
@@ -192,6 +195,7 @@ static void
 sigent_free(struct sigent *s)
 {
   free(s->bytes);
+  free(s->fps);
   free(s);
 }
 
@@ -793,7 +797,7 @@ sig_trim(struct serve_state *st)
       struct sigent *s = *victim;
 
       *victim = s->next;
-      st->sig_bytes -= s->len;
+      st->sig_bytes -= s->len + s->fps_len;
       sigent_free(s);
     }
   }
@@ -871,9 +875,8 @@ struct batch_file {
   const uint8_t *sig;
   size_t sig_len;
   struct delta_sig *loaded;
-  const uint8_t (*blocks)[16]; /* the destination's basis fingerprints */
-  uint32_t nblocks;            /* for segment blocks_seg (BLOCKS frame) */
-  uint32_t blocks_seg;
+  const uint8_t *fptab;        /* the basis' fingerprint table, or NULL */
+  size_t nfptab;               /* entries of WIRE_FP_ENTRY bytes */
   int failed;                  /* an ERROR was sent for this file */
 };
 
@@ -891,28 +894,45 @@ file_slot(struct batch_file **fs, size_t *n, uint32_t file)
   return &(*fs)[(*n)++];
 }
 
+static int
+fp_cmp(const void *key, const void *entry)
+{
+  return memcmp(key, entry, 16);
+}
+
+static int
+fp_table_sorted(const uint8_t *p, size_t len)
+{
+  for (size_t at = WIRE_FP_ENTRY; at < len; at += WIRE_FP_ENTRY)
+    if (memcmp(p + at - WIRE_FP_ENTRY, p + at, 16) > 0)
+      return 0;
+  return 1;
+}
+
 /*
- * Which blocks of the segment at off the destination's basis has equal
- * (by the fingerprints it sent and those recorded at publish), into
- * same[]; the count.  Only whole blocks of both files qualify.
+ * Where the destination's basis has each whole block of the segment at
+ * off, found by its fingerprint recorded at publish in the basis' table
+ * (anywhere: unchanged, moved, or shifted by whole blocks): from[i] is
+ * the basis offset, or DELTA_READ.  The count found.
  */
 static unsigned
-blocks_same(const struct batch_file *bf, const struct manifest_entry *me,
-            const struct manifest_check *ck, uint32_t seg, uint64_t off,
-            uint64_t len, uint8_t *same)
+blocks_from(const struct batch_file *bf, const struct manifest_entry *me,
+            const struct manifest_check *ck, uint64_t off, uint64_t len,
+            uint64_t *from)
 {
   uint64_t b0 = off / MANIFEST_FP_BLOCK, nb = manifest_nfp(len);
   unsigned n = 0;
 
-  memset(same, 0, nb);
-  if (bf->blocks == NULL || bf->blocks_seg != seg || ck->fp == NULL)
-    return 0;
-  for (uint64_t i = 0; i < nb && i < bf->nblocks; i++) {
+  for (uint64_t i = 0; i < nb; i++) {
     uint64_t j = b0 + i;
+    const uint8_t *hit = NULL;
 
-    if (j < ck->nfp && (j + 1) * MANIFEST_FP_BLOCK <= me->size &&
-        memcmp(ck->fp[j], bf->blocks[i], 16) == 0) {
-      same[i] = 1;
+    from[i] = DELTA_READ;
+    if (bf->fptab != NULL && ck->fp != NULL && j < ck->nfp &&
+        (j + 1) * MANIFEST_FP_BLOCK <= me->size)
+      hit = bsearch(ck->fp[j], bf->fptab, bf->nfptab, WIRE_FP_ENTRY, fp_cmp);
+    if (hit != NULL) {
+      from[i] = (uint64_t)wire_get_le32(hit + 16) * MANIFEST_FP_BLOCK;
       n++;
     }
   }
@@ -946,11 +966,11 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   uint64_t off, len, bad = 0;
   uint8_t xxh[16];
   uint8_t fp[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK][16];
-  uint8_t same[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK];
+  uint64_t from[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK];
   /* A large file's reads are checked per fingerprint block (what its
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
-  unsigned nsame = 0;
+  unsigned nfound = 0;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -980,9 +1000,9 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
   if (bf->loaded != NULL)
-    nsame = blocks_same(bf, me, ck, f->seg, off, len, same);
-  if (nsame > 0)
-    rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, same,
+    nfound = blocks_from(bf, me, ck, off, len, from);
+  if (nfound > 0)
+    rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, from,
                               (const uint8_t (*)[16])ck->fp +
                                   off / MANIFEST_FP_BLOCK,
                               &bw->out, &bad, &e);
@@ -1005,7 +1025,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     goto fail;
   }
   /* With blocks skipped, each block read was checked on its own. */
-  if (nsame == 0 && !read_as_published(ck, f->seg, off, len, xxh, fpp)) {
+  if (nfound == 0 && !read_as_published(ck, f->seg, off, len, xxh, fpp)) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
             "published (segment %u differs)", me->path, sv->v, f->seg);
@@ -1053,6 +1073,7 @@ batch_run(uv_work_t *w)
       hash_sha256(f->payload, f->len, bw->sig_sha[i]);
       bf->sig = f->payload;
       bf->sig_len = f->len;
+      bf->fptab = NULL;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
@@ -1067,13 +1088,14 @@ batch_run(uv_work_t *w)
       }
       bf->sig = bw->items[i].ref->bytes;
       bf->sig_len = bw->items[i].ref->len;
+      bf->fptab = bw->items[i].ref->fps;
+      bf->nfptab = bw->items[i].ref->fps_len / WIRE_FP_ENTRY;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
     case WIRE_BLOCKS:
-      bf->blocks = (const uint8_t (*)[16])f->payload;
-      bf->nblocks = f->len / 16;
-      bf->blocks_seg = f->seg;
+      bf->fptab = f->payload;
+      bf->nfptab = f->len / WIRE_FP_ENTRY;
       break;
     default:
       rc = answer_seg(bw, bf, f);
@@ -1109,10 +1131,17 @@ batch_done(uv_work_t *w, int status)
     s->bytes = xmalloc(f->len > 0 ? f->len : 1);
     memcpy(s->bytes, f->payload, f->len);
     s->len = f->len;
+    /* The basis' fingerprint table travels right behind its signature. */
+    if (i + 1 < bw->n && bw->items[i + 1].f.kind == WIRE_BLOCKS &&
+        bw->items[i + 1].f.file == f->file) {
+      s->fps_len = bw->items[i + 1].f.len;
+      s->fps = xmalloc(s->fps_len);
+      memcpy(s->fps, bw->items[i + 1].f.payload, s->fps_len);
+    }
     s->used = ++st->clock;
     s->next = st->sigs;
     st->sigs = s;
-    st->sig_bytes += s->len;
+    st->sig_bytes += s->len + s->fps_len;
   }
   sig_trim(st);
   served_put(a, bw->sv);
@@ -1154,7 +1183,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
       goto bad;
     }
     me = &sv->m.v[f->file];
-    if (f->kind == WIRE_SEG || f->kind == WIRE_BLOCKS) {
+    if (f->kind == WIRE_SEG) {
       uint64_t off, len;
 
       if (f->seg >= me->nsegs) {
@@ -1163,8 +1192,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
         goto bad;
       }
       manifest_seg_range(me->size, f->seg, &off, &len);
-      if (f->kind == WIRE_SEG)
-        asked += len;
+      asked += len;
     }
   }
   if (asked > (uint64_t)64 << 20) {
@@ -1219,11 +1247,15 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
     }
     if ((f.kind == WIRE_SIGREF && f.len != 32) ||
         (f.kind == WIRE_SEG && f.len != 0) ||
-        (f.kind == WIRE_BLOCKS &&
-         (f.len == 0 || f.len % 16 != 0 ||
-          f.len / 16 > MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK))) {
+        (f.kind == WIRE_BLOCKS && (f.len == 0 || f.len % WIRE_FP_ENTRY != 0 ||
+                                   f.seg != 0))) {
       err_set(&e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "
               "for its kind", bw->n, f.len);
+      goto bad;
+    }
+    if (f.kind == WIRE_BLOCKS && !fp_table_sorted(f.payload, f.len)) {
+      err_set(&e, ERR_INVALID, "frame %zu: fingerprint table not sorted",
+              bw->n);
       goto bad;
     }
     if (bw->n == cap) {

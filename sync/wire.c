@@ -7,8 +7,8 @@
 
 #include "sync/wire.h"
 
-static void
-put_le32(uint8_t *p, uint32_t v)
+void
+wire_put_le32(uint8_t *p, uint32_t v)
 {
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);
@@ -16,8 +16,8 @@ put_le32(uint8_t *p, uint32_t v)
   p[3] = (uint8_t)(v >> 24);
 }
 
-static uint32_t
-get_le32(const uint8_t *p)
+uint32_t
+wire_get_le32(const uint8_t *p)
 {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
          (uint32_t)p[3] << 24;
@@ -29,10 +29,10 @@ wire_put_header(struct buf *b, uint32_t kind, uint32_t file, uint32_t seg,
 {
   uint8_t h[WIRE_HDR_LEN];
 
-  put_le32(h, kind);
-  put_le32(h + 4, file);
-  put_le32(h + 8, seg);
-  put_le32(h + 12, len);
+  wire_put_le32(h, kind);
+  wire_put_le32(h + 4, file);
+  wire_put_le32(h + 8, seg);
+  wire_put_le32(h + 12, len);
   return buf_add(b, h, sizeof(h));
 }
 
@@ -65,10 +65,10 @@ wire_next(const void *body, size_t len, size_t *pos, struct wire_frame *f,
     return err_set(e, ERR_INVALID, "batch: frame header at offset %zu "
                    "runs past the end (%zu bytes)", at, len);
   p += at;
-  f->kind = get_le32(p);
-  f->file = get_le32(p + 4);
-  f->seg = get_le32(p + 8);
-  f->len = get_le32(p + 12);
+  f->kind = wire_get_le32(p);
+  f->file = wire_get_le32(p + 4);
+  f->seg = wire_get_le32(p + 8);
+  f->len = wire_get_le32(p + 12);
   if (f->len > len - at - WIRE_HDR_LEN)
     return err_set(e, ERR_INVALID, "batch: frame at offset %zu claims %u "
                    "payload bytes, %zu are left", at, f->len,

@@ -16,6 +16,8 @@
 #include "util/err.h"
 
 #define WIRE_HDR_LEN 16
+/* A BLOCKS payload entry: XXH3-128 of a basis block, u32 block index. */
+#define WIRE_FP_ENTRY 20
 
 enum wire_kind {
   WIRE_SIG = 1,
@@ -31,6 +33,9 @@ struct wire_frame {
   uint32_t kind, file, seg, len;
   const uint8_t *payload; /* borrowed from the body */
 };
+
+void wire_put_le32(uint8_t *p, uint32_t v);
+uint32_t wire_get_le32(const uint8_t *p);
 
 /* Append one frame (header and payload copied) to b; ERR_TOO_LARGE past
  * b's cap, b unchanged then. */

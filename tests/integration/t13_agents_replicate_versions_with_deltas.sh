@@ -190,17 +190,21 @@ sys.stdout.buffer.write(struct.pack('<IIII', 3, $big, 0, 0) * 2 +
                         struct.pack('<IIII', 3, $big, 1, 0) * 48)" >"$T_DIR/batch"
 t_expect "a batch asking for more than 64 MiB of data gets 413" \
   "$(batch)" '^413 '
-frames 4,"$big",1,15 3,"$big",1,0 >"$T_DIR/batch"
-t_expect "fingerprints that are not whole 16-byte entries get 400" \
+frames 4,"$big",0,30 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "a fingerprint table of partial entries gets 400" \
   "$(batch)" '^400 .*payload'
-frames 4,"$big",1,272 3,"$big",1,0 >"$T_DIR/batch"
-t_expect "more fingerprints than a segment has blocks get 400" \
+frames 4,"$big",1,20 >"$T_DIR/batch"
+t_expect "a fingerprint table for a segment rather than the file gets 400" \
   "$(batch)" '^400 .*payload'
-frames 4,"$big",9,16 >"$T_DIR/batch"
-t_expect "fingerprints for a segment past the end of the file get 400" \
-  "$(batch)" '^400 .*past the end'
-frames 4,"$big",1,32 3,"$big",1,0 >"$T_DIR/batch"
-t_expect "fingerprints matching nothing still get the segment" \
+python3 -c "
+import struct, sys
+e = lambda b, k: bytes([b]) * 16 + struct.pack('<I', k)
+sys.stdout.buffer.write(struct.pack('<IIII', 4, $big, 0, 40) + e(9, 0) +
+                        e(1, 1) + struct.pack('<IIII', 3, $big, 1, 0))" >"$T_DIR/batch"
+t_expect "an unsorted fingerprint table gets 400" "$(batch)" \
+  '^400 .*not sorted'
+frames 4,"$big",0,40 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "a fingerprint table matching nothing still gets the segment" \
   "$(batch)" '^200 '
 
 t_agent_stop A

@@ -728,19 +728,23 @@ fp_of(const uint8_t *p, size_t len, uint8_t out[16])
 }
 
 /*
- * Blocks the destination's fingerprints show equal become COPY commands
- * without being read (the source's bytes there are even made different,
- * and the patch still gives the basis' bytes); changed blocks are
- * delta'd and checked against their published fingerprints, and a block
- * changed since publishing is ERR_CONFLICT naming it, out untouched.
+ * Blocks the destination's fingerprints locate in the basis (at the
+ * same offset or moved) become COPY commands without being read (the
+ * source's bytes there are even made different, and the patch still
+ * gives the basis' bytes); changed blocks are delta'd and checked
+ * against their published fingerprints, and a block changed since
+ * publishing is ERR_CONFLICT naming it, out untouched.
  */
 static void
-test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest(
+test_blocks_delta_copies_found_blocks_unread_and_checks_the_rest(
     void **state)
 {
   const size_t n = 6 * MIB + 100;
+  const uint64_t R = DELTA_READ;
   uint8_t *basis = malloc(n), *new = malloc(n), *got = malloc(n);
-  uint8_t fp[7][16], same[7] = {1, 1, 0, 1, 1, 0, 0}, sha[32], want[32];
+  uint8_t fp[7][16], sha[32], want[32];
+  /* block 4 of the new file is block 1 of the basis (moved) */
+  uint64_t from[7] = {0, MIB, R, 3 * MIB, MIB, R, R};
   struct delta_sig *ds;
   struct buf d;
   struct err e = {0};
@@ -752,6 +756,7 @@ test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest(
   memcpy(new, basis, n);
   fill_random(new + 2 * MIB + 5, 1000, 22); /* block 2: a small edit */
   fill_random(new + 5 * MIB, MIB, 23);      /* block 5: all new */
+  memcpy(new + 4 * MIB, basis + MIB, MIB);  /* block 4: moved */
   for (size_t i = 0; i < 7; i++)
     fp_of(new + i * MIB, i < 6 ? MIB : 100, fp[i]);
   bfd = file_with(basis, n);
@@ -764,7 +769,7 @@ test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest(
   new[10] ^= 1;
   nfd = file_with(new, n);
   new[10] ^= 1;
-  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, same, fp, &d, &bad,
+  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, from, fp, &d, &bad,
                                         &e), 0);
   /* the edit goes as a delta, the new MiB as literal, the rest as COPYs */
   assert_true(d.len - 4 < MIB + 64 * KIB);
@@ -779,7 +784,7 @@ test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest(
   /* block 5 changed since it was published */
   fill_random(fp[5], 16, 24);
   d.len = 4;
-  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, same, fp, &d, &bad,
+  assert_int_equal(delta_compute_blocks(ds, nfd, 0, n, from, fp, &d, &bad,
                                         &e), ERR_CONFLICT);
   assert_int_equal(bad, 5);
   assert_int_equal(d.len, 4);
@@ -1046,7 +1051,7 @@ main(void)
     cmocka_unit_test(
         test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid),
     cmocka_unit_test(
-        test_blocks_delta_copies_equal_blocks_unread_and_checks_the_rest),
+        test_blocks_delta_copies_found_blocks_unread_and_checks_the_rest),
     cmocka_unit_test(
         test_corrupt_or_truncated_delta_fails_or_mismatches_never_crashes),
     cmocka_unit_test(test_copy_past_the_end_of_a_shorter_basis_is_invalid),
