@@ -347,6 +347,29 @@ plan_done(uv_work_t *w, int status)
   agent_work_done(a);
 }
 
+/* The newest completed pulls of the same dataset, whose decoded
+ * manifests the plan can use instead of decoding them from disk. */
+static void
+known_manifests(const struct pull *p, struct plan_work *pw)
+{
+  for (const struct pull *q = p->a->pulls; q != NULL; q = q->next) {
+    size_t i;
+
+    if (q == p || q->state != PULL_COMPLETE || strcmp(q->name, p->name))
+      continue;
+    /* Insert newest first; on a full list the oldest falls off. */
+    i = pw->nknown;
+    if (pw->nknown < PLAN_KNOWN_MAX)
+      pw->nknown++;
+    for (; i > 0 && pw->known[i - 1].ended_ms < q->ended_ms; i--) {
+      if (i < PLAN_KNOWN_MAX)
+        pw->known[i] = pw->known[i - 1];
+    }
+    if (i < PLAN_KNOWN_MAX)
+      pw->known[i] = (struct plan_known){q->v, &q->m, q->ended_ms};
+  }
+}
+
 static void
 manifest_cb(void *arg, int rc, const struct http_client_response *r,
             const struct err *e)
@@ -385,6 +408,7 @@ manifest_cb(void *arg, int rc, const struct http_client_response *r,
   pw->text[r->len] = '\0';
   pw->len = r->len;
   manifest_init(&pw->m);
+  known_manifests(p, pw);
   pw->w.data = pw;
   p->work++;
   agent_queue(p->a, &pw->w, pull_plan_run, plan_done);

@@ -111,12 +111,29 @@ struct pull {
 
 /* ---- pull_work.c ---- */
 
+/* A replica's manifest still decoded in memory (a completed pull's,
+ * which is never released while the agent runs): borrowed by plans. */
+struct plan_known {
+  const char *v;
+  const struct manifest *m;
+  int64_t ended_ms;
+};
+
+#define PLAN_KNOWN_MAX 4
+
+struct plan_link;
+
 /* The plan: what the version needs, from what is here already. */
 struct plan_work {
   uv_work_t w;
   struct pull *p;
   char *text;              /* the manifest as fetched (owned) */
   size_t len;
+  struct plan_known known[PLAN_KNOWN_MAX]; /* spares their decoding */
+  size_t nknown;
+  int fresh;               /* staging was made now: nothing to resume */
+  struct plan_link *links; /* files to link or copy from here, by the */
+  size_t nlinks, caplinks; /* plan's threads once every dir exists */
   struct manifest m;       /* out */
   struct pull_file *files; /* out */
   size_t nfiles;

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE /* copy_file_range, syncfs, gettid */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +56,8 @@ have_cmp(const void *a, const void *b)
 struct local {
   struct store_version *vs;
   size_t nv;
-  struct manifest m[INDEX_VERSIONS];
+  const struct manifest *m[INDEX_VERSIONS]; /* own[k] or borrowed */
+  struct manifest own[INDEX_VERSIONS];
   size_t nm;
   struct have *have;
   size_t nhave;
@@ -63,20 +66,34 @@ struct local {
 static void
 local_release(struct local *l)
 {
-  for (size_t i = 0; i < l->nm; i++)
-    manifest_release(&l->m[i]);
+  for (size_t i = 0; i < INDEX_VERSIONS; i++)
+    manifest_release(&l->own[i]);
   free(l->vs);
   free(l->have);
 }
 
-/* Load the newest replicas' manifests and index their files by hash.
- * l->m[0], when there is one, is the previous version: the delta basis. */
-static void
-local_load(struct pull *p, struct local *l)
+/* A manifest the plan was handed decoded (a completed pull's), or NULL. */
+static const struct manifest *
+known_find(const struct plan_work *pw, const char *v)
 {
+  for (size_t i = 0; i < pw->nknown; i++)
+    if (strcmp(pw->known[i].v, v) == 0)
+      return pw->known[i].m;
+  return NULL;
+}
+
+/* Load the newest replicas' manifests and index their files by hash.
+ * l->m[0], when there is one, is the previous version: the delta basis.
+ * A manifest still decoded in memory is used as it is. */
+static void
+local_load(const struct plan_work *pw, struct local *l)
+{
+  struct pull *p = pw->p;
   struct store *s = p->a->store;
 
   memset(l, 0, sizeof(*l));
+  for (size_t k = 0; k < INDEX_VERSIONS; k++)
+    manifest_init(&l->own[k]);
   if (store_versions(s, p->name, &l->vs, &l->nv, NULL) < 0)
     return;
   for (size_t i = 0; i < l->nv && l->nm < INDEX_VERSIONS; i++) {
@@ -86,10 +103,18 @@ local_load(struct pull *p, struct local *l)
 
     if (l->vs[i].source || strcmp(l->vs[i].version, p->v) == 0)
       continue;
-    store_manifest_path(s, p->name, l->vs[i].version, path, sizeof(path));
-    manifest_init(&l->m[l->nm]);
-    if (file_read(path, MANIFEST_MAX_TEXT, &text, &len, NULL) == 0 &&
-        manifest_decode(text, len, &l->m[l->nm], NULL) == 0) {
+    l->m[l->nm] = known_find(pw, l->vs[i].version);
+    if (l->m[l->nm] == NULL) {
+      store_manifest_path(s, p->name, l->vs[i].version, path, sizeof(path));
+      if (file_read(path, MANIFEST_MAX_TEXT, &text, &len, NULL) == 0 &&
+          manifest_decode(text, len, &l->own[l->nm], NULL) == 0)
+        l->m[l->nm] = &l->own[l->nm];
+      else
+        manifest_release(&l->own[l->nm]);
+      free(text);
+      text = NULL;
+    }
+    if (l->m[l->nm] != NULL) {
       /* Keep the directory next to its manifest: vs[i] moves to slot nm. */
       if (i != l->nm) {
         struct store_version t = l->vs[l->nm];
@@ -98,13 +123,10 @@ local_load(struct pull *p, struct local *l)
         l->vs[i] = t;
       }
       l->nm++;
-    } else {
-      manifest_release(&l->m[l->nm]);
     }
-    free(text);
   }
   for (size_t k = 0; k < l->nm; k++) {
-    const struct manifest *m = &l->m[k];
+    const struct manifest *m = l->m[k];
 
     l->have = xrealloc(l->have, (l->nhave + m->n + 1) * sizeof(*l->have));
     for (size_t i = 0; i < m->n; i++) {
@@ -297,19 +319,20 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
   f->entry = entry;
   if (e->nsegs > 1) {
     f->fp = xcalloc(manifest_nfp(e->size), sizeof(*f->fp));
-    resume_segments(dirfd, e, done, f->fp);
-  } else {
+    if (!pw->fresh)
+      resume_segments(dirfd, e, done, f->fp);
+  } else if (!pw->fresh) {
     part_name(e->path, "part", part, sizeof(part));
     (void)unlinkat(dirfd, part, 0);
   }
   if (l->nm > 0 && e->size >= PULL_DELTA_MIN) {
-    ssize_t i = manifest_find(&l->m[0], e->path);
+    ssize_t i = manifest_find(l->m[0], e->path);
 
-    if (i >= 0 && l->m[0].v[i].type == MANIFEST_FILE &&
-        l->m[0].v[i].size >= PULL_DELTA_MIN) {
+    if (i >= 0 && l->m[0]->v[i].type == MANIFEST_FILE &&
+        l->m[0]->v[i].size >= PULL_DELTA_MIN) {
       char path[PATH_MAX * 2];
 
-      basis = &l->m[0].v[i];
+      basis = &l->m[0]->v[i];
       snprintf(path, sizeof(path), "%s/%s", l->vs[0].path, e->path);
       f->basis = xstrdup(path);
       memcpy(f->basis_sha, basis->sha256, 32);
@@ -344,7 +367,26 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
   free(done);
 }
 
-/* A file of the version: resumed, linked, copied, empty, or to fetch. */
+#define LINK_THREADS 8
+
+/* A file whose content is here already: linked or copied by link_run. */
+struct plan_link {
+  uint32_t entry;
+  const struct have *have;
+  int ok;
+};
+
+struct link_job {
+  struct plan_work *pw;
+  int dirfd;
+  atomic_size_t *next;
+};
+
+static int plan_fetch(struct plan_work *pw, int dirfd, const struct local *l,
+                      uint32_t entry);
+
+/* A file of the version: resumed, to link or copy (plan_links), or to
+ * fetch. */
 static int
 plan_file(struct plan_work *pw, int dirfd, const struct local *l,
           uint32_t entry)
@@ -352,9 +394,8 @@ plan_file(struct plan_work *pw, int dirfd, const struct local *l,
   const struct manifest_entry *e = &pw->m.v[entry];
   const struct have *h;
   struct stat st;
-  struct err ignore = {0};
 
-  if (fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (!pw->fresh && fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISREG(st.st_mode) && verify_file(dirfd, e->path, e)) {
       pw->files_done++;
       pw->files_resumed++;
@@ -367,20 +408,81 @@ plan_file(struct plan_work *pw, int dirfd, const struct local *l,
   }
   h = local_find(l, e->sha256);
   if (h != NULL) {
-    char from[PATH_MAX * 2];
+    if (pw->nlinks == pw->caplinks) {
+      pw->caplinks = pw->caplinks ? 2 * pw->caplinks : 256;
+      pw->links = xrealloc(pw->links, pw->caplinks * sizeof(*pw->links));
+    }
+    pw->links[pw->nlinks++] = (struct plan_link){entry, h, 0};
+    return 0;
+  }
+  return plan_fetch(pw, dirfd, l, entry);
+}
 
-    snprintf(from, sizeof(from), "%s/%s", h->dir, h->e->path);
+/* Link (or copy) every file found here, on one thread per core: tens of
+ * thousands of linkat calls are most of a small-file version's plan. */
+static void *
+link_run(void *arg)
+{
+  struct link_job *j = arg;
+  size_t i;
+
+  while ((i = atomic_fetch_add(j->next, 1)) < j->pw->nlinks) {
+    struct plan_link *k = &j->pw->links[i];
+    const struct manifest_entry *e = &j->pw->m.v[k->entry];
+    const struct manifest_entry *he = k->have->e;
+    char from[PATH_MAX * 2];
+    struct err ignore = {0};
+
+    snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
     /* A hard link shares mode and mtime with the older version, so it is
      * used only where they agree; else the bytes are copied locally. */
-    if ((h->e->mode == e->mode && h->e->mtime_ns == e->mtime_ns &&
-         linkat(AT_FDCWD, from, dirfd, e->path, 0) == 0) ||
-        copy_local(from, dirfd, e->path, e, &ignore) == 0) {
+    k->ok = (he->mode == e->mode && he->mtime_ns == e->mtime_ns &&
+             linkat(AT_FDCWD, from, j->dirfd, e->path, 0) == 0) ||
+            copy_local(from, j->dirfd, e->path, e, &ignore) == 0;
+  }
+  return NULL;
+}
+
+static int
+plan_links(struct plan_work *pw, int dirfd, const struct local *l)
+{
+  pthread_t tid[LINK_THREADS];
+  atomic_size_t next = 0;
+  struct link_job j = {pw, dirfd, &next};
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = ncpu < 1 ? 1 : ncpu > LINK_THREADS ? LINK_THREADS
+                                                  : (size_t)ncpu;
+  int rc = 0;
+
+  if (n > 1 + pw->nlinks / 1024)
+    n = 1 + pw->nlinks / 1024;
+  for (size_t t = 1; t < n; t++)
+    if (pthread_create(&tid[t], NULL, link_run, &j) != 0)
+      abort();
+  link_run(&j);
+  for (size_t t = 1; t < n; t++)
+    pthread_join(tid[t], NULL);
+  for (size_t i = 0; rc == 0 && i < pw->nlinks; i++) {
+    const struct manifest_entry *e = &pw->m.v[pw->links[i].entry];
+
+    if (pw->links[i].ok) {
       pw->files_done++;
       pw->bytes_done += e->size;
       pw->bytes_linked += e->size;
-      return 0;
+    } else {
+      rc = plan_fetch(pw, dirfd, l, pw->links[i].entry);
     }
   }
+  return rc;
+}
+
+/* A file nothing here has: empty, or fetched from the source. */
+static int
+plan_fetch(struct plan_work *pw, int dirfd, const struct local *l,
+           uint32_t entry)
+{
+  const struct manifest_entry *e = &pw->m.v[entry];
+
   if (e->size == 0) {
     int fd = syncpath_openat(dirfd, e->path,
                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600,
@@ -423,6 +525,11 @@ pull_plan_run(uv_work_t *w)
     err_prefix(&pw->e, "manifest from the source");
     goto out;
   }
+  {
+    struct stat st;
+
+    pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
+  }
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -432,7 +539,7 @@ pull_plan_run(uv_work_t *w)
                  strerror(errno));
     goto out;
   }
-  local_load(p, &l);
+  local_load(pw, &l);
   for (size_t i = 0; rc == 0 && i < pw->m.n; i++) {
     const struct manifest_entry *e = &pw->m.v[i];
 
@@ -454,8 +561,13 @@ pull_plan_run(uv_work_t *w)
     }
   }
 
+  if (rc == 0)
+    rc = plan_links(pw, dirfd, &l);
+
 out:
   pw->rc = rc;
+  free(pw->links);
+  pw->links = NULL;
   if (dirfd >= 0)
     close(dirfd);
   local_release(&l);
