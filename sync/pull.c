@@ -96,6 +96,58 @@ answer_waiters(struct pull *p)
     waiter_answer(p->waiters);
 }
 
+/* ---- decoded manifests kept for the next plans ---- */
+
+/* The newest completed pulls of the same dataset, whose decoded
+ * manifests the plan can use instead of decoding them from disk. */
+static void
+known_manifests(const struct pull *p, struct plan_work *pw)
+{
+  for (struct pull *q = p->a->pulls; q != NULL; q = q->next) {
+    size_t i;
+
+    if (q == p || q->state != PULL_COMPLETE || q->m.v == NULL ||
+        strcmp(q->name, p->name) != 0)
+      continue;
+    /* Insert newest first; on a full list the oldest falls off. */
+    i = pw->nknown;
+    if (pw->nknown < PLAN_KNOWN_MAX)
+      pw->nknown++;
+    for (; i > 0 && pw->known[i - 1].ended_ms < q->ended_ms; i--) {
+      if (i < PLAN_KNOWN_MAX)
+        pw->known[i] = pw->known[i - 1];
+    }
+    if (i < PLAN_KNOWN_MAX)
+      pw->known[i] = (struct plan_known){q->v, &q->m, q->ended_ms, q};
+  }
+  for (size_t i = 0; i < pw->nknown; i++)
+    pw->known[i].owner->borrowed++;
+}
+
+/*
+ * A completed pull keeps its decoded manifest only while it is among the
+ * PLAN_KNOWN_MAX newest of its dataset (what the next plans borrow) or
+ * borrowed, so an agent that pulls version after version does not keep
+ * every manifest it ever decoded.
+ */
+static void
+trim_known(struct agent *a, const char *name)
+{
+  for (struct pull *q = a->pulls; q != NULL; q = q->next) {
+    unsigned newer = 0;
+
+    if (q->state != PULL_COMPLETE || q->m.v == NULL || q->borrowed > 0 ||
+        strcmp(q->name, name) != 0)
+      continue;
+    for (const struct pull *r = a->pulls; r != NULL; r = r->next)
+      if (r != q && r->state == PULL_COMPLETE && r->m.v != NULL &&
+          r->ended_ms >= q->ended_ms && strcmp(r->name, name) == 0)
+        newer++;
+    if (newer >= PLAN_KNOWN_MAX)
+      manifest_release(&q->m);
+  }
+}
+
 /* ---- ending ---- */
 
 static void
@@ -207,6 +259,16 @@ finish_done(uv_work_t *w, int status)
              (long long)(time_mono_ms() - p->started_ms));
     answer_waiters(p);
     queue_signatures(p);
+    /* What only the transfer needed. */
+    free(p->mtext);
+    p->mtext = NULL;
+    pull_files_free(p->files, p->nfiles);
+    p->files = NULL;
+    p->nfiles = 0;
+    free(p->queue);
+    p->queue = NULL;
+    p->qhead = p->qlen = p->qcap = 0;
+    trim_known(a, p->name);
   }
   free(fw);
   agent_work_done(a);
@@ -308,6 +370,9 @@ plan_done(uv_work_t *w, int status)
 
   (void)status;
   p->work--;
+  for (size_t i = 0; i < pw->nknown; i++)
+    pw->known[i].owner->borrowed--;
+  trim_known(a, p->name);
   if (!p->cancelled && p->state == PULL_RUNNING && pw->rc < 0) {
     pull_fail(p, "%s", err_msg(&pw->e));
   } else if (!p->cancelled && p->state == PULL_RUNNING) {
@@ -345,29 +410,6 @@ plan_done(uv_work_t *w, int status)
   free(pw->queue);
   free(pw);
   agent_work_done(a);
-}
-
-/* The newest completed pulls of the same dataset, whose decoded
- * manifests the plan can use instead of decoding them from disk. */
-static void
-known_manifests(const struct pull *p, struct plan_work *pw)
-{
-  for (const struct pull *q = p->a->pulls; q != NULL; q = q->next) {
-    size_t i;
-
-    if (q == p || q->state != PULL_COMPLETE || strcmp(q->name, p->name))
-      continue;
-    /* Insert newest first; on a full list the oldest falls off. */
-    i = pw->nknown;
-    if (pw->nknown < PLAN_KNOWN_MAX)
-      pw->nknown++;
-    for (; i > 0 && pw->known[i - 1].ended_ms < q->ended_ms; i--) {
-      if (i < PLAN_KNOWN_MAX)
-        pw->known[i] = pw->known[i - 1];
-    }
-    if (i < PLAN_KNOWN_MAX)
-      pw->known[i] = (struct plan_known){q->v, &q->m, q->ended_ms};
-  }
 }
 
 static void

@@ -100,6 +100,7 @@ struct pull {
   uint64_t files_total, files_done, files_resumed;
   uint64_t bytes_total, bytes_done, bytes_wire, bytes_literal;
   uint64_t bytes_linked, retries;
+  unsigned borrowed;       /* plans using m (struct plan_known) */
   int64_t started_ms;      /* mono ms of the PUT that started it */
   int64_t ended_ms;        /* mono ms it completed or failed, or 0 */
 
@@ -111,12 +112,14 @@ struct pull {
 
 /* ---- pull_work.c ---- */
 
-/* A replica's manifest still decoded in memory (a completed pull's,
- * which is never released while the agent runs): borrowed by plans. */
+/* A replica's manifest still decoded in memory (one of the newest
+ * completed pulls of the dataset), borrowed by a plan: its owner keeps
+ * it while borrowed counts the plan (loop side only). */
 struct plan_known {
   const char *v;
   const struct manifest *m;
   int64_t ended_ms;
+  struct pull *owner;
 };
 
 #define PLAN_KNOWN_MAX 4
