@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "sync/manifest_text.h"
 #include "sync/path.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -108,58 +109,6 @@ manifest_find(const struct manifest *m, const char *path)
 /* ---- helpers ---- */
 
 /*
- * Length of the valid UTF-8 character at p (before end) by jansson's
- * rules (shortest form, no surrogates, at most U+10FFFF), or 0.
- */
-static size_t
-utf8_char(const unsigned char *p, const unsigned char *end)
-{
-  unsigned c = *p;
-  size_t len;
-  uint32_t v, min;
-
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2, v = c & 0x1f, min = 0x80;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3, v = c & 0x0f, min = 0x800;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4, v = c & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if ((size_t)(end - p) < len)
-    return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    v = v << 6 | (p[i] & 0x3f);
-  }
-  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-    return 0;
-  return len;
-}
-
-/* 1 when the n bytes at s are valid UTF-8: only such names can be JSON
- * strings, so anything else is refused while scanning. */
-static int
-utf8_valid(const char *s, size_t n)
-{
-  const unsigned char *p = (const unsigned char *)s;
-  const unsigned char *end = p + n;
-
-  while (p < end) {
-    size_t len = utf8_char(p, end);
-
-    if (len == 0)
-      return 0;
-    p += len;
-  }
-  return 1;
-}
-
-/*
  * Error messages end up in JSON replies, which must be valid UTF-8, but
  * names quoted in them were cut at byte counts ("%.100s", and err_set's
  * own size): replace every byte that does not start a whole character.
@@ -174,7 +123,7 @@ msg_repair(struct err *e, int rc)
   p = (unsigned char *)e->msg;
   end = p + strlen(e->msg);
   while (p < end) {
-    size_t len = utf8_char(p, end);
+    size_t len = mtext_utf8_char(p, end);
 
     if (len == 0) {
       *p = '?';
@@ -390,61 +339,59 @@ entry_err(struct err *e, size_t i, const char *path, const char *fmt, ...)
   return err_set(e, ERR_INVALID, "entry %zu '%.100s': %s", i, path, what);
 }
 
-static const char *const dir_fields[] = {"mode", "path", "type", NULL};
-static const char *const file_fields[] = {"mode", "mtime_ns", "path",
-                                          "segments", "sha256", "size",
-                                          "type", NULL};
-static const char *const link_fields[] = {"path", "target", "type", NULL};
+static const unsigned dir_fields = MTEXT_MODE | MTEXT_PATH | MTEXT_TYPE;
+static const unsigned file_fields = MTEXT_MODE | MTEXT_MTIME | MTEXT_PATH |
+                                    MTEXT_SEGMENTS | MTEXT_SHA256 |
+                                    MTEXT_SIZE | MTEXT_TYPE;
+static const unsigned link_fields = MTEXT_PATH | MTEXT_TARGET | MTEXT_TYPE;
 
-static int
-get_int(const json_t *o, const char *key, json_int_t min, json_int_t max,
-        json_int_t *out)
+/* The name of the lowest field bit in bits (for "unknown field"). */
+static const char *
+field_name(unsigned bits)
 {
-  const json_t *v = json_object_get(o, key);
+  static const char *const names[] = {"path", "type", "mode", "mtime_ns",
+                                      "size", "sha256", "segments",
+                                      "target"};
 
-  if (!json_is_integer(v))
-    return 0;
-  *out = json_integer_value(v);
-  return *out >= min && *out <= max;
+  for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (bits & (1u << i))
+      return names[i];
+  return "?";
 }
 
 static int
-decode_file(const json_t *o, size_t i, struct manifest_entry *me,
-            struct err *e)
+decode_file(const struct mtext_entry *o, size_t i,
+            struct manifest_entry *me, struct err *e)
 {
-  const json_t *segs = json_object_get(o, "segments");
-  json_int_t v;
-
-  if (!get_int(o, "mtime_ns", INT64_MIN, INT64_MAX, &v))
+  if (!(o->has & MTEXT_MTIME))
     return entry_err(e, i, me->path, "field 'mtime_ns' must be an "
                      "integer");
-  me->mtime_ns = v;
-  if (!get_int(o, "size", 0, (json_int_t)MANIFEST_MAX_FILE_SIZE, &v))
+  me->mtime_ns = o->mtime_ns;
+  if (!(o->has & MTEXT_SIZE) || o->size < 0 ||
+      (uint64_t)o->size > MANIFEST_MAX_FILE_SIZE)
     return entry_err(e, i, me->path, "field 'size' must be an integer "
                      "from 0 to 2^50");
-  me->size = (uint64_t)v;
+  me->size = (uint64_t)o->size;
   me->nsegs = manifest_nsegs(me->size);
-  if (hash_unhex(json_string_value(json_object_get(o, "sha256")),
-                 me->sha256, 32) < 0)
+  if (hash_unhex(o->sha256, me->sha256, 32) < 0)
     return entry_err(e, i, me->path, "field 'sha256' must be 64 "
                      "lowercase hex digits");
   if (me->size <= MANIFEST_SEG_SIZE) {
-    if (segs != NULL)
+    if (o->seen & MTEXT_SEGMENTS)
       return entry_err(e, i, me->path, "field 'segments' is only for "
                        "files larger than 16 MiB");
     return 0;
   }
-  if (!json_is_array(segs))
+  if (!(o->has & MTEXT_SEGMENTS))
     return entry_err(e, i, me->path, "field 'segments' (an array) is "
                      "required for a file larger than 16 MiB");
-  if (json_array_size(segs) != me->nsegs)
+  if (o->nsegs != me->nsegs)
     return entry_err(e, i, me->path, "%zu segments, a file of %llu "
-                     "bytes has %u", json_array_size(segs),
+                     "bytes has %u", o->nsegs,
                      (unsigned long long)me->size, me->nsegs);
   me->segs = xcalloc(me->nsegs, sizeof(*me->segs));
   for (uint32_t k = 0; k < me->nsegs; k++) {
-    if (hash_unhex(json_string_value(json_array_get(segs, k)), me->segs[k],
-                   32) < 0)
+    if (hash_unhex(o->segs[k], me->segs[k], 32) < 0)
       return entry_err(e, i, me->path, "segment %u must be 64 lowercase "
                        "hex digits", k);
   }
@@ -463,20 +410,17 @@ decode_file(const json_t *o, size_t i, struct manifest_entry *me,
 
 /* Decode entry i into m->v[i]; the entries before it are valid. */
 static int
-decode_entry(const json_t *o, size_t i, struct manifest *m, struct err *e)
+decode_entry(const struct mtext_entry *o, size_t i, struct manifest *m,
+             struct err *e)
 {
   struct manifest_entry *me = &m->v[i];
-  const char *const *fields;
-  const char *path, *type, *key, *slash;
-  json_t *val;
-  json_int_t mode;
+  const char *path = o->path, *type = o->type, *slash;
+  unsigned fields;
 
-  if (!json_is_object(o))
+  if (!o->is_object)
     return entry_err(e, i, NULL, "not an object");
-  path = json_string_value(json_object_get(o, "path"));
   if (path == NULL)
     return entry_err(e, i, NULL, "field 'path' (a string) is required");
-  type = json_string_value(json_object_get(o, "type"));
   if (type == NULL)
     return entry_err(e, i, path, "field 'type' (a string) is required");
   if (strcmp(type, "dir") == 0) {
@@ -491,15 +435,12 @@ decode_entry(const json_t *o, size_t i, struct manifest *m, struct err *e)
   } else {
     return entry_err(e, i, path, "unknown type '%.40s'", type);
   }
-  json_object_foreach((json_t *)o, key, val) {
-    const char *const *f = fields;
-
-    while (*f != NULL && strcmp(*f, key) != 0)
-      f++;
-    if (*f == NULL)
-      return entry_err(e, i, path, "unknown field '%.40s' for a %s", key,
-                       type);
-  }
+  if (o->unknown[0] != '\0')
+    return entry_err(e, i, path, "unknown field '%.40s' for a %s",
+                     o->unknown, type);
+  if (o->seen & ~fields)
+    return entry_err(e, i, path, "unknown field '%s' for a %s",
+                     field_name(o->seen & ~fields), type);
   if (has_dotdot(path))
     return entry_err(e, i, path, "path escapes the dataset ('..')");
   if (!syncpath_is_normal(path))
@@ -532,7 +473,7 @@ decode_entry(const json_t *o, size_t i, struct manifest *m, struct err *e)
   }
 
   if (me->type == MANIFEST_LINK) {
-    const char *target = json_string_value(json_object_get(o, "target"));
+    const char *target = o->target;
 
     if (target == NULL || *target == '\0')
       return entry_err(e, i, path, "field 'target' (a non-empty string) "
@@ -546,73 +487,59 @@ decode_entry(const json_t *o, size_t i, struct manifest *m, struct err *e)
     me->target = xstrdup(target);
     return 0;
   }
-  if (!get_int(o, "mode", 0, 07777, &mode))
+  if (!(o->has & MTEXT_MODE) || o->mode < 0 || o->mode > 07777)
     return entry_err(e, i, path, "field 'mode' must be an integer from 0 "
                      "to 4095");
-  me->mode = (uint32_t)mode;
+  me->mode = (uint32_t)o->mode;
   if (me->type == MANIFEST_FILE)
     return decode_file(o, i, me, e);
   return 0;
+}
+
+/* Room for entry i, growing the array geometrically. */
+static void
+entries_reserve(struct manifest *m, size_t i)
+{
+  if (i < m->cap)
+    return;
+  m->cap = m->cap ? 2 * m->cap : 1024;
+  m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
 }
 
 int
 manifest_decode(const char *text, size_t len, struct manifest *m,
                 struct err *e)
 {
-  json_error_t jerr;
-  json_t *root = NULL;
-  json_t *entries, *val;
-  const char *key;
-  size_t n;
-  int rc = 0;
+  return manifest_decode_max(text, len, MANIFEST_MAX_ENTRIES, m, e);
+}
+
+int
+manifest_decode_max(const char *text, size_t len, size_t max_entries,
+                    struct manifest *m, struct err *e)
+{
+  struct mtext_reader r;
+  struct mtext_entry o;
+  int rc;
 
   manifest_release(m);
   if (len > MANIFEST_MAX_TEXT)
     return err_set(e, ERR_INVALID, "manifest: %zu bytes of text, more "
                    "than the limit of %zu", len, MANIFEST_MAX_TEXT);
-  root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (root == NULL) {
-    /* jerr.text may quote the bad bytes: out repairs the message. */
-    rc = err_set(e, ERR_INVALID, "manifest: malformed JSON at line %d "
-                 "column %d: %s", jerr.line, jerr.column, jerr.text);
-    goto out;
-  }
-  if (!json_is_object(root)) {
-    rc = err_set(e, ERR_INVALID, "manifest: not a JSON object");
-    goto out;
-  }
-  json_object_foreach(root, key, val) {
-    if (strcmp(key, "entries") != 0 && strcmp(key, "format") != 0) {
-      rc = err_set(e, ERR_INVALID, "manifest: unknown field '%.40s'", key);
+  mtext_init(&r, text, len);
+  while ((rc = mtext_next(&r, &o, e)) == 1) {
+    struct manifest_entry *me;
+
+    if (m->n == max_entries) {
+      rc = err_set(e, ERR_INVALID, "manifest: more than %zu entries, the "
+                   "limit", max_entries);
       goto out;
     }
-  }
-  val = json_object_get(root, "format");
-  if (!json_is_integer(val) || json_integer_value(val) != MANIFEST_FORMAT) {
-    rc = err_set(e, ERR_INVALID, "manifest: field 'format' must be %d",
-                 MANIFEST_FORMAT);
-    goto out;
-  }
-  entries = json_object_get(root, "entries");
-  if (!json_is_array(entries)) {
-    rc = err_set(e, ERR_INVALID, "manifest: field 'entries' (an array) "
-                 "is required");
-    goto out;
-  }
-  n = json_array_size(entries);
-  if (n > MANIFEST_MAX_ENTRIES) {
-    rc = err_set(e, ERR_INVALID, "manifest: %zu entries, more than the "
-                 "limit of %u", n, MANIFEST_MAX_ENTRIES);
-    goto out;
-  }
-  m->v = xcalloc(n > 0 ? n : 1, sizeof(*m->v));
-  m->cap = n;
-  for (size_t i = 0; i < n; i++) {
-    struct manifest_entry *me = &m->v[i];
-
+    entries_reserve(m, m->n);
+    me = &m->v[m->n];
+    memset(me, 0, sizeof(*me));
     /* Counted first so that release frees a half-decoded entry. */
     m->n++;
-    rc = decode_entry(json_array_get(entries, i), i, m, e);
+    rc = decode_entry(&o, m->n - 1, m, e);
     if (rc < 0)
       goto out;
     if (me->type == MANIFEST_DIR) {
@@ -622,16 +549,28 @@ manifest_decode(const char *text, size_t len, struct manifest *m,
     } else {
       /* 4M files of 2^50 bytes would not fit in 64 bits. */
       if (m->bytes > UINT64_MAX - me->size) {
-        rc = entry_err(e, i, me->path, "total size overflows");
+        rc = entry_err(e, m->n - 1, me->path, "total size overflows");
         goto out;
       }
       m->bytes += me->size;
       m->files++;
     }
   }
+  if (rc < 0)
+    goto out;
+  if (!r.format_seen || !r.format_is_int || r.format != MANIFEST_FORMAT) {
+    rc = err_set(e, ERR_INVALID, "manifest: field 'format' must be %d",
+                 MANIFEST_FORMAT);
+    goto out;
+  }
+  if (!r.entries_seen) {
+    rc = err_set(e, ERR_INVALID, "manifest: field 'entries' (an array) "
+                 "is required");
+    goto out;
+  }
 
 out:
-  json_decref(root);
+  mtext_release(&r);
   if (rc < 0)
     manifest_release(m);
   return msg_repair(e, rc);
@@ -1365,7 +1304,7 @@ scan_link(struct scan *sc, int dirfd, const char *name, const char *path)
                    "%d bytes", path, SYNCPATH_MAX);
   target[r] = '\0';
   escape_name(target, shown, sizeof(shown));
-  if (!utf8_valid(target, (size_t)r))
+  if (!mtext_utf8_valid(target, (size_t)r))
     return err_set(sc->e, ERR_INVALID, "link '%.100s': target '%s' is not "
                    "valid UTF-8", path, shown);
   if (!syncpath_link_inside(path, target))
@@ -1405,7 +1344,7 @@ scan_child(struct scan *sc, int dirfd, const char *dir, const char *name)
     return err_set(sc->e, ERR_INVALID, "'%s' at the top of a dataset is "
                    "reserved for the agent", SYNCPATH_STORE);
   }
-  if (!utf8_valid(name, nlen)) {
+  if (!mtext_utf8_valid(name, nlen)) {
     escape_name(name, shown, sizeof(shown));
     return err_set(sc->e, ERR_INVALID, "name '%s' in '%.100s' is not valid "
                    "UTF-8", shown, dlen > 0 ? dir : ".");

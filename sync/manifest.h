@@ -89,6 +89,11 @@ int manifest_encode(const struct manifest *m, char **out, size_t *len,
  */
 int manifest_decode(const char *text, size_t len, struct manifest *m,
                     struct err *e) WARN_UNUSED;
+/* manifest_decode with at most max_entries entries (a caller's smaller
+ * bound; tests).  The text is read once, entry by entry, so memory grows
+ * only with entries that passed every check. */
+int manifest_decode_max(const char *text, size_t len, size_t max_entries,
+                        struct manifest *m, struct err *e) WARN_UNUSED;
 /* Index of the entry with this path, or -1 (binary search). */
 ssize_t manifest_find(const struct manifest *m, const char *path);
 

@@ -938,8 +938,8 @@ test_decode_enforces_text_and_entry_limits(void **state)
                    ERR_INVALID);
   assert_contains(e.msg, "more than the limit");
 
-  /* 4,000,001 nulls (jansson shares one null, so this is cheap to
-   * parse): refused on the count, before anything is allocated. */
+  /* 4,000,001 nulls: refused at the first, before anything is kept for
+   * the rest (entries are decoded and checked one by one). */
   text = xmalloc(len + 1);
   p = text;
   memcpy(p, "{\"entries\":[", 12);
@@ -954,8 +954,20 @@ test_decode_enforces_text_and_entry_limits(void **state)
   err_clear(&e);
   assert_int_equal(manifest_decode(text, (size_t)(p - text), &m, &e),
                    ERR_INVALID);
-  assert_contains(e.msg, "4000001 entries, more than the limit of 4000000");
+  assert_contains(e.msg, "entry 0: not an object");
   free(text);
+
+  /* One entry past the limit is refused, naming it. */
+  err_clear(&e);
+  assert_int_equal(manifest_decode_max(DOC(DIR_A ",{\"mode\":493,\"path\":"
+                                           "\"b\",\"type\":\"dir\"}"),
+                                       strlen(DOC(DIR_A ",{\"mode\":493,"
+                                                  "\"path\":\"b\",\"type\":"
+                                                  "\"dir\"}")),
+                                       1, &m, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, "more than 1 entries, the limit");
+  assert_int_equal(m.n, 0);
 }
 
 static void

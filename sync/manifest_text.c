@@ -1,0 +1,641 @@
+/*
+ * Reading manifest text without a JSON tree (see manifest_text.h).
+ */
+#include "sync/manifest_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/manifest.h"
+#include "util/alloc.h"
+
+#define NEST_MAX 64 /* arrays and objects inside an unknown field */
+
+enum {
+  ST_START = 0, /* before the top-level object */
+  ST_KEY,       /* after '{' or ',' at the top level */
+  ST_ENTRY_FIRST,
+  ST_ENTRY_NEXT,
+  ST_AFTER_VALUE,
+  ST_DONE,
+};
+
+size_t
+mtext_utf8_char(const unsigned char *p, const unsigned char *end)
+{
+  unsigned c = p[0], v, min;
+  size_t len;
+
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, v = c & 0x1f, min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, v = c & 0x0f, min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if ((size_t)(end - p) < len)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    v = v << 6 | (p[i] & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+    return 0;
+  return len;
+}
+
+int
+mtext_utf8_valid(const char *s, size_t n)
+{
+  const unsigned char *p = (const unsigned char *)s;
+  const unsigned char *end = p + n;
+
+  while (p < end) {
+    size_t len = mtext_utf8_char(p, end);
+
+    if (len == 0)
+      return 0;
+    p += len;
+  }
+  return 1;
+}
+
+void
+mtext_init(struct mtext_reader *r, const char *text, size_t len)
+{
+  memset(r, 0, sizeof(*r));
+  r->start = r->p = text;
+  r->end = text + len;
+  buf_init(&r->scratch, MANIFEST_MAX_TEXT);
+}
+
+void
+mtext_release(struct mtext_reader *r)
+{
+  buf_release(&r->scratch);
+  free(r->segoff);
+  free(r->segptr);
+  memset(r, 0, sizeof(*r));
+}
+
+static int
+malformed(const struct mtext_reader *r, struct err *e, const char *what)
+{
+  return err_set(e, ERR_INVALID, "manifest: malformed JSON at byte %zu: %s",
+                 (size_t)(r->p - r->start), what);
+}
+
+static void
+skip_ws(struct mtext_reader *r)
+{
+  while (r->p < r->end &&
+         (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
+    r->p++;
+}
+
+/* The next byte after whitespace, or -1 at the end. */
+static int
+peek(struct mtext_reader *r)
+{
+  skip_ws(r);
+  return r->p < r->end ? (unsigned char)*r->p : -1;
+}
+
+static int
+expect(struct mtext_reader *r, char c, struct err *e)
+{
+  char what[24];
+
+  if (peek(r) == (unsigned char)c) {
+    r->p++;
+    return 0;
+  }
+  snprintf(what, sizeof(what), "'%c' expected", c);
+  return malformed(r, e, what);
+}
+
+static int
+hex4(const char *p, unsigned *out)
+{
+  unsigned v = 0;
+
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+
+    v <<= 4;
+    if (c >= '0' && c <= '9')
+      v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v |= (unsigned)(c - 'A' + 10);
+    else
+      return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int
+put_utf8(struct buf *b, unsigned cp)
+{
+  char u[4];
+  size_t n;
+
+  if (cp < 0x80) {
+    u[0] = (char)cp, n = 1;
+  } else if (cp < 0x800) {
+    u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+  } else if (cp < 0x10000) {
+    u[0] = (char)(0xe0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+  } else {
+    u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+  }
+  return buf_add(b, u, n);
+}
+
+/* A \u escape at r->p (after the backslash and 'u'), surrogate pairs
+ * joined; NUL and lone surrogates are malformed. */
+static int
+escape_u(struct mtext_reader *r, unsigned *cp, struct err *e)
+{
+  unsigned lo;
+
+  if (r->end - r->p < 4 || hex4(r->p, cp) < 0)
+    return malformed(r, e, "bad \\u escape");
+  r->p += 4;
+  if (*cp >= 0xdc00 && *cp <= 0xdfff)
+    return malformed(r, e, "lone low surrogate");
+  if (*cp >= 0xd800 && *cp <= 0xdbff) {
+    if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u' ||
+        hex4(r->p + 2, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff)
+      return malformed(r, e, "lone high surrogate");
+    r->p += 6;
+    *cp = 0x10000 + ((*cp - 0xd800) << 10) + (lo - 0xdc00);
+  }
+  if (*cp == 0)
+    return malformed(r, e, "\\u0000 in a string");
+  return 0;
+}
+
+/*
+ * The string at r->p (after whitespace), decoded into the scratch buffer
+ * with a NUL; *off is where it starts there.
+ */
+static int
+read_string(struct mtext_reader *r, size_t *off, struct err *e)
+{
+  struct buf *b = &r->scratch;
+  int rc;
+
+  rc = expect(r, '"', e);
+  if (rc < 0)
+    return rc;
+  *off = b->len;
+  for (;;) {
+    const char *run = r->p;
+    unsigned char c;
+
+    /* Copy plain bytes in runs; stop at a quote, escape or control. */
+    while (r->p < r->end && *r->p != '"' && *r->p != '\\' &&
+           (unsigned char)*r->p >= 0x20)
+      r->p++;
+    if (r->p > run) {
+      if (!mtext_utf8_valid(run, (size_t)(r->p - run)))
+        return malformed(r, e, "string is not valid UTF-8");
+      if (buf_add(b, run, (size_t)(r->p - run)) < 0)
+        return err_set(e, ERR_INVALID, "manifest: strings too long");
+    }
+    if (r->p >= r->end)
+      return malformed(r, e, "unterminated string");
+    c = (unsigned char)*r->p;
+    if (c == '"') {
+      r->p++;
+      break;
+    }
+    if (c < 0x20)
+      return malformed(r, e, "control character in a string");
+    /* a backslash */
+    if (r->end - r->p < 2)
+      return malformed(r, e, "unterminated string");
+    c = (unsigned char)r->p[1];
+    r->p += 2;
+    {
+      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+      const char *k = c != '\0' ? strchr(from, c) : NULL;
+      unsigned cp;
+
+      if (k != NULL) {
+        rc = buf_add(b, &to[k - from], 1);
+      } else if (c == 'u') {
+        rc = escape_u(r, &cp, e);
+        if (rc < 0)
+          return rc;
+        rc = put_utf8(b, cp);
+      } else {
+        r->p -= 2;
+        return malformed(r, e, "bad escape");
+      }
+      if (rc < 0)
+        return err_set(e, ERR_INVALID, "manifest: strings too long");
+    }
+  }
+  if (buf_add(b, "", 1) < 0)
+    return err_set(e, ERR_INVALID, "manifest: strings too long");
+  return 0;
+}
+
+/*
+ * A number at r->p: 1 an integer that fits in int64 (in *v), 0 a number
+ * that is not an integer; malformed past 64 bits, as jansson was.
+ */
+static int
+read_number(struct mtext_reader *r, int64_t *v, struct err *e)
+{
+  int neg = 0, integer = 1;
+  uint64_t acc = 0, lim;
+
+  skip_ws(r);
+  if (r->p < r->end && *r->p == '-') {
+    neg = 1;
+    r->p++;
+  }
+  lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  if (r->p >= r->end || *r->p < '0' || *r->p > '9')
+    return malformed(r, e, "bad number");
+  if (*r->p == '0') {
+    r->p++;
+  } else {
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9') {
+      unsigned d = (unsigned)(*r->p - '0');
+
+      if (acc > (lim - d) / 10)
+        return malformed(r, e, "integer too big");
+      acc = acc * 10 + d;
+      r->p++;
+    }
+  }
+  if (r->p < r->end && *r->p == '.') {
+    integer = 0;
+    r->p++;
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9')
+      return malformed(r, e, "bad number");
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9')
+      r->p++;
+  }
+  if (r->p < r->end && (*r->p == 'e' || *r->p == 'E')) {
+    integer = 0;
+    r->p++;
+    if (r->p < r->end && (*r->p == '+' || *r->p == '-'))
+      r->p++;
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9')
+      return malformed(r, e, "bad number");
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9')
+      r->p++;
+  }
+  if (!integer)
+    return 0;
+  *v = neg ? (acc == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)acc)
+           : (int64_t)acc;
+  return 1;
+}
+
+static int
+literal(struct mtext_reader *r, const char *word, struct err *e)
+{
+  size_t n = strlen(word);
+
+  if ((size_t)(r->end - r->p) < n || memcmp(r->p, word, n) != 0)
+    return malformed(r, e, "unexpected character");
+  r->p += n;
+  return 0;
+}
+
+/* Check and pass over any JSON value. */
+static int
+skip_value(struct mtext_reader *r, int depth, struct err *e)
+{
+  size_t at = r->scratch.len, off;
+  int64_t ignore;
+  int c = peek(r);
+  int rc = 0;
+
+  if (depth > NEST_MAX)
+    return malformed(r, e, "nested too deeply");
+  switch (c) {
+  case '"':
+    rc = read_string(r, &off, e);
+    r->scratch.len = at;
+    return rc;
+  case 't':
+    return literal(r, "true", e);
+  case 'f':
+    return literal(r, "false", e);
+  case 'n':
+    return literal(r, "null", e);
+  case '[':
+    r->p++;
+    if (peek(r) == ']') {
+      r->p++;
+      return 0;
+    }
+    for (;;) {
+      rc = skip_value(r, depth + 1, e);
+      if (rc < 0)
+        return rc;
+      if (peek(r) == ',') {
+        r->p++;
+        continue;
+      }
+      return expect(r, ']', e);
+    }
+  case '{':
+    r->p++;
+    if (peek(r) == '}') {
+      r->p++;
+      return 0;
+    }
+    for (;;) {
+      rc = read_string(r, &off, e);
+      r->scratch.len = at;
+      if (rc == 0)
+        rc = expect(r, ':', e);
+      if (rc == 0)
+        rc = skip_value(r, depth + 1, e);
+      if (rc < 0)
+        return rc;
+      if (peek(r) == ',') {
+        r->p++;
+        continue;
+      }
+      return expect(r, '}', e);
+    }
+  default:
+    if (c == '-' || (c >= '0' && c <= '9'))
+      return read_number(r, &ignore, e) < 0 ? ERR_INVALID : 0;
+    return malformed(r, e, c < 0 ? "unexpected end" : "unexpected "
+                     "character");
+  }
+}
+
+static const struct {
+  const char *name;
+  unsigned bit;
+} fields[] = {
+    {"path", MTEXT_PATH},         {"type", MTEXT_TYPE},
+    {"mode", MTEXT_MODE},         {"mtime_ns", MTEXT_MTIME},
+    {"size", MTEXT_SIZE},         {"sha256", MTEXT_SHA256},
+    {"segments", MTEXT_SEGMENTS}, {"target", MTEXT_TARGET},
+};
+
+/* The value of a known field into the entry being read. */
+static int
+read_field(struct mtext_reader *r, unsigned bit, struct mtext_entry *out,
+           size_t stroff[4], struct err *e)
+{
+  int c = peek(r);
+  int64_t v = 0;
+  int rc;
+
+  switch (bit) {
+  case MTEXT_MODE:
+  case MTEXT_MTIME:
+  case MTEXT_SIZE:
+    if (c != '-' && !(c >= '0' && c <= '9'))
+      return skip_value(r, 0, e);
+    rc = read_number(r, &v, e);
+    if (rc <= 0)
+      return rc;
+    out->has |= bit;
+    if (bit == MTEXT_MODE)
+      out->mode = v;
+    else if (bit == MTEXT_MTIME)
+      out->mtime_ns = v;
+    else
+      out->size = v;
+    return 0;
+  case MTEXT_SEGMENTS:
+    if (c != '[')
+      return skip_value(r, 0, e);
+    r->p++;
+    out->has |= bit;
+    if (peek(r) == ']') {
+      r->p++;
+      return 0;
+    }
+    for (;;) {
+      size_t off = SIZE_MAX;
+
+      if (peek(r) == '"')
+        rc = read_string(r, &off, e);
+      else
+        rc = skip_value(r, 1, e);
+      if (rc < 0)
+        return rc;
+      if (out->nsegs == r->segcap) {
+        r->segcap = r->segcap ? 2 * r->segcap : 64;
+        r->segoff = xrealloc(r->segoff, r->segcap * sizeof(*r->segoff));
+      }
+      r->segoff[out->nsegs++] = off;
+      if (peek(r) == ',') {
+        r->p++;
+        continue;
+      }
+      return expect(r, ']', e);
+    }
+  default: {
+    /* the four strings: path, type, sha256, target */
+    int slot = bit == MTEXT_PATH ? 0 : bit == MTEXT_TYPE ? 1
+                                     : bit == MTEXT_SHA256 ? 2 : 3;
+
+    if (c != '"')
+      return skip_value(r, 0, e);
+    rc = read_string(r, &stroff[slot], e);
+    if (rc == 0)
+      out->has |= bit;
+    return rc;
+  }
+  }
+}
+
+/* One element of the entries array. */
+static int
+read_entry(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
+{
+  size_t stroff[4] = {0};
+  int rc;
+
+  memset(out, 0, sizeof(*out));
+  r->scratch.len = 0;
+  if (peek(r) != '{')
+    return skip_value(r, 0, e);
+  out->is_object = 1;
+  r->p++;
+  if (peek(r) == '}') {
+    r->p++;
+    return 0;
+  }
+  for (;;) {
+    size_t key;
+    unsigned bit = 0;
+
+    rc = read_string(r, &key, e);
+    if (rc < 0)
+      return rc;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+      if (strcmp(r->scratch.data + key, fields[i].name) == 0)
+        bit = fields[i].bit;
+    if (bit != 0 && (out->seen & bit))
+      return malformed(r, e, "duplicate object key");
+    if (bit == 0 && out->unknown[0] == '\0')
+      snprintf(out->unknown, sizeof(out->unknown), "%s",
+               r->scratch.data + key);
+    r->scratch.len = key; /* the key is not kept */
+    rc = expect(r, ':', e);
+    if (rc < 0)
+      return rc;
+    out->seen |= bit;
+    rc = bit != 0 ? read_field(r, bit, out, stroff, e) : skip_value(r, 0, e);
+    if (rc < 0)
+      return rc;
+    if (peek(r) == ',') {
+      r->p++;
+      continue;
+    }
+    rc = expect(r, '}', e);
+    if (rc < 0)
+      return rc;
+    break;
+  }
+  /* The scratch buffer no longer moves: offsets become pointers. */
+  out->path = out->has & MTEXT_PATH ? r->scratch.data + stroff[0] : NULL;
+  out->type = out->has & MTEXT_TYPE ? r->scratch.data + stroff[1] : NULL;
+  out->sha256 = out->has & MTEXT_SHA256 ? r->scratch.data + stroff[2] : NULL;
+  out->target = out->has & MTEXT_TARGET ? r->scratch.data + stroff[3] : NULL;
+  if (out->nsegs > r->segptrcap) {
+    r->segptrcap = out->nsegs;
+    r->segptr = xrealloc(r->segptr, r->segptrcap * sizeof(*r->segptr));
+  }
+  for (size_t i = 0; i < out->nsegs; i++)
+    r->segptr[i] = r->segoff[i] == SIZE_MAX ? NULL
+                                            : r->scratch.data + r->segoff[i];
+  out->segs = r->segptr;
+  return 0;
+}
+
+int
+mtext_next(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
+{
+  int rc, c;
+
+  for (;;) {
+    switch (r->state) {
+    case ST_START:
+      if (peek(r) != '{') {
+        rc = skip_value(r, 0, e);
+        if (rc < 0)
+          return rc;
+        return err_set(e, ERR_INVALID, "manifest: not a JSON object");
+      }
+      r->p++;
+      /* "{}": AFTER_VALUE takes the '}' */
+      r->state = peek(r) == '}' ? ST_AFTER_VALUE : ST_KEY;
+      break;
+    case ST_KEY: {
+      size_t key;
+
+      r->scratch.len = 0;
+      rc = read_string(r, &key, e);
+      if (rc == 0)
+        rc = expect(r, ':', e);
+      if (rc < 0)
+        return rc;
+      if (strcmp(r->scratch.data + key, "entries") == 0) {
+        if (r->entries_seen)
+          return malformed(r, e, "duplicate object key");
+        r->entries_seen = 1;
+        if (peek(r) != '[') {
+          rc = skip_value(r, 0, e);
+          if (rc < 0)
+            return rc;
+          return err_set(e, ERR_INVALID, "manifest: field 'entries' (an "
+                         "array) is required");
+        }
+        r->p++;
+        r->state = ST_ENTRY_FIRST;
+      } else if (strcmp(r->scratch.data + key, "format") == 0) {
+        if (r->format_seen)
+          return malformed(r, e, "duplicate object key");
+        r->format_seen = 1;
+        c = peek(r);
+        if (c == '-' || (c >= '0' && c <= '9')) {
+          rc = read_number(r, &r->format, e);
+          if (rc < 0)
+            return rc;
+          r->format_is_int = rc;
+        } else {
+          rc = skip_value(r, 0, e);
+          if (rc < 0)
+            return rc;
+        }
+        r->state = ST_AFTER_VALUE;
+      } else {
+        return err_set(e, ERR_INVALID, "manifest: unknown field '%.40s'",
+                       r->scratch.data + key);
+      }
+      break;
+    }
+    case ST_ENTRY_FIRST:
+      if (peek(r) == ']') {
+        r->p++;
+        r->state = ST_AFTER_VALUE;
+        break;
+      }
+      rc = read_entry(r, out, e);
+      if (rc < 0)
+        return rc;
+      r->state = ST_ENTRY_NEXT;
+      r->index++;
+      return 1;
+    case ST_ENTRY_NEXT:
+      c = peek(r);
+      if (c == ']') {
+        r->p++;
+        r->state = ST_AFTER_VALUE;
+        break;
+      }
+      rc = expect(r, ',', e);
+      if (rc == 0)
+        rc = read_entry(r, out, e);
+      if (rc < 0)
+        return rc;
+      r->index++;
+      return 1;
+    case ST_AFTER_VALUE:
+      c = peek(r);
+      if (c == ',') {
+        r->p++;
+        r->state = ST_KEY;
+        break;
+      }
+      rc = expect(r, '}', e);
+      if (rc < 0)
+        return rc;
+      if (peek(r) != -1)
+        return malformed(r, e, "text after the document");
+      r->state = ST_DONE;
+      return 0;
+    default:
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,86 @@
+/*
+ * Reading manifest text (sync/ internal): the JSON syntax of manifests
+ * without building a JSON tree.
+ *
+ * A destination decodes every manifest it pulls, and one of a
+ * million-file dataset is a hundred MB of JSON: a DOM costs a dozen
+ * allocations per entry.  This reader walks the text once and hands
+ * manifest.c one entry at a time, its fields decoded into a scratch
+ * buffer that the next entry reuses; manifest.c checks their meaning.
+ * It accepts any JSON (whitespace, key order) that a DOM parser would,
+ * except strings holding NUL and integers past 64 bits, which are
+ * malformed here as they were for jansson.
+ *
+ * Not thread-safe per reader; readers share nothing.
+ */
+#ifndef TENBIN_SYNC_MANIFEST_TEXT_H
+#define TENBIN_SYNC_MANIFEST_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+
+/* Fields of an entry; in mtext_entry.has when present with the right JSON
+ * type (a string, an integer, an array of strings). */
+enum {
+  MTEXT_PATH = 1 << 0,
+  MTEXT_TYPE = 1 << 1,
+  MTEXT_MODE = 1 << 2,
+  MTEXT_MTIME = 1 << 3,
+  MTEXT_SIZE = 1 << 4,
+  MTEXT_SHA256 = 1 << 5,
+  MTEXT_SEGMENTS = 1 << 6,
+  MTEXT_TARGET = 1 << 7,
+};
+
+/* One entry as written; pointers into the reader, valid until the next
+ * call. */
+struct mtext_entry {
+  int is_object;          /* 0: the array element is not an object */
+  unsigned has;           /* MTEXT_* */
+  unsigned seen;          /* MTEXT_* present, whatever their type */
+  char unknown[48];       /* the first field not in MTEXT_*, or "" */
+  const char *path, *type, *target, *sha256;
+  int64_t mode, mtime_ns, size;
+  const char **segs;      /* segments' strings; NULL for a non-string */
+  size_t nsegs;
+};
+
+struct mtext_reader {
+  const char *start, *p, *end;
+  int format_seen;
+  int64_t format;         /* "format" when format_seen and an integer */
+  int format_is_int;
+  int entries_seen;
+  int state;              /* where in the document (manifest_text.c) */
+  size_t index;           /* entries returned so far */
+  struct buf scratch;     /* decoded strings of the current entry */
+  size_t *segoff;         /* offsets into scratch of the segments */
+  size_t segcap;
+  const char **segptr;
+  size_t segptrcap;
+};
+
+void mtext_init(struct mtext_reader *r, const char *text, size_t len);
+void mtext_release(struct mtext_reader *r);
+
+/*
+ * The next entry of the manifest's "entries" array into out: 1 an
+ * entry, 0 the end of the document (then r->entries_seen,
+ * r->format_seen and r->format say what the top level held).
+ * ERR_INVALID for text that is not JSON ("malformed JSON at byte N"),
+ * for a top level that is not an object, and for a field at the top
+ * level other than "entries" and "format" (named).
+ */
+int mtext_next(struct mtext_reader *r, struct mtext_entry *out,
+               struct err *e) WARN_UNUSED;
+
+/* The length of the UTF-8 character at p (before end), or 0 when the
+ * bytes there are not one. */
+size_t mtext_utf8_char(const unsigned char *p, const unsigned char *end);
+/* 1 when the n bytes at s are valid UTF-8. */
+int mtext_utf8_valid(const char *s, size_t n);
+
+#endif
