@@ -368,6 +368,9 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
 }
 
 #define LINK_THREADS 8
+/* Links a thread claims at once: consecutive in path order, so mostly in
+ * one directory, whose lock two threads would otherwise spin on. */
+#define LINK_CHUNK 512
 
 /* A file whose content is here already: linked or copied by link_run. */
 struct plan_link {
@@ -418,6 +421,22 @@ plan_file(struct plan_work *pw, int dirfd, const struct local *l,
   return plan_fetch(pw, dirfd, l, entry);
 }
 
+static void
+link_one(const struct link_job *j, struct plan_link *k)
+{
+  const struct manifest_entry *e = &j->pw->m.v[k->entry];
+  const struct manifest_entry *he = k->have->e;
+  char from[PATH_MAX * 2];
+  struct err ignore = {0};
+
+  snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
+  /* A hard link shares mode and mtime with the older version, so it is
+   * used only where they agree; else the bytes are copied locally. */
+  k->ok = (he->mode == e->mode && he->mtime_ns == e->mtime_ns &&
+           linkat(AT_FDCWD, from, j->dirfd, e->path, 0) == 0) ||
+          copy_local(from, j->dirfd, e->path, e, &ignore) == 0;
+}
+
 /* Link (or copy) every file found here, on one thread per core: tens of
  * thousands of linkat calls are most of a small-file version's plan. */
 static void *
@@ -426,19 +445,12 @@ link_run(void *arg)
   struct link_job *j = arg;
   size_t i;
 
-  while ((i = atomic_fetch_add(j->next, 1)) < j->pw->nlinks) {
-    struct plan_link *k = &j->pw->links[i];
-    const struct manifest_entry *e = &j->pw->m.v[k->entry];
-    const struct manifest_entry *he = k->have->e;
-    char from[PATH_MAX * 2];
-    struct err ignore = {0};
+  while ((i = atomic_fetch_add(j->next, LINK_CHUNK)) < j->pw->nlinks) {
+    size_t end = i + LINK_CHUNK < j->pw->nlinks ? i + LINK_CHUNK
+                                                : j->pw->nlinks;
 
-    snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
-    /* A hard link shares mode and mtime with the older version, so it is
-     * used only where they agree; else the bytes are copied locally. */
-    k->ok = (he->mode == e->mode && he->mtime_ns == e->mtime_ns &&
-             linkat(AT_FDCWD, from, j->dirfd, e->path, 0) == 0) ||
-            copy_local(from, j->dirfd, e->path, e, &ignore) == 0;
+    for (; i < end; i++)
+      link_one(j, &j->pw->links[i]);
   }
   return NULL;
 }
@@ -454,8 +466,8 @@ plan_links(struct plan_work *pw, int dirfd, const struct local *l)
                                                   : (size_t)ncpu;
   int rc = 0;
 
-  if (n > 1 + pw->nlinks / 1024)
-    n = 1 + pw->nlinks / 1024;
+  if (n > 1 + pw->nlinks / (2 * LINK_CHUNK))
+    n = 1 + pw->nlinks / (2 * LINK_CHUNK);
   for (size_t t = 1; t < n; t++)
     if (pthread_create(&tid[t], NULL, link_run, &j) != 0)
       abort();
