@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -26,7 +25,6 @@
 #include "util/hash.h"
 
 #define READ_CHUNK ((size_t)1 << 20)
-#define JSON_FLAGS (JSON_COMPACT | JSON_SORT_KEYS)
 
 void
 manifest_init(struct manifest *m)
@@ -172,62 +170,11 @@ timespec_ns(const struct timespec *ts)
 
 /* ---- canonical JSON ---- */
 
-static const char *const type_names[] = {"dir", "file", "link"};
-
-/* One entry as a JSON object (new), or NULL when a string in it is not
- * valid UTF-8 (json_string refuses those). */
-static json_t *
-entry_json(const struct manifest_entry *me)
-{
-  json_t *o = json_object();
-  json_t *s = json_string(me->path);
-  char hex[65];
-
-  if (s == NULL)
-    goto fail;
-  json_object_set_new(o, "path", s);
-  json_object_set_new(o, "type", json_string(type_names[me->type]));
-  if (me->type == MANIFEST_LINK) {
-    s = json_string(me->target != NULL ? me->target : "");
-    if (s == NULL)
-      goto fail;
-    json_object_set_new(o, "target", s);
-    return o;
-  }
-  json_object_set_new(o, "mode", json_integer(me->mode & 07777));
-  if (me->type == MANIFEST_DIR)
-    return o;
-  json_object_set_new(o, "mtime_ns", json_integer(me->mtime_ns));
-  json_object_set_new(o, "size", json_integer((json_int_t)me->size));
-  hash_hex(me->sha256, 32, hex);
-  json_object_set_new(o, "sha256", json_string(hex));
-  if (me->segs != NULL) {
-    json_t *a = json_array();
-
-    for (uint32_t k = 0; k < me->nsegs; k++) {
-      hash_hex(me->segs[k], 32, hex);
-      json_array_append_new(a, json_string(hex));
-    }
-    json_object_set_new(o, "segments", a);
-  }
-  return o;
-
-fail:
-  json_decref(o);
-  return NULL;
-}
-
-static int
-dump_cb(const char *data, size_t size, void *arg)
-{
-  return buf_add(arg, data, size) < 0 ? -1 : 0;
-}
-
 /*
- * The text is built one entry at a time: compact jansson output of the
- * whole object is exactly '{"entries":[' E ',' E ... '],"format":1}' with
- * each E dumped alone, and this way a manifest of millions of entries
- * never exists as one jansson tree.
+ * The canonical text is '{"entries":[' E ',' E ... '],"format":1}' with
+ * each entry E written by mtext_put_entry: the bytes jansson gave for
+ * the whole object with JSON_COMPACT | JSON_SORT_KEYS, written straight
+ * into one buffer.
  */
 int
 manifest_encode(const struct manifest *m, char **out, size_t *len,
@@ -240,20 +187,19 @@ manifest_encode(const struct manifest *m, char **out, size_t *len,
   if (buf_adds(&b, "{\"entries\":[") < 0)
     goto too_large;
   for (size_t i = 0; i < m->n; i++) {
-    json_t *o = entry_json(&m->v[i]);
     char name[256];
-    int failed;
+    int put;
 
-    if (o == NULL) {
+    if (i > 0 && buf_adds(&b, ",") < 0)
+      goto too_large;
+    put = mtext_put_entry(&b, &m->v[i]);
+    if (put == ERR_INVALID) {
       escape_name(m->v[i].path, name, sizeof(name));
       rc = err_set(e, ERR_INVALID, "entry %zu '%s': not valid UTF-8", i,
                    name);
       goto out;
     }
-    failed = (i > 0 && buf_adds(&b, ",") < 0) ||
-             json_dump_callback(o, dump_cb, &b, JSON_FLAGS) < 0;
-    json_decref(o);
-    if (failed)
+    if (put < 0)
       goto too_large;
   }
   if (buf_addf(&b, "],\"format\":%d}", MANIFEST_FORMAT) < 0)

@@ -9,6 +9,7 @@
 
 #include "sync/manifest.h"
 #include "util/alloc.h"
+#include "util/hash.h"
 
 #define NEST_MAX 64 /* arrays and objects inside an unknown field */
 
@@ -65,6 +66,111 @@ mtext_utf8_valid(const char *s, size_t n)
   }
   return 1;
 }
+
+/* ---- writing ---- */
+
+/* s as a JSON string, escaped as jansson escapes without flags. */
+static int
+put_string(struct buf *b, const char *s)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  const char *run = s;
+
+  if (buf_add(b, "\"", 1) < 0)
+    return ERR_TOO_LARGE;
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    char esc[6] = {'\\', 0, 0, 0, 0, 0};
+    size_t n = 2;
+
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    switch (c) {
+    case '"': esc[1] = '"'; break;
+    case '\\': esc[1] = '\\'; break;
+    case '\b': esc[1] = 'b'; break;
+    case '\f': esc[1] = 'f'; break;
+    case '\n': esc[1] = 'n'; break;
+    case '\r': esc[1] = 'r'; break;
+    case '\t': esc[1] = 't'; break;
+    default:
+      memcpy(esc + 1, "u00", 3);
+      esc[4] = hex[c >> 4];
+      esc[5] = hex[c & 15];
+      n = 6;
+    }
+    if (buf_add(b, run, (size_t)(s - run)) < 0 || buf_add(b, esc, n) < 0)
+      return ERR_TOO_LARGE;
+    run = s + 1;
+  }
+  if (buf_add(b, run, (size_t)(s - run)) < 0 || buf_add(b, "\"", 1) < 0)
+    return ERR_TOO_LARGE;
+  return 0;
+}
+
+static int
+put_hex(struct buf *b, const uint8_t *bin)
+{
+  char h[65];
+
+  hash_hex(bin, 32, h);
+  return buf_addf(b, "\"%s\"", h) < 0 ? ERR_TOO_LARGE : 0;
+}
+
+int
+mtext_put_entry(struct buf *b, const struct manifest_entry *me)
+{
+  static const char *const types[] = {"dir", "file", "link"};
+  const char *target = me->target != NULL ? me->target : "";
+  int rc;
+
+  if (!mtext_utf8_valid(me->path, strlen(me->path)) ||
+      (me->type == MANIFEST_LINK && !mtext_utf8_valid(target,
+                                                      strlen(target))))
+    return ERR_INVALID;
+  /* Keys in byte order: mode, mtime_ns, path, segments, sha256, size,
+   * target, type. */
+  if (me->type == MANIFEST_LINK) {
+    rc = buf_adds(b, "{\"path\":") < 0 ? ERR_TOO_LARGE
+                                       : put_string(b, me->path);
+    if (rc == 0)
+      rc = buf_adds(b, ",\"target\":") < 0 ? ERR_TOO_LARGE
+                                           : put_string(b, target);
+  } else {
+    rc = buf_addf(b, "{\"mode\":%u,", me->mode & 07777) < 0 ? ERR_TOO_LARGE
+                                                            : 0;
+    if (rc == 0 && me->type == MANIFEST_FILE &&
+        buf_addf(b, "\"mtime_ns\":%lld,", (long long)me->mtime_ns) < 0)
+      rc = ERR_TOO_LARGE;
+    if (rc == 0)
+      rc = buf_adds(b, "\"path\":") < 0 ? ERR_TOO_LARGE
+                                        : put_string(b, me->path);
+    if (rc == 0 && me->type == MANIFEST_FILE) {
+      if (me->segs != NULL) {
+        rc = buf_adds(b, ",\"segments\":[") < 0 ? ERR_TOO_LARGE : 0;
+        for (uint32_t k = 0; rc == 0 && k < me->nsegs; k++) {
+          if (k > 0 && buf_adds(b, ",") < 0)
+            rc = ERR_TOO_LARGE;
+          if (rc == 0)
+            rc = put_hex(b, me->segs[k]);
+        }
+        if (rc == 0 && buf_adds(b, "]") < 0)
+          rc = ERR_TOO_LARGE;
+      }
+      if (rc == 0)
+        rc = buf_adds(b, ",\"sha256\":") < 0 ? ERR_TOO_LARGE
+                                             : put_hex(b, me->sha256);
+      if (rc == 0 &&
+          buf_addf(b, ",\"size\":%llu", (unsigned long long)me->size) < 0)
+        rc = ERR_TOO_LARGE;
+    }
+  }
+  if (rc == 0 && buf_addf(b, ",\"type\":\"%s\"}", types[me->type]) < 0)
+    rc = ERR_TOO_LARGE;
+  return rc;
+}
+
+/* ---- reading ---- */
 
 void
 mtext_init(struct mtext_reader *r, const char *text, size_t len)

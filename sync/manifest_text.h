@@ -1,6 +1,10 @@
 /*
- * Reading manifest text (sync/ internal): the JSON syntax of manifests
- * without building a JSON tree.
+ * Manifest text (sync/ internal): the JSON syntax of manifests, written
+ * and read without building a JSON tree.
+ *
+ * Writing gives exactly the bytes jansson gave with JSON_COMPACT |
+ * JSON_SORT_KEYS (version ids are hashes of these bytes, so they must
+ * never change; test_sync_manifest_text compares the two).
  *
  * A destination decodes every manifest it pulls, and one of a
  * million-file dataset is a hundred MB of JSON: a DOM costs a dozen
@@ -76,6 +80,14 @@ void mtext_release(struct mtext_reader *r);
  */
 int mtext_next(struct mtext_reader *r, struct mtext_entry *out,
                struct err *e) WARN_UNUSED;
+
+struct manifest_entry;
+
+/* Append entry me as its canonical JSON object to b.  ERR_INVALID when
+ * its path or target is not valid UTF-8 (no JSON string can hold it),
+ * ERR_TOO_LARGE when b is full; b may then hold part of it. */
+int mtext_put_entry(struct buf *b, const struct manifest_entry *me)
+    WARN_UNUSED;
 
 /* The length of the UTF-8 character at p (before end), or 0 when the
  * bytes there are not one. */

@@ -1,5 +1,6 @@
 /*
- * Tests for sync/manifest_text.c: the reader decodes what a JSON DOM
+ * Tests for sync/manifest_text.c: the writer gives byte for byte what
+ * jansson gave (version ids hash these bytes); the reader decodes what a JSON DOM
  * parser (jansson) decodes, whitespace, key order and escapes included;
  * refuses what jansson refused (NUL, lone surrogates, bad UTF-8, 64-bit
  * overflow, duplicate keys, deep nesting); and never reads past the text
@@ -18,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sync/manifest.h"
 #include "sync/manifest_text.h"
+#include "util/buf.h"
+#include "util/hash.h"
 
 /* A heap copy of exactly n bytes, so reading byte n is an ASan error. */
 static char *
@@ -249,10 +253,136 @@ test_prefixes_and_corruptions_never_read_past_the_text(void **state)
   }
 }
 
+/* An entry as jansson wrote it before mtext_put_entry (compact, sorted
+ * keys): the reference the writer must match byte for byte. */
+static char *
+jansson_entry(const struct manifest_entry *me)
+{
+  static const char *const types[] = {"dir", "file", "link"};
+  json_t *o = json_object();
+  char hex[65], *text;
+
+  json_object_set_new(o, "path", json_string(me->path));
+  json_object_set_new(o, "type", json_string(types[me->type]));
+  if (me->type == MANIFEST_LINK) {
+    json_object_set_new(o, "target", json_string(me->target));
+  } else {
+    json_object_set_new(o, "mode", json_integer(me->mode & 07777));
+  }
+  if (me->type == MANIFEST_FILE) {
+    json_object_set_new(o, "mtime_ns", json_integer(me->mtime_ns));
+    json_object_set_new(o, "size", json_integer((json_int_t)me->size));
+    hash_hex(me->sha256, 32, hex);
+    json_object_set_new(o, "sha256", json_string(hex));
+    if (me->segs != NULL) {
+      json_t *a = json_array();
+
+      for (uint32_t k = 0; k < me->nsegs; k++) {
+        hash_hex(me->segs[k], 32, hex);
+        json_array_append_new(a, json_string(hex));
+      }
+      json_object_set_new(o, "segments", a);
+    }
+  }
+  text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(o);
+  return text;
+}
+
+/* A random valid UTF-8 name, heavy in what needs escaping. */
+static void
+random_name(char *out, size_t cap, uint64_t *seed)
+{
+  static const char *const pieces[] = {
+      "a", "Z", "0", "/", "\"", "\\", "\b", "\f", "\n", "\r", "\t",
+      "\x01", "\x1f", "\x7f", " ", "\xc3\xa9", "\xe2\x82\xac",
+      "\xf0\x9f\x98\x80", "u00", "\\u", ".", "-"};
+  size_t n = 0;
+
+  *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int k = 0; k < 1 + (int)((*seed >> 40) % 12); k++) {
+    const char *p;
+
+    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+    p = pieces[(*seed >> 33) % (sizeof(pieces) / sizeof(pieces[0]))];
+    if (n + strlen(p) + 1 > cap)
+      break;
+    memcpy(out + n, p, strlen(p));
+    n += strlen(p);
+  }
+  out[n] = '\0';
+}
+
+static void
+test_writer_gives_the_bytes_jansson_gave(void **state)
+{
+  uint64_t seed = 42;
+  uint8_t segs[3][32];
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 1 << 20);
+  for (int i = 0; i < 600; i++) {
+    struct manifest_entry me;
+    char path[64], target[64], *want;
+
+    memset(&me, 0, sizeof(me));
+    random_name(path, sizeof(path), &seed);
+    random_name(target, sizeof(target), &seed);
+    me.path = path;
+    me.type = (enum manifest_type)(i % 3);
+    me.mode = (uint32_t)(seed >> 20) & 0177777; /* bits past 07777 too */
+    me.mtime_ns = i % 2 ? -(int64_t)(seed >> 3) : (int64_t)(seed >> 2);
+    me.size = i % 5 == 0 ? MANIFEST_MAX_FILE_SIZE : (seed >> 30);
+    memset(me.sha256, i, 32);
+    if (me.type == MANIFEST_LINK)
+      me.target = target;
+    if (me.type == MANIFEST_FILE && i % 4 == 1) {
+      memset(segs, i + 1, sizeof(segs));
+      me.segs = segs;
+      me.nsegs = 3;
+    }
+    want = jansson_entry(&me);
+    buf_reset(&b);
+    assert_int_equal(mtext_put_entry(&b, &me), 0);
+    if (b.len != strlen(want) || memcmp(b.data, want, b.len) != 0)
+      fail_msg("entry %d differs:\n  jansson %s\n  mtext   %.*s", i, want,
+               (int)b.len, b.data);
+    free(want);
+  }
+  buf_release(&b);
+}
+
+static void
+test_writer_refuses_names_that_are_not_utf8(void **state)
+{
+  struct manifest_entry me;
+  struct buf b;
+
+  (void)state;
+  memset(&me, 0, sizeof(me));
+  buf_init(&b, 1 << 10);
+  me.type = MANIFEST_DIR;
+  me.path = "bad\xff";
+  assert_int_equal(mtext_put_entry(&b, &me), ERR_INVALID);
+  me.type = MANIFEST_LINK;
+  me.path = "l";
+  me.target = "\xc3";
+  assert_int_equal(mtext_put_entry(&b, &me), ERR_INVALID);
+  /* a full buffer is ERR_TOO_LARGE */
+  buf_release(&b);
+  buf_init(&b, 8);
+  me.target = "t";
+  assert_int_equal(mtext_put_entry(&b, &me), ERR_TOO_LARGE);
+  buf_release(&b);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_writer_gives_the_bytes_jansson_gave),
+      cmocka_unit_test(test_writer_refuses_names_that_are_not_utf8),
       cmocka_unit_test(test_reads_fields_in_any_order_and_with_whitespace),
       cmocka_unit_test(test_wrong_json_types_leave_the_field_unset_but_seen),
       cmocka_unit_test(test_strings_decode_as_jansson_encodes_them),
