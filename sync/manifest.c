@@ -448,7 +448,7 @@ entries_reserve(struct manifest *m, size_t i)
 {
   if (i < m->cap)
     return;
-  m->cap = m->cap ? 2 * m->cap : 1024;
+  m->cap = 2 * m->cap;
   m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
 }
 
@@ -472,6 +472,9 @@ manifest_decode_max(const char *text, size_t len, size_t max_entries,
     return err_set(e, ERR_INVALID, "manifest: %zu bytes of text, more "
                    "than the limit of %zu", len, MANIFEST_MAX_TEXT);
   mtext_init(&r, text, len);
+  /* Never NULL, even for a version without entries. */
+  m->cap = 16;
+  m->v = xcalloc(m->cap, sizeof(*m->v));
   while ((rc = mtext_next(&r, &o, e)) == 1) {
     struct manifest_entry *me;
 
