@@ -51,7 +51,9 @@
 #define DELTA_SIG_HDR 12
 /* librsync's delta opcodes (prototab.h; not in its public header). */
 #define DELTA_OP_END 0x00
+#define DELTA_OP_LITERAL_N1 0x41
 #define DELTA_OP_LITERAL_N4 0x43
+#define DELTA_OP_COPY_N1_N1 0x45
 #define DELTA_OP_COPY_N8_N4 0x53 /* 0x45 + 4 * (8-byte offset) + (4-byte len) */
 static const uint8_t delta_magic[4] = {0x72, 0x73, 0x02, 0x36};
 /* Windows of input with no matches that end a delta (delta_compute). */
@@ -171,6 +173,8 @@ struct sums {
   uint8_t (*fp)[16];
   uint8_t *whole;
   uint64_t in_block; /* bytes of the current block summed so far */
+  uint64_t skip;     /* bytes still to pass over unsummed (context) */
+  uint64_t left;     /* bytes still to sum after those */
 };
 
 static int
@@ -178,6 +182,7 @@ sums_begin(struct sums *s, const uint8_t *sha, uint8_t (*fp)[16],
            uint8_t *whole, struct err *e)
 {
   memset(s, 0, sizeof(*s));
+  s->left = UINT64_MAX;
   if (sha != NULL) {
     s->sha = EVP_MD_CTX_new();
     if (s->sha == NULL)
@@ -201,6 +206,17 @@ sums_update(struct sums *s, const void *p, size_t n, struct err *e)
 {
   const char *c = p;
 
+  if (s->skip > 0) {
+    size_t k = s->skip < n ? (size_t)s->skip : n;
+
+    s->skip -= k;
+    c += k;
+    n -= k;
+    p = c;
+  }
+  if (n > s->left)
+    n = (size_t)s->left;
+  s->left -= n;
   if (s->sha != NULL && n > 0 && EVP_DigestUpdate(s->sha, p, n) != 1)
     return err_set(e, ERR_INTERNAL, "sha-256: update failed");
   if (s->whole != NULL) {
@@ -554,6 +570,182 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
  * The price: a range with a window of new data before data that would
  * have matched sends the rest as literal.
  */
+/* Read a big-endian integer of w bytes at p. */
+static uint64_t
+get_be(const uint8_t *p, unsigned w)
+{
+  uint64_t v = 0;
+
+  for (unsigned i = 0; i < w; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* The shortest literal header for n bytes into h; its length. */
+static size_t
+literal_header(uint8_t h[9], uint64_t n)
+{
+  unsigned w = n <= 0xff ? 1 : n <= 0xffff ? 2 : n <= 0xffffffffu ? 4 : 8;
+
+  if (n <= 64) {
+    h[0] = (uint8_t)n;
+    return 1;
+  }
+  h[0] = (uint8_t)(DELTA_OP_LITERAL_N1 + (w == 1 ? 0 : w == 2 ? 1
+                                          : w == 4 ? 2 : 3));
+  for (unsigned i = 0; i < w; i++)
+    h[1 + i] = (uint8_t)(n >> (8 * (w - 1 - i)));
+  return 1 + w;
+}
+
+/* One command of a librsync delta, as trim_context reads it. */
+struct cmd {
+  int copy;           /* COPY, else LITERAL */
+  unsigned w1, w2;    /* widths of its two (or one) integer fields */
+  uint64_t n;         /* bytes it makes */
+  uint64_t cpos;      /* COPY: where in the basis */
+  size_t hdr;         /* opcode and fields */
+};
+
+/* The command at d[p] (before len): 1 read, 0 END, -1 not a command. */
+static int
+read_cmd(const uint8_t *d, size_t p, size_t len, struct cmd *c)
+{
+  unsigned op;
+
+  memset(c, 0, sizeof(*c));
+  if (p >= len)
+    return -1;
+  op = d[p];
+  if (op == DELTA_OP_END)
+    return 0;
+  if (op <= 0x40) {
+    c->n = op;
+  } else if (op < DELTA_OP_COPY_N1_N1) {
+    c->w1 = 1u << (op - DELTA_OP_LITERAL_N1);
+    if (len - p < 1 + c->w1)
+      return -1;
+    c->n = get_be(d + p + 1, c->w1);
+  } else if (op <= DELTA_OP_COPY_N1_N1 + 15) {
+    c->copy = 1;
+    c->w1 = 1u << ((op - DELTA_OP_COPY_N1_N1) / 4);
+    c->w2 = 1u << ((op - DELTA_OP_COPY_N1_N1) % 4);
+    if (len - p < 1 + c->w1 + c->w2)
+      return -1;
+    c->cpos = get_be(d + p + 1, c->w1);
+    c->n = get_be(d + p + 1 + c->w1, c->w2);
+  } else {
+    return -1;
+  }
+  c->hdr = 1 + c->w1 + c->w2;
+  if (!c->copy && len - p - c->hdr < c->n)
+    return -1;
+  return 1;
+}
+
+/*
+ * The delta at out[at..] makes head bytes of context, then the keep bytes
+ * of the range it is for, then maybe more context: keep only the commands
+ * for the range, cutting the two that cross its ends (a literal keeps its
+ * bytes in place under a new header, a COPY starts later in the basis or
+ * makes less).
+ */
+static int
+trim_context(struct buf *out, size_t at, uint64_t head, uint64_t keep,
+             struct err *e)
+{
+  uint8_t *d = (uint8_t *)out->data;
+  size_t p = at + sizeof(delta_magic), len = out->len;
+  uint8_t rep[17];
+  size_t replen = 0;
+  uint64_t pos = 0;
+  struct cmd c;
+
+  while (pos < head) {
+    uint64_t cut;
+
+    if (read_cmd(d, p, len, &c) != 1)
+      goto bad;
+    if (pos + c.n <= head) {
+      pos += c.n;
+      p += c.hdr + (c.copy ? 0 : c.n);
+      continue;
+    }
+    cut = head - pos;
+    if (c.copy) {
+      rep[0] = DELTA_OP_COPY_N8_N4;
+      for (int i = 0; i < 8; i++)
+        rep[1 + i] = (uint8_t)((c.cpos + cut) >> (56 - 8 * i));
+      for (int i = 0; i < 4; i++)
+        rep[9 + i] = (uint8_t)((c.n - cut) >> (24 - 8 * i));
+      replen = 13;
+      p += c.hdr;
+    } else {
+      replen = literal_header(rep, c.n - cut);
+      p += c.hdr + cut; /* the literal's tail stays where it is */
+    }
+    pos = head;
+  }
+  /* out[at+4 .. p) goes, rep goes in its place. */
+  if (at + sizeof(delta_magic) + replen > p) {
+    size_t grow = at + sizeof(delta_magic) + replen - p;
+
+    if (buf_add(out, rep, grow) < 0) /* room only; overwritten below */
+      return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
+                     out->max);
+    d = (uint8_t *)out->data;
+  }
+  memmove(d + at + sizeof(delta_magic) + replen, d + p, len - p);
+  memcpy(d + at + sizeof(delta_magic), rep, replen);
+  len = at + sizeof(delta_magic) + replen + (len - p);
+  out->len = len;
+
+  /* Then everything past keep goes; the command across it makes less. */
+  p = at + sizeof(delta_magic);
+  pos = 0;
+  for (;;) {
+    int r = read_cmd(d, p, len, &c);
+
+    if (r < 0 || (r == 0 && pos != keep))
+      goto bad;
+    if (r == 0 || pos == keep)
+      break;
+    if (pos + c.n > keep) {
+      uint64_t n = keep - pos;
+
+      if (c.copy) {
+        for (unsigned i = 0; i < c.w2; i++)
+          d[p + 1 + c.w1 + i] = (uint8_t)(n >> (8 * (c.w2 - 1 - i)));
+      } else if (c.w1 == 0) {
+        d[p] = (uint8_t)n;
+      } else {
+        for (unsigned i = 0; i < c.w1; i++)
+          d[p + 1 + i] = (uint8_t)(n >> (8 * (c.w1 - 1 - i)));
+      }
+      p += c.hdr + (c.copy ? 0 : n);
+      pos = keep;
+      break;
+    }
+    pos += c.n;
+    p += c.hdr + (c.copy ? 0 : c.n);
+  }
+  d[p] = DELTA_OP_END;
+  out->len = p + 1;
+  return 0;
+
+bad:
+  return err_set(e, ERR_INTERNAL, "delta: cannot cut the context from "
+                 "librsync's answer");
+}
+
+/*
+ * The delta of [off, off+len), computed from one signature block before
+ * off to one after its end: librsync matches only whole blocks of its
+ * input, so a range that begins or ends inside a shifted copy of a basis
+ * block would otherwise send up to a block of it literally at each end.
+ * The context's commands are cut off again (trim_context); the sums
+ * cover the range only.
+ */
 static int
 compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
         struct buf *out, uint8_t xxh[16], uint8_t (*fp)[16],
@@ -561,21 +753,33 @@ compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
 {
   struct sums st;
   size_t at = out->len;
-  uint64_t fed = 0;
+  uint64_t ctx = off < sig->block_len ? off : sig->block_len, after = 0;
+  uint64_t fed = 0, keep = len;
   rs_job_t *job = NULL;
+  struct stat fst;
   int rc;
 
+  /* and one block after it, for the block that crosses its end */
+  if (fstat(fd, &fst) == 0 && (uint64_t)fst.st_size > off + len)
+    after = (uint64_t)fst.st_size - (off + len) < sig->block_len
+                ? (uint64_t)fst.st_size - (off + len) : sig->block_len;
   rc = sums_begin(&st, NULL, fp, xxh, e);
   if (rc < 0)
     goto out;
+  st.skip = ctx;
+  st.left = len;
   job = rs_delta_begin(sig->sig);
   if (job == NULL) {
     rc = err_set(e, ERR_NOMEM, "delta: out of memory");
     goto out;
   }
-  rc = drive_fd(job, fd, off, len, out, &st, window, &fed, "delta", e);
+  /* The first window judges the context too: widen it by as much. */
+  rc = drive_fd(job, fd, off - ctx, ctx + len + after, out, &st,
+                window + ctx, &fed, "delta", e);
   if (rc < 0)
     goto out;
+  off -= ctx;
+  len += ctx + after;
   sig->missed = fed < len;
   if (fed < len) {
     /* Replace the job's END command by the literal rest and an END. */
@@ -592,7 +796,10 @@ compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
     if (rc < 0)
       goto out;
   }
-  rc = sums_end(&st, NULL, e);
+  if (ctx > 0 || after > 0)
+    rc = trim_context(out, at, ctx, keep, e);
+  if (rc == 0)
+    rc = sums_end(&st, NULL, e);
 
 out:
   if (job != NULL)

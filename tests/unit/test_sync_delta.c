@@ -309,6 +309,35 @@ test_data_shifted_by_an_insert_still_gives_small_deltas(void **state)
 }
 
 /*
+ * Shifted by an amount that is not a multiple of the block length, every
+ * later segment starts inside a shifted copy of a basis block; with one
+ * block of context before each segment none of that goes literally (it
+ * cost up to a block per segment before).
+ */
+static void
+test_segments_of_data_shifted_by_any_amount_match_from_their_first_byte(
+    void **state)
+{
+  const size_t n = 64 * MIB, ins = 1000, at = 5 * MIB + 77;
+  uint8_t *basis = malloc(n), *new = malloc(n + ins);
+  size_t total, bl = delta_block_len(n);
+  int bfd;
+
+  (void)state;
+  fill_random(basis, n, 30);
+  memcpy(new, basis, at);
+  fill_random(new + at, ins, 31);
+  memcpy(new + at + ins, basis + at, n - at);
+  bfd = file_with(basis, n);
+  total = round_trip(bfd, n, new, n + ins, NULL);
+  /* the insert, the block it cuts, and commands: 5 segments follow */
+  assert_true(total < ins + bl + 2 * KIB);
+  close(bfd);
+  free(basis);
+  free(new);
+}
+
+/*
  * Where nothing matches, librsync would crawl byte by byte; a window of
  * pure literal output ends its job and the rest goes as big literal
  * commands.  After that, the next range with the same signature probes
@@ -1042,6 +1071,8 @@ main(void)
     cmocka_unit_test(
         test_segment_deltas_of_a_few_changed_blocks_patch_back_small),
     cmocka_unit_test(test_data_shifted_by_an_insert_still_gives_small_deltas),
+    cmocka_unit_test(
+        test_segments_of_data_shifted_by_any_amount_match_from_their_first_byte),
     cmocka_unit_test(
         test_unrelated_data_falls_back_to_literal_after_a_probe_window),
     cmocka_unit_test(
