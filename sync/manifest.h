@@ -138,13 +138,13 @@ struct manifest_scan_stats {
  * is the root itself ("."); refuses sockets, fifos and devices naming
  * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
  * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
- * others are read once, computing SHA-256 (flat, per segment) and
- * XXH3-128 per segment (and per fingerprint block for large files) in
- * that one pass, except that a segment of a
- * large file whose XXH3-128 and length equal prev's for that path keeps
- * prev's SHA-256 (a changed 2 GiB file then costs SHA-256 only for its
- * changed segments).  Runs on the calling thread;
- * st may be NULL.
+ * others are read once for their checks: a small file's XXH3-128, a
+ * large file's fingerprints (its segment checks are the XXH3-128 of
+ * each segment's fingerprints).  A segment whose check and length equal
+ * prev's for that path keeps prev's SHA-256 (a changed 2 GiB file then
+ * costs SHA-256 only for its changed segments); the others are
+ * SHA-256'd (in the same pass when there is no prev).  Runs on the
+ * calling thread; st may be NULL.
  */
 int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
                   const struct manifest_checks *prev_checks,

@@ -43,8 +43,9 @@ void store_staging_dir(const struct store *s, const char *name,
                        const char *v, char *out, size_t outlen);
 void store_sig_path(const struct store *s, const uint8_t sha[32],
                     size_t block_len, char *out, size_t outlen);
-/* The XXH3-128 of each segment of content sha, as this agent verified it
- * when it received that content (pull_work.c). */
+/* The fingerprints (XXH3-128 per MiB) of content sha, as this agent
+ * computed them while verifying that content when it received it
+ * (pull_work.c). */
 void store_xxh_path(const struct store *s, const uint8_t sha[32], char *out,
                     size_t outlen);
 
