@@ -581,6 +581,18 @@ get_be(const uint8_t *p, unsigned w)
   return v;
 }
 
+/* A COPY of len (< 2^32) bytes at pos of the basis, into cmd. */
+#define COPY_CMD_LEN 13
+static void
+copy_cmd(uint8_t cmd[COPY_CMD_LEN], uint64_t pos, uint64_t len)
+{
+  cmd[0] = DELTA_OP_COPY_N8_N4;
+  for (int i = 0; i < 8; i++)
+    cmd[1 + i] = (uint8_t)(pos >> (56 - 8 * i));
+  for (int i = 0; i < 4; i++)
+    cmd[9 + i] = (uint8_t)(len >> (24 - 8 * i));
+}
+
 /* The shortest literal header for n bytes into h; its length. */
 static size_t
 literal_header(uint8_t h[9], uint64_t n)
@@ -656,7 +668,7 @@ trim_context(struct buf *out, size_t at, uint64_t head, uint64_t keep,
 {
   uint8_t *d = (uint8_t *)out->data;
   size_t p = at + sizeof(delta_magic), len = out->len;
-  uint8_t rep[17];
+  uint8_t rep[COPY_CMD_LEN]; /* a COPY or a literal header (<= 9) */
   size_t replen = 0;
   uint64_t pos = 0;
   struct cmd c;
@@ -673,12 +685,8 @@ trim_context(struct buf *out, size_t at, uint64_t head, uint64_t keep,
     }
     cut = head - pos;
     if (c.copy) {
-      rep[0] = DELTA_OP_COPY_N8_N4;
-      for (int i = 0; i < 8; i++)
-        rep[1 + i] = (uint8_t)((c.cpos + cut) >> (56 - 8 * i));
-      for (int i = 0; i < 4; i++)
-        rep[9 + i] = (uint8_t)((c.n - cut) >> (24 - 8 * i));
-      replen = 13;
+      copy_cmd(rep, c.cpos + cut, c.n - cut);
+      replen = COPY_CMD_LEN;
       p += c.hdr;
     } else {
       replen = literal_header(rep, c.n - cut);
@@ -825,12 +833,9 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
 static int
 put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
 {
-  uint8_t cmd[13] = {DELTA_OP_COPY_N8_N4};
+  uint8_t cmd[COPY_CMD_LEN];
 
-  for (int i = 0; i < 8; i++)
-    cmd[1 + i] = (uint8_t)(pos >> (56 - 8 * i));
-  for (int i = 0; i < 4; i++)
-    cmd[9 + i] = (uint8_t)(len >> (24 - 8 * i));
+  copy_cmd(cmd, pos, len);
   if (buf_add(out, cmd, sizeof(cmd)) < 0)
     return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
                    out->max);

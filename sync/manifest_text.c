@@ -710,7 +710,6 @@ mtext_next(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
       if (rc < 0)
         return rc;
       r->state = ST_ENTRY_NEXT;
-      r->index++;
       return 1;
     case ST_ENTRY_NEXT:
       c = peek(r);
@@ -724,7 +723,6 @@ mtext_next(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
         rc = read_entry(r, out, e);
       if (rc < 0)
         return rc;
-      r->index++;
       return 1;
     case ST_AFTER_VALUE:
       c = peek(r);

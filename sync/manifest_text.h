@@ -59,7 +59,6 @@ struct mtext_reader {
   int format_is_int;
   int entries_seen;
   int state;              /* where in the document (manifest_text.c) */
-  size_t index;           /* entries returned so far */
   struct buf scratch;     /* decoded strings of the current entry */
   size_t *segoff;         /* offsets into scratch of the segments */
   size_t segcap;

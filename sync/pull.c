@@ -204,7 +204,6 @@ queue_signatures(struct pull *p)
     sw->items[sw->n].size = e->size;
     if (fp_complete(&p->files[i], manifest_nfp(e->size))) {
       sw->items[sw->n].fp = p->files[i].fp;
-      sw->items[sw->n].nfp = (uint32_t)manifest_nfp(e->size);
       p->files[i].fp = NULL;
     }
     sw->n++;

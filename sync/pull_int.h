@@ -44,11 +44,10 @@ struct pull_file {
   /* Multi-segment files only, each NULL otherwise; all-zero entries are
    * unknown.  fp: the XXH3-128 of each fingerprint block as verified
    * here (written by the pool item that verified its segment).
-   * basis_fp: the same, recorded when the basis was received (basis_nfp
-   * entries). */
+   * basis_fp: the same, recorded when the basis was received
+   * (manifest_nfp(basis_size) entries). */
   uint8_t (*fp)[16];
   uint8_t (*basis_fp)[16];
-  uint32_t basis_nfp;
 };
 
 /* Free a file table's arrays and the table. */
@@ -200,9 +199,8 @@ struct sig_item {
   char *path;              /* relative to dir (owned) */
   uint8_t sha[32];
   uint64_t size;
-  uint8_t (*fp)[16];       /* per fingerprint block, all known, or NULL
+  uint8_t (*fp)[16];       /* manifest_nfp(size), all known, or NULL
                               (owned) */
-  uint32_t nfp;
 };
 
 struct sig_work {

@@ -296,9 +296,8 @@ load_basis_fp(struct store *s, struct pull_file *f)
   store_xxh_path(s, f->basis_sha, path, sizeof(path));
   if (file_read(path, (size_t)nfp * 16, &data, &len, NULL) == 0 &&
       len == (size_t)nfp * 16) {
-    f->basis_fp = xmalloc(len);
-    memcpy(f->basis_fp, data, len);
-    f->basis_nfp = (uint32_t)nfp;
+    f->basis_fp = (uint8_t (*)[16])data; /* malloc'd: aligned for it */
+    data = NULL;
   }
   free(data);
 }
@@ -656,15 +655,15 @@ static int
 put_fp_table(struct buf *body, const struct pull_file *f)
 {
   static const uint8_t zero[16];
+  uint64_t nfp = manifest_nfp(f->basis_size);
   uint8_t *tab;
   size_t n = 0;
   int rc;
 
-  if (f->basis_fp == NULL ||
-      (size_t)f->basis_nfp * WIRE_FP_ENTRY > FP_TABLE_MAX)
+  if (f->basis_fp == NULL || nfp * WIRE_FP_ENTRY > FP_TABLE_MAX)
     return 0;
-  tab = xmalloc((size_t)f->basis_nfp * WIRE_FP_ENTRY + 1);
-  for (uint32_t k = 0; k < f->basis_nfp; k++) {
+  tab = xmalloc((size_t)nfp * WIRE_FP_ENTRY + 1);
+  for (uint32_t k = 0; k < nfp; k++) {
     if ((uint64_t)(k + 1) * MANIFEST_FP_BLOCK > f->basis_size ||
         memcmp(f->basis_fp[k], zero, 16) == 0)
       continue;
@@ -946,7 +945,7 @@ static const uint8_t (*basis_fps(const struct pull_file *pf, uint64_t off,
   static const uint8_t zero[16];
   uint64_t b = off / MANIFEST_FP_BLOCK, n = manifest_nfp(len);
 
-  if (pf->basis_fp == NULL || b + n > pf->basis_nfp)
+  if (pf->basis_fp == NULL || b + n > manifest_nfp(pf->basis_size))
     return NULL;
   for (uint64_t i = b; i < b + n; i++)
     if (memcmp(pf->basis_fp[i], zero, 16) == 0)
@@ -1160,7 +1159,7 @@ pull_sigs_run(uv_work_t *w)
     if (it->fp != NULL) {
       store_xxh_path(sw->a->store, it->sha, path, sizeof(path));
       if (access(path, F_OK) != 0)
-        sig_cache_put(path, it->fp, (size_t)it->nfp * 16);
+        sig_cache_put(path, it->fp, (size_t)manifest_nfp(it->size) * 16);
     }
     store_sig_path(sw->a->store, it->sha, delta_block_len(it->size), path,
                    sizeof(path));
