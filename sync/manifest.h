@@ -62,6 +62,8 @@ struct manifest {
 
 void manifest_init(struct manifest *m);
 void manifest_release(struct manifest *m);
+/* A deep copy of src into dst (new contents). */
+void manifest_copy(struct manifest *dst, const struct manifest *src);
 
 /* Segments of a file of this size: ceil(size / SEG), and 1 for 0 bytes. */
 uint32_t manifest_nsegs(uint64_t size);
@@ -116,6 +118,9 @@ struct manifest_checks {
 
 void manifest_checks_init(struct manifest_checks *c);
 void manifest_checks_release(struct manifest_checks *c);
+/* A deep copy of src into dst (new contents). */
+void manifest_checks_copy(struct manifest_checks *dst,
+                          const struct manifest_checks *src);
 /* Save to path (written to path.tmp, then renamed) / load, for a
  * manifest of n entries; load checks that the counts agree. */
 int manifest_checks_save(const struct manifest_checks *c, const char *path,

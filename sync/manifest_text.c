@@ -111,10 +111,31 @@ put_string(struct buf *b, const char *s)
 static int
 put_hex(struct buf *b, const uint8_t *bin)
 {
-  char h[65];
+  char h[67];
 
-  hash_hex(bin, 32, h);
-  return buf_addf(b, "\"%s\"", h) < 0 ? ERR_TOO_LARGE : 0;
+  h[0] = '"';
+  hash_hex(bin, 32, h + 1);
+  h[65] = '"';
+  return buf_add(b, h, 66) < 0 ? ERR_TOO_LARGE : 0;
+}
+
+/* key (already quoted, with its colon), then v in decimal: printf's
+ * parsing, per number of every entry, was a tenth of a publish. */
+static int
+put_num(struct buf *b, const char *key, uint64_t v, int negative)
+{
+  char d[24];
+  size_t i = sizeof(d);
+
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  if (negative)
+    d[--i] = '-';
+  return buf_adds(b, key) < 0 || buf_add(b, d + i, sizeof(d) - i) < 0
+             ? ERR_TOO_LARGE
+             : 0;
 }
 
 int
@@ -137,14 +158,15 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
       rc = buf_adds(b, ",\"target\":") < 0 ? ERR_TOO_LARGE
                                            : put_string(b, target);
   } else {
-    rc = buf_addf(b, "{\"mode\":%u,", me->mode & 07777) < 0 ? ERR_TOO_LARGE
-                                                            : 0;
-    if (rc == 0 && me->type == MANIFEST_FILE &&
-        buf_addf(b, "\"mtime_ns\":%lld,", (long long)me->mtime_ns) < 0)
-      rc = ERR_TOO_LARGE;
+    rc = put_num(b, "{\"mode\":", me->mode & 07777, 0);
+    if (rc == 0 && me->type == MANIFEST_FILE)
+      rc = put_num(b, ",\"mtime_ns\":",
+                   me->mtime_ns < 0 ? 0 - (uint64_t)me->mtime_ns
+                                    : (uint64_t)me->mtime_ns,
+                   me->mtime_ns < 0);
     if (rc == 0)
-      rc = buf_adds(b, "\"path\":") < 0 ? ERR_TOO_LARGE
-                                        : put_string(b, me->path);
+      rc = buf_adds(b, ",\"path\":") < 0 ? ERR_TOO_LARGE
+                                         : put_string(b, me->path);
     if (rc == 0 && me->type == MANIFEST_FILE) {
       if (me->segs != NULL) {
         rc = buf_adds(b, ",\"segments\":[") < 0 ? ERR_TOO_LARGE : 0;
@@ -160,12 +182,12 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
       if (rc == 0)
         rc = buf_adds(b, ",\"sha256\":") < 0 ? ERR_TOO_LARGE
                                              : put_hex(b, me->sha256);
-      if (rc == 0 &&
-          buf_addf(b, ",\"size\":%llu", (unsigned long long)me->size) < 0)
-        rc = ERR_TOO_LARGE;
+      if (rc == 0)
+        rc = put_num(b, ",\"size\":", me->size, 0);
     }
   }
-  if (rc == 0 && buf_addf(b, ",\"type\":\"%s\"}", types[me->type]) < 0)
+  if (rc == 0 && (buf_adds(b, ",\"type\":\"") < 0 ||
+                  buf_adds(b, types[me->type]) < 0 || buf_adds(b, "\"}") < 0))
     rc = ERR_TOO_LARGE;
   return rc;
 }

@@ -420,9 +420,89 @@ test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **
     manifest_release(&m2);
     manifest_checks_release(&c2);
   }
+  /* A copy (the served cache's, made at publish) is deep and equal. */
+  {
+    struct manifest cp;
+    struct manifest_checks cc;
+    char id[MANIFEST_ID_HEX + 1], cid[MANIFEST_ID_HEX + 1];
+
+    manifest_copy(&cp, &m);
+    manifest_checks_copy(&cc, &c);
+    encode_id(&m, id);
+    encode_id(&cp, cid);
+    assert_string_equal(id, cid);
+    assert_ptr_not_equal(cp.v[0].path, m.v[0].path);
+    assert_ptr_not_equal(cp.v[0].segs, m.v[0].segs);
+    assert_int_equal(cc.n, c.n);
+    assert_int_equal(cc.v[0].nfp, c.v[0].nfp);
+    assert_ptr_not_equal(cc.v[0].fp, c.v[0].fp);
+    assert_memory_equal(cc.v[0].fp, c.v[0].fp, (size_t)c.v[0].nfp * 16);
+    assert_memory_equal(cc.v[0].xxh, c.v[0].xxh, (size_t)c.v[0].nsegs * 16);
+    manifest_release(&cp);
+    manifest_checks_release(&cc);
+  }
   free(data);
   manifest_release(&m);
   manifest_checks_release(&c);
+}
+
+/* Directories are listed by several threads; the entries still come
+ * out complete, sorted and hashed, whatever thread listed them. */
+static void
+test_scan_of_many_directories_is_complete_and_sorted(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m, m2;
+  struct manifest_checks c, c2;
+  struct manifest_scan_stats st = {0};
+  char rel[64], body[64], id[MANIFEST_ID_HEX + 1], id2[MANIFEST_ID_HEX + 1];
+  struct err e;
+
+  put_dir(f, "many");
+  for (int d = 0; d < 40; d++) {
+    snprintf(rel, sizeof(rel), "many/d%02d", d);
+    put_dir(f, rel);
+    snprintf(rel, sizeof(rel), "many/d%02d/sub", d);
+    put_dir(f, rel);
+    for (int i = 0; i < 25; i++) {
+      snprintf(rel, sizeof(rel), "many/d%02d%s/f%02d", d, i % 2 ? "/sub" : "",
+               i);
+      snprintf(body, sizeof(body), "file %d of %d", i, d);
+      put_file(f, rel, body, strlen(body));
+    }
+  }
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  if (scan(f, "many", NULL, NULL, &m, &c, &st, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_int_equal(m.n, 40 * 2 + 40 * 25);
+  assert_int_equal(m.files, 1000);
+  assert_int_equal(st.files_hashed, 1000);
+  for (size_t i = 1; i < m.n; i++)
+    assert_true(strcmp(m.v[i - 1].path, m.v[i].path) < 0);
+  {
+    ssize_t k = manifest_find(&m, "d17/sub/f03");
+    uint8_t want[32];
+
+    assert_true(k >= 0);
+    snprintf(body, sizeof(body), "file %d of %d", 3, 17);
+    sha256_bin(body, strlen(body), want);
+    assert_memory_equal(m.v[k].sha256, want, 32);
+  }
+  /* A rescan reuses every hash and gives the same version. */
+  manifest_init(&m2);
+  manifest_checks_init(&c2);
+  memset(&st, 0, sizeof(st));
+  if (scan(f, "many", &m, &c, &m2, &c2, &st, &e) != 0)
+    fail_msg("rescan: %s", e.msg);
+  assert_int_equal(st.files_reused, 1000);
+  encode_id(&m, id);
+  encode_id(&m2, id2);
+  assert_string_equal(id, id2);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+  manifest_release(&m2);
+  manifest_checks_release(&c2);
 }
 
 static void
@@ -1157,6 +1237,7 @@ main(void)
     cmocka_unit_test(test_nsegs_and_ranges_cut_at_16_mib),
     T(test_scan_lists_sorted_entries_with_their_hashes),
     T(test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged),
+    T(test_scan_of_many_directories_is_complete_and_sorted),
     T(test_same_tree_gives_same_id_and_one_byte_changes_it),
     T(test_rescan_reuses_hashes_of_unchanged_files),
     T(test_scan_refuses_a_link_pointing_outside),
