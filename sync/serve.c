@@ -243,6 +243,11 @@ struct publish_work {
   struct last_publish *last;   /* borrowed, busy; may be NULL */
   struct manifest m;           /* a new manifest, for the cache */
   struct manifest_checks c;
+  /* Copies of a new version's m and c for the served cache, so that
+   * the first pull does not decode what was just encoded. */
+  struct manifest sm;
+  struct manifest_checks sc;
+  int seed;
   struct manifest_scan_stats stats;
   uint64_t files, dirs, links, bytes;
   struct err e;
@@ -378,6 +383,11 @@ publish_run(uv_work_t *w)
   if (rc < 0)
     goto out;
   rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+  if (rc == 0) {
+    manifest_copy(&pw->sm, &pw->m);
+    manifest_checks_copy(&pw->sc, &pw->c);
+    pw->seed = 1;
+  }
 
 out:
   pw->rc = rc;
@@ -460,11 +470,41 @@ served_drop(struct serve_state *st, const char *name, const char *v)
   }
 }
 
+static void served_trim(struct serve_state *st);
+
+/* Serve pw's new version from the copies it made, unless it is cached
+ * (and in use) already. */
+static void
+served_seed(struct serve_state *st, struct publish_work *pw)
+{
+  struct served *sv;
+
+  for (sv = st->served; sv != NULL; sv = sv->next) {
+    if (strcmp(sv->name, pw->name) == 0 && strcmp(sv->v, pw->v) == 0)
+      return;
+  }
+  sv = xcalloc(1, sizeof(*sv));
+  snprintf(sv->name, sizeof(sv->name), "%s", pw->name);
+  snprintf(sv->v, sizeof(sv->v), "%s", pw->v);
+  snprintf(sv->rel, sizeof(sv->rel), "%s", pw->rel);
+  sv->m = pw->sm;
+  sv->c = pw->sc;
+  manifest_init(&pw->sm);
+  manifest_checks_init(&pw->sc);
+  sv->loaded = 1;
+  sv->used = ++st->clock;
+  sv->next = st->served;
+  st->served = sv;
+  served_trim(st);
+}
+
 static void
 publish_work_free(struct publish_work *pw)
 {
   manifest_release(&pw->m);
   manifest_checks_release(&pw->c);
+  manifest_release(&pw->sm);
+  manifest_checks_release(&pw->sc);
   free(pw);
 }
 
@@ -490,6 +530,8 @@ publish_done(uv_work_t *w, int status)
   }
   last_store(a->serve, pw);
   served_drop(a->serve, pw->name, pw->v);
+  if (pw->seed)
+    served_seed(a->serve, pw);
   if (strcmp(pw->rel, ".") == 0)
     snprintf(dir, sizeof(dir), "%s", store_root(a->store));
   else
