@@ -6,6 +6,9 @@
  *   POST to the source -> apply (pool) ... -> finish (pool): one rename
  *   -> complete; then signatures of the received files (pool, background)
  *
+ * The plan's links (pool) run beside the batches, and finish waits for
+ * them too.
+ *
  * At most `parallel` batches are in flight per pull.  A multi-segment
  * file's signature goes once, in the batch of its first segment; its
  * other segments wait for that answer and then name the signature by
@@ -31,6 +34,7 @@
 
 static void pump(struct pull *p);
 static void fetch_manifest(struct pull *p);
+static void append(struct pull *p, const struct pull_seg *segs, size_t n);
 
 /* ---- status and waiters ---- */
 
@@ -360,55 +364,110 @@ add_auth(const struct pull *p, char *hdr, size_t len)
 
 /* ---- the manifest and the plan ---- */
 
+/* Give the borrowed manifests back and free the plan. */
+static void
+plan_end(struct plan_work *pw)
+{
+  struct agent *a = pw->p->a;
+
+  for (size_t i = 0; i < pw->nknown; i++)
+    pw->known[i].owner->borrowed--;
+  trim_known(a, pw->p->name);
+  pull_plan_release(pw);
+  free(pw);
+  agent_work_done(a);
+}
+
+static void
+links_done(uv_work_t *w, int status)
+{
+  struct plan_work *pw = w->data;
+  struct pull *p = pw->p;
+
+  (void)status;
+  p->work--;
+  if (!p->cancelled && p->state == PULL_RUNNING && pw->rc < 0) {
+    pull_fail(p, "%s", err_msg(&pw->e));
+  } else if (!p->cancelled && p->state == PULL_RUNNING) {
+    size_t first = p->nfiles;
+
+    p->files_done += pw->files_done;
+    p->bytes_done += pw->bytes_done;
+    p->bytes_linked += pw->bytes_linked;
+    /* Files that could be neither linked nor copied: fetched after all,
+     * into the room plan_done kept, so no batch sees the table move. */
+    if (pw->nfiles > 0) {
+      if (first + pw->nfiles > p->files_cap)
+        abort();
+      memcpy(p->files + first, pw->files, pw->nfiles * sizeof(*p->files));
+      free(pw->files);
+      pw->files = NULL;
+      p->nfiles += pw->nfiles;
+      pw->nfiles = 0;
+      for (size_t i = 0; i < pw->qlen; i++)
+        pw->queue[i].file += (uint32_t)first;
+      append(p, pw->queue, pw->qlen);
+    }
+    pump(p);
+    maybe_finish(p);
+  }
+  plan_end(pw);
+}
+
 static void
 plan_done(uv_work_t *w, int status)
 {
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
-  struct agent *a = p->a;
 
   (void)status;
   p->work--;
-  for (size_t i = 0; i < pw->nknown; i++)
-    pw->known[i].owner->borrowed--;
-  trim_known(a, p->name);
-  if (!p->cancelled && p->state == PULL_RUNNING && pw->rc < 0) {
-    pull_fail(p, "%s", err_msg(&pw->e));
-  } else if (!p->cancelled && p->state == PULL_RUNNING) {
-    p->m = pw->m;
-    manifest_init(&pw->m);
-    p->mtext = pw->text;
-    p->mlen = pw->len;
-    pw->text = NULL;
-    p->files = pw->files;
-    p->nfiles = pw->nfiles;
-    pw->files = NULL;
-    pw->nfiles = 0;
-    p->queue = pw->queue;
-    p->qlen = pw->qlen;
-    p->qcap = pw->qlen;
-    p->qhead = 0;
-    pw->queue = NULL;
-    p->files_total = p->m.files;
-    p->bytes_total = p->m.bytes;
-    p->files_done = pw->files_done;
-    p->files_resumed = pw->files_resumed;
-    p->bytes_done = pw->bytes_done;
-    p->bytes_linked = pw->bytes_linked;
-    p->planned = 1;
-    log_info("pull %s@%.12s: %zu files to fetch (%zu segments), %llu "
-             "bytes linked, %llu files resumed", p->name, p->v, p->nfiles,
-             p->qlen, (unsigned long long)p->bytes_linked,
-             (unsigned long long)p->files_resumed);
-    pump(p);
-    maybe_finish(p);
+  if (p->cancelled || p->state != PULL_RUNNING || pw->rc < 0) {
+    if (!p->cancelled && p->state == PULL_RUNNING)
+      pull_fail(p, "%s", err_msg(&pw->e));
+    plan_end(pw);
+    return;
   }
-  free(pw->text);
-  manifest_release(&pw->m);
-  pull_files_free(pw->files, pw->nfiles);
-  free(pw->queue);
-  free(pw);
-  agent_work_done(a);
+  p->m = pw->m;
+  manifest_init(&pw->m);
+  pw->man = &p->m;
+  p->mtext = pw->text;
+  p->mlen = pw->len;
+  pw->text = NULL;
+  p->files_cap = pw->nfiles + pw->nlinks;
+  p->files = pw->nfiles + pw->nlinks > 0
+                 ? xrealloc(pw->files, p->files_cap * sizeof(*p->files))
+                 : pw->files;
+  p->nfiles = pw->nfiles;
+  pw->files = NULL;
+  pw->nfiles = 0;
+  p->queue = pw->queue;
+  p->qlen = pw->qlen;
+  p->qcap = pw->qlen;
+  p->qhead = 0;
+  pw->queue = NULL;
+  pw->qlen = 0;
+  p->files_total = p->m.files;
+  p->bytes_total = p->m.bytes;
+  p->files_done = pw->files_done;
+  p->files_resumed = pw->files_resumed;
+  p->bytes_done = pw->bytes_done;
+  p->bytes_linked = 0;
+  pw->files_done = pw->bytes_done = 0;
+  p->planned = 1;
+  log_info("pull %s@%.12s: %zu files to fetch (%zu segments), %zu to link, "
+           "%llu files resumed", p->name, p->v, p->nfiles, p->qlen,
+           pw->nlinks, (unsigned long long)p->files_resumed);
+  pump(p);
+  if (pw->nlinks == 0) {
+    maybe_finish(p);
+    plan_end(pw);
+    return;
+  }
+  /* The same work item again: the links, while the batches run. */
+  p->work++;
+  agent_queue(p->a, &pw->w, pull_links_run, links_done);
+  agent_work_done(p->a);
 }
 
 static void
@@ -512,6 +571,25 @@ requeue(struct pull *p, const struct pull_seg *segs, size_t n)
     p->qhead = 0;
   }
   memcpy(p->queue + p->qhead, segs, n * sizeof(*segs));
+  p->qlen += n;
+}
+
+/* Put segments at the back of the queue. */
+static void
+append(struct pull *p, const struct pull_seg *segs, size_t n)
+{
+  if (n == 0)
+    return;
+  if (p->qhead + p->qlen + n > p->qcap) {
+    if (p->qlen > 0 && p->qhead > 0)
+      memmove(p->queue, p->queue + p->qhead, p->qlen * sizeof(*p->queue));
+    p->qhead = 0;
+    if (p->qlen + n > p->qcap) {
+      p->qcap = 2 * (p->qlen + n);
+      p->queue = xrealloc(p->queue, p->qcap * sizeof(*p->queue));
+    }
+  }
+  memcpy(p->queue + p->qhead + p->qlen, segs, n * sizeof(*segs));
   p->qlen += n;
 }
 
@@ -712,8 +790,12 @@ prep_done(uv_work_t *w, int status)
 
 /*
  * Take segments off the queue into one batch: up to batch_bytes of
- * segment data or PULL_MAX_FRAMES segments.  A segment of a file whose
- * signature is on its way waits (the batch stops there).
+ * segment data, and at most a 2 * parallel'th of the queue's segments
+ * (between PULL_MIN_FRAMES and PULL_MAX_FRAMES).  The source answers a
+ * batch on one thread: many small files in a few big batches would
+ * leave a core idle at the source and the destination's writing to wait
+ * for whole batches.  A segment of a file whose signature is on its way
+ * waits (the batch stops there).
  */
 static struct batch_req *
 take_batch(struct pull *p, int *local)
@@ -721,6 +803,11 @@ take_batch(struct pull *p, int *local)
   struct batch_req *br = NULL;
   uint64_t bytes = 0;
   size_t cap = 0;
+  size_t frames = p->qlen / (2 * p->a->parallel);
+
+  frames = frames < PULL_MIN_FRAMES   ? PULL_MIN_FRAMES
+           : frames > PULL_MAX_FRAMES ? PULL_MAX_FRAMES
+                                      : frames;
 
   while (p->qlen > 0) {
     struct pull_seg s = p->queue[p->qhead];
@@ -733,7 +820,7 @@ take_batch(struct pull *p, int *local)
     manifest_seg_range(e->size, s.seg, &off, &len);
     if (br != NULL && ((int)s.local != *local ||
                        bytes + len > p->a->batch_bytes ||
-                       br->nsegs == PULL_MAX_FRAMES))
+                       br->nsegs == frames))
       break;
     if (!s.local && multi && f->sig == SIG_SENDING && f->basis != NULL &&
         !f->full)

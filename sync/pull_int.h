@@ -22,6 +22,7 @@
 
 #define PULL_MAX_ATTEMPTS 3      /* per file: delta, delta, whole file */
 #define PULL_MAX_FRAMES 256      /* SEG frames per batch */
+#define PULL_MIN_FRAMES 16       /* ... unless the queue has fewer */
 #define PULL_GIVE_UP_MS (300 * 1000) /* source unreachable this long */
 #define PULL_DELTA_MIN 4096      /* smaller files always go whole */
 
@@ -89,8 +90,8 @@ struct pull {
   struct manifest m;
   char *mtext;             /* the manifest as fetched, to store */
   size_t mlen;
-  struct pull_file *files;
-  size_t nfiles;
+  struct pull_file *files; /* room for files_cap: the link stage may */
+  size_t nfiles, files_cap; /* add files while batches read these */
   struct pull_seg *queue;  /* FIFO of segments to fetch */
   size_t qhead, qlen, qcap;
   unsigned batches;        /* batches being prepared, sent or applied */
@@ -124,8 +125,20 @@ struct plan_known {
 #define PLAN_KNOWN_MAX 4
 
 struct plan_link;
+struct plan_local;
 
-/* The plan: what the version needs, from what is here already. */
+/*
+ * The plan: what the version needs, from what is here already.  It runs
+ * in two stages on the pool.  pull_plan_run decodes the manifest, makes
+ * the directories and sorts every file into resumed, here already (a
+ * link) or to fetch; the loop then starts the fetches at once, and
+ * pull_links_run makes the links meanwhile (tens of thousands of linkat
+ * calls in a small-file version, which the source's work overlaps).  A
+ * file that can be neither linked nor copied is fetched after all: the
+ * link stage plans it into files and queue again, indexed from 0, for
+ * the loop to append.  The local index, the staging directory and the
+ * borrowed manifests are kept from the first stage to the second.
+ */
 struct plan_work {
   uv_work_t w;
   struct pull *p;
@@ -134,9 +147,12 @@ struct plan_work {
   struct plan_known known[PLAN_KNOWN_MAX]; /* spares their decoding */
   size_t nknown;
   int fresh;               /* staging was made now: nothing to resume */
+  int dirfd;               /* the staging directory, or -1 */
+  struct plan_local *local; /* the index of what is here (owned) */
   struct plan_link *links; /* files to link or copy from here, by the */
-  size_t nlinks, caplinks; /* plan's threads once every dir exists */
+  size_t nlinks, caplinks; /* link stage once every dir exists */
   struct manifest m;       /* out */
+  const struct manifest *man; /* &m, then the pull's once it has m */
   struct pull_file *files; /* out */
   size_t nfiles;
   struct pull_seg *queue;  /* out */
@@ -146,6 +162,9 @@ struct plan_work {
   int rc;
 };
 void pull_plan_run(uv_work_t *w);
+void pull_links_run(uv_work_t *w);
+/* Free what either stage left (not pw itself, nor the borrows). */
+void pull_plan_release(struct plan_work *pw);
 
 /* One batch: its request and, once answered, its answer. */
 struct batch_req {

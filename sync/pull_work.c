@@ -53,7 +53,7 @@ have_cmp(const void *a, const void *b)
                 32);
 }
 
-struct local {
+struct plan_local {
   struct store_version *vs;
   size_t nv;
   const struct manifest *m[INDEX_VERSIONS]; /* own[k] or borrowed */
@@ -64,7 +64,7 @@ struct local {
 };
 
 static void
-local_release(struct local *l)
+local_release(struct plan_local *l)
 {
   for (size_t i = 0; i < INDEX_VERSIONS; i++)
     manifest_release(&l->own[i]);
@@ -86,7 +86,7 @@ known_find(const struct plan_work *pw, const char *v)
  * l->m[0], when there is one, is the previous version: the delta basis.
  * A manifest still decoded in memory is used as it is. */
 static void
-local_load(const struct plan_work *pw, struct local *l)
+local_load(const struct plan_work *pw, struct plan_local *l)
 {
   struct pull *p = pw->p;
   struct store *s = p->a->store;
@@ -143,7 +143,7 @@ local_load(const struct plan_work *pw, struct local *l)
 }
 
 static const struct have *
-local_find(const struct local *l, const uint8_t sha[32])
+local_find(const struct plan_local *l, const uint8_t sha[32])
 {
   struct have key = {.sha = sha};
 
@@ -303,7 +303,7 @@ load_basis_fp(struct store *s, struct pull_file *f)
 }
 
 static void
-plan_add_file(struct plan_work *pw, int dirfd, const struct local *l,
+plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
               const struct manifest_entry *e, uint32_t entry)
 {
   struct pull_file *f;
@@ -384,16 +384,16 @@ struct link_job {
   atomic_size_t *next;
 };
 
-static int plan_fetch(struct plan_work *pw, int dirfd, const struct local *l,
+static int plan_fetch(struct plan_work *pw, int dirfd, const struct plan_local *l,
                       uint32_t entry);
 
 /* A file of the version: resumed, to link or copy (plan_links), or to
  * fetch. */
 static int
-plan_file(struct plan_work *pw, int dirfd, const struct local *l,
+plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
           uint32_t entry)
 {
-  const struct manifest_entry *e = &pw->m.v[entry];
+  const struct manifest_entry *e = &pw->man->v[entry];
   const struct have *h;
   struct stat st;
 
@@ -420,20 +420,63 @@ plan_file(struct plan_work *pw, int dirfd, const struct local *l,
   return plan_fetch(pw, dirfd, l, entry);
 }
 
-static void
-link_one(const struct link_job *j, struct plan_link *k)
+/* A link thread's open directories: consecutive links mostly share
+ * both, and linkat relative to them skips walking two paths per file. */
+struct link_dirs {
+  char from[PATH_MAX * 2]; /* absolute */
+  int from_fd;
+  char to[PATH_MAX];       /* relative to the staging directory */
+  int to_fd;
+};
+
+/* fd of directory dir (len bytes of it), reopened only when it changed;
+ * -1 when it cannot be opened. */
+static int
+link_dir(char *cached, size_t cap, int *fd, int at, const char *dir,
+         size_t len)
 {
-  const struct manifest_entry *e = &j->pw->m.v[k->entry];
+  if (len >= cap)
+    return -1;
+  if (*fd >= 0 && strncmp(cached, dir, len) == 0 && cached[len] == '\0')
+    return *fd;
+  if (*fd >= 0)
+    close(*fd);
+  memcpy(cached, dir, len);
+  cached[len] = '\0';
+  *fd = openat(at, len > 0 ? cached : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0)
+    cached[0] = '\0';
+  return *fd;
+}
+
+static void
+link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
+{
+  const struct manifest_entry *e = &j->pw->man->v[k->entry];
   const struct manifest_entry *he = k->have->e;
   char from[PATH_MAX * 2];
+  const char *fbase, *tbase;
   struct err ignore = {0};
+  int ffd, tfd;
 
   snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
   /* A hard link shares mode and mtime with the older version, so it is
    * used only where they agree; else the bytes are copied locally. */
-  k->ok = (he->mode == e->mode && he->mtime_ns == e->mtime_ns &&
-           linkat(AT_FDCWD, from, j->dirfd, e->path, 0) == 0) ||
-          copy_local(from, j->dirfd, e->path, e, &ignore) == 0;
+  if (he->mode == e->mode && he->mtime_ns == e->mtime_ns) {
+    fbase = strrchr(from, '/') + 1;
+    tbase = strrchr(e->path, '/');
+    tbase = tbase != NULL ? tbase + 1 : e->path;
+    ffd = link_dir(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
+                   (size_t)(fbase - 1 - from));
+    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
+                   tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
+    k->ok = ffd >= 0 && tfd >= 0 ? linkat(ffd, fbase, tfd, tbase, 0) == 0
+                                 : linkat(AT_FDCWD, from, j->dirfd, e->path,
+                                          0) == 0;
+    if (k->ok)
+      return;
+  }
+  k->ok = copy_local(from, j->dirfd, e->path, e, &ignore) == 0;
 }
 
 /* Link (or copy) every file found here, on one thread per core: tens of
@@ -442,6 +485,7 @@ static void *
 link_run(void *arg)
 {
   struct link_job *j = arg;
+  struct link_dirs d = {.from_fd = -1, .to_fd = -1};
   size_t i;
 
   while ((i = atomic_fetch_add(j->next, LINK_CHUNK)) < j->pw->nlinks) {
@@ -449,13 +493,17 @@ link_run(void *arg)
                                                 : j->pw->nlinks;
 
     for (; i < end; i++)
-      link_one(j, &j->pw->links[i]);
+      link_one(j, &d, &j->pw->links[i]);
   }
+  if (d.from_fd >= 0)
+    close(d.from_fd);
+  if (d.to_fd >= 0)
+    close(d.to_fd);
   return NULL;
 }
 
 static int
-plan_links(struct plan_work *pw, int dirfd, const struct local *l)
+plan_links(struct plan_work *pw, int dirfd, const struct plan_local *l)
 {
   pthread_t tid[LINK_THREADS];
   atomic_size_t next = 0;
@@ -474,7 +522,7 @@ plan_links(struct plan_work *pw, int dirfd, const struct local *l)
   for (size_t t = 1; t < n; t++)
     pthread_join(tid[t], NULL);
   for (size_t i = 0; rc == 0 && i < pw->nlinks; i++) {
-    const struct manifest_entry *e = &pw->m.v[pw->links[i].entry];
+    const struct manifest_entry *e = &pw->man->v[pw->links[i].entry];
 
     if (pw->links[i].ok) {
       pw->files_done++;
@@ -489,10 +537,10 @@ plan_links(struct plan_work *pw, int dirfd, const struct local *l)
 
 /* A file nothing here has: empty, or fetched from the source. */
 static int
-plan_fetch(struct plan_work *pw, int dirfd, const struct local *l,
+plan_fetch(struct plan_work *pw, int dirfd, const struct plan_local *l,
            uint32_t entry)
 {
-  const struct manifest_entry *e = &pw->m.v[entry];
+  const struct manifest_entry *e = &pw->man->v[entry];
 
   if (e->size == 0) {
     int fd = syncpath_openat(dirfd, e->path,
@@ -519,18 +567,17 @@ pull_plan_run(uv_work_t *w)
 {
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
-  struct local l;
   char hex[MANIFEST_ID_HEX + 1];
-  int dirfd = -1;
   int rc;
 
-  memset(&l, 0, sizeof(l));
+  pw->dirfd = -1;
   hash_sha256_hex(pw->text, pw->len, hex);
   if (strcmp(hex, p->v) != 0) {
     rc = err_set(&pw->e, ERR_SITE, "the source's manifest hashes to %.12s, "
                  "not to the version asked for", hex);
     goto out;
   }
+  pw->man = &pw->m;
   rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
   if (rc < 0) {
     err_prefix(&pw->e, "manifest from the source");
@@ -544,44 +591,69 @@ pull_plan_run(uv_work_t *w)
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
-  dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) {
+  pw->dirfd = open(p->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (pw->dirfd < 0) {
     rc = err_set(&pw->e, ERR_IO, "cannot open '%s': %s", p->staging,
                  strerror(errno));
     goto out;
   }
-  local_load(pw, &l);
+  pw->local = xcalloc(1, sizeof(*pw->local));
+  local_load(pw, pw->local);
   for (size_t i = 0; rc == 0 && i < pw->m.n; i++) {
     const struct manifest_entry *e = &pw->m.v[i];
 
     switch (e->type) {
     case MANIFEST_DIR:
-      rc = syncpath_mkdirs(dirfd, e->path, 0755, &pw->e);
+      rc = syncpath_mkdirs(pw->dirfd, e->path, 0755, &pw->e);
       break;
     case MANIFEST_LINK:
-      if (symlinkat(e->target, dirfd, e->path) < 0 && errno == EEXIST) {
-        (void)unlinkat(dirfd, e->path, 0);
-        if (symlinkat(e->target, dirfd, e->path) < 0)
+      if (symlinkat(e->target, pw->dirfd, e->path) < 0 && errno == EEXIST) {
+        (void)unlinkat(pw->dirfd, e->path, 0);
+        if (symlinkat(e->target, pw->dirfd, e->path) < 0)
           rc = err_set(&pw->e, ERR_IO, "cannot create link '%s': %s",
                        e->path, strerror(errno));
       }
       break;
     case MANIFEST_FILE:
-      rc = plan_file(pw, dirfd, &l, (uint32_t)i);
+      rc = plan_file(pw, pw->dirfd, pw->local, (uint32_t)i);
       break;
     }
   }
 
-  if (rc == 0)
-    rc = plan_links(pw, dirfd, &l);
-
 out:
   pw->rc = rc;
+}
+
+void
+pull_links_run(uv_work_t *w)
+{
+  struct plan_work *pw = w->data;
+
+  pw->rc = plan_links(pw, pw->dirfd, pw->local);
+}
+
+void
+pull_plan_release(struct plan_work *pw)
+{
+  free(pw->text);
+  pw->text = NULL;
+  manifest_release(&pw->m);
+  pull_files_free(pw->files, pw->nfiles);
+  pw->files = NULL;
+  pw->nfiles = 0;
+  free(pw->queue);
+  pw->queue = NULL;
+  pw->qlen = 0;
   free(pw->links);
   pw->links = NULL;
-  if (dirfd >= 0)
-    close(dirfd);
-  local_release(&l);
+  pw->nlinks = pw->caplinks = 0;
+  if (pw->dirfd >= 0)
+    close(pw->dirfd);
+  pw->dirfd = -1;
+  if (pw->local != NULL)
+    local_release(pw->local);
+  free(pw->local);
+  pw->local = NULL;
 }
 
 /* ---- preparing a batch ---- */

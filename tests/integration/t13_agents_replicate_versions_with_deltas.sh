@@ -226,6 +226,23 @@ for k in 1 2 3 4 5 6; do
 done
 [ "$ok" = 1 ] && t_ok "six more versions in a row into one agent are exact"
 
+# A file the old replicas no longer hold (removed behind the agent's
+# back) can be neither linked nor copied: it is fetched after all.
+rm -f "$DST"/.tenbin/data/ds/*/sub/deep/c.bin
+printf 'one more' >"$SRC/ds/round.txt"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+VL=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull B A ds "$VL" >/dev/null
+st=$(t_pull_wait B ds "$VL")
+t_expect "a file missing from the old replicas is fetched, not linked" \
+  "$st" '"state":"complete"'
+if diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VL" >/dev/null 2>&1 &&
+   [ "$(printf '%s' "$st" | jq -r .bytes_wire)" -gt 1048576 ]; then
+  t_ok "the refetched file crossed the network and the replica is exact"
+else
+  t_fail "refetch: $(printf '%s' "$st" | head -c 300)"
+fi
+
 t_agent_stop A
 t_agent_stop B
 t_done
