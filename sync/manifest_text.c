@@ -122,16 +122,17 @@ put_hex(struct buf *b, const uint8_t *bin)
 /* key (already quoted, with its colon), then v in decimal: printf's
  * parsing, per number of every entry, was a tenth of a publish. */
 static int
-put_num(struct buf *b, const char *key, uint64_t v, int negative)
+put_num(struct buf *b, const char *key, int64_t v)
 {
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
   char d[24];
   size_t i = sizeof(d);
 
   do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v > 0);
-  if (negative)
+    d[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u > 0);
+  if (v < 0)
     d[--i] = '-';
   return buf_adds(b, key) < 0 || buf_add(b, d + i, sizeof(d) - i) < 0
              ? ERR_TOO_LARGE
@@ -158,12 +159,9 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
       rc = buf_adds(b, ",\"target\":") < 0 ? ERR_TOO_LARGE
                                            : put_string(b, target);
   } else {
-    rc = put_num(b, "{\"mode\":", me->mode & 07777, 0);
+    rc = put_num(b, "{\"mode\":", me->mode & 07777);
     if (rc == 0 && me->type == MANIFEST_FILE)
-      rc = put_num(b, ",\"mtime_ns\":",
-                   me->mtime_ns < 0 ? 0 - (uint64_t)me->mtime_ns
-                                    : (uint64_t)me->mtime_ns,
-                   me->mtime_ns < 0);
+      rc = put_num(b, ",\"mtime_ns\":", me->mtime_ns);
     if (rc == 0)
       rc = buf_adds(b, ",\"path\":") < 0 ? ERR_TOO_LARGE
                                          : put_string(b, me->path);
@@ -183,7 +181,7 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
         rc = buf_adds(b, ",\"sha256\":") < 0 ? ERR_TOO_LARGE
                                              : put_hex(b, me->sha256);
       if (rc == 0)
-        rc = put_num(b, ",\"size\":", me->size, 0);
+        rc = put_num(b, ",\"size\":", (int64_t)me->size);
     }
   }
   if (rc == 0 && (buf_adds(b, ",\"type\":\"") < 0 ||

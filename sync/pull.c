@@ -435,9 +435,9 @@ plan_done(uv_work_t *w, int status)
   p->mlen = pw->len;
   pw->text = NULL;
   p->files_cap = pw->nfiles + pw->nlinks;
-  p->files = pw->nfiles + pw->nlinks > 0
+  p->files = p->files_cap > 0
                  ? xrealloc(pw->files, p->files_cap * sizeof(*p->files))
-                 : pw->files;
+                 : NULL;
   p->nfiles = pw->nfiles;
   pw->files = NULL;
   pw->nfiles = 0;

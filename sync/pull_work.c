@@ -444,8 +444,6 @@ link_dir(char *cached, size_t cap, int *fd, int at, const char *dir,
   memcpy(cached, dir, len);
   cached[len] = '\0';
   *fd = openat(at, len > 0 ? cached : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (*fd < 0)
-    cached[0] = '\0';
   return *fd;
 }
 
