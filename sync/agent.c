@@ -205,7 +205,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   a->token = xstrdup(cfg->token);
   a->parallel = cfg->parallel > 0 ? cfg->parallel : 4;
   a->batch_bytes = cfg->batch_bytes > 0 ? cfg->batch_bytes
-                                        : (size_t)MANIFEST_SEG_SIZE;
+                                        : (size_t)16 << 20;
   if (a->batch_bytes > ((size_t)64 << 20))
     a->batch_bytes = (size_t)64 << 20;
   rc = store_open(cfg->root, cfg->fsync_publish, &a->store, e);

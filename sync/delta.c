@@ -61,8 +61,8 @@ static const uint8_t delta_magic[4] = {0x72, 0x73, 0x02, 0x36};
 #define DELTA_PROBE_AGAIN ((uint64_t)1 << 20)
 #define DELTA_PROBE_BLOCK ((uint64_t)256 << 10)
 
-_Static_assert(MANIFEST_SEG_SIZE % DELTA_MAX_BLOCK == 0,
-               "every block length must divide the segment size");
+_Static_assert(DELTA_MAX_BLOCK <= MANIFEST_SEG_MIN,
+               "a delta's context is at most one block of a segment");
 
 struct delta_sig {
   rs_signature_t *sig;
@@ -1113,10 +1113,10 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
 }
 
 /* Read len bytes of in at off through one buffer, summing them, and
- * write them at the same offset of out when out >= 0. */
+ * write them at out_off of out when out >= 0. */
 static int
-sum_range(int in, int out, uint64_t off, uint64_t len, uint8_t *sha,
-          uint8_t (*fp)[16], struct err *e)
+sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
+          uint8_t *sha, uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
   char *p = NULL;
@@ -1133,10 +1133,11 @@ sum_range(int in, int out, uint64_t off, uint64_t len, uint8_t *sha,
     if (rc == 0)
       rc = sums_update(&sums, p, n, e);
     if (rc == 0 && out >= 0)
-      rc = write_exact(out, p, n, off, e);
+      rc = write_exact(out, p, n, out_off, e);
     if (rc < 0)
       goto out;
     off += n;
+    out_off += n;
     len -= n;
   }
   rc = sums_end(&sums, sha, e);
@@ -1151,21 +1152,21 @@ int
 delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
                  uint8_t (*fp)[16], struct err *e)
 {
-  return sum_range(fd, -1, off, len, sha, fp, e);
+  return sum_range(fd, -1, off, off, len, sha, fp, e);
 }
 
 int
-delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
-           uint8_t (*fp)[16], struct err *e)
+delta_copy(int in, uint64_t in_off, int out, uint64_t out_off,
+           uint64_t len, uint8_t sha[32], uint8_t (*fp)[16], struct err *e)
 {
   struct stat st;
 
   /* A short old file is a failed verification, not a write error. */
   if (fstat(in, &st) < 0)
     return err_set(e, ERR_IO, "old file: %s", strerror(errno));
-  if ((uint64_t)st.st_size < off + len)
+  if ((uint64_t)st.st_size < in_off + len)
     return err_set(e, ERR_INVALID, "old file has %llu bytes, fewer than "
                    "the %llu expected", (unsigned long long)st.st_size,
-                   (unsigned long long)(off + len));
-  return sum_range(in, out, off, len, sha, fp, e);
+                   (unsigned long long)(in_off + len));
+  return sum_range(in, out, in_off, out_off, len, sha, fp, e);
 }

@@ -2,12 +2,13 @@
  * The block-delta engine: librsync signatures, deltas and patches over
  * file descriptors, one segment at a time.
  *
- * A large file is handled as independent segments (MANIFEST_SEG_SIZE):
- * the source computes each segment's delta against the signature of the
- * destination's whole old file, so segments can be computed, sent,
- * patched and verified in parallel and a cut transfer resumes per
- * segment.  Block lengths are powers of two that divide the segment
- * size, so unshifted data never loses a match at a segment boundary.
+ * A large file is handled as independent segments (cut by content,
+ * sync/chunk.h): the source computes each segment's delta against the
+ * signature of the destination's whole old file, so segments can be
+ * computed, sent, patched and verified in parallel and a cut transfer
+ * resumes per segment.  A delta is computed with one signature block of
+ * context on each side, so data never loses a match at a segment
+ * boundary, whatever the boundary's offset.
  *
  * Every function is synchronous and thread-safe (no shared state; a
  * struct delta_sig belongs to one thread at a time) and meant for the
@@ -27,7 +28,7 @@
 #define DELTA_IO_BUF ((size_t)1 << 20)
 
 /* Block length for a basis file of this size: a power of two in
- * [2 KiB, 1 MiB] near sqrt(size) (librsync's rule), dividing SEG. */
+ * [2 KiB, 1 MiB] near sqrt(size) (librsync's rule). */
 size_t delta_block_len(uint64_t size);
 
 /*
@@ -58,8 +59,8 @@ int delta_compute(struct delta_sig *sig, int fd, uint64_t off,
                   uint64_t len, struct buf *out, uint8_t xxh[16],
                   uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
 /*
- * delta_compute for a range of fingerprint blocks (off is a block
- * boundary) when the caller knows, from the destination's fingerprints,
+ * delta_compute for a segment (off is its start, where its fingerprint
+ * blocks start) when the caller knows, from the destination's fingerprints,
  * that block i (from off) equals the basis' bytes at offset from[i]:
  * those become COPY commands without being read.  Every block with
  * from[i] == DELTA_READ is read, delta'd and checked against fp[i] (its
@@ -80,9 +81,9 @@ int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
 /*
  * The destination's functions sum what they write in the same pass:
  * SHA-256 into sha, and into fp the XXH3-128 (canonical bytes) of each
- * MANIFEST_FP_BLOCK of the range, which must start at a block boundary
- * of the file (fp has room for one entry per block touched).  A NULL
- * output skips that sum.
+ * MANIFEST_FP_BLOCK of the range from its start (a segment's
+ * fingerprints; fp has room for one entry per block).  A NULL output
+ * skips that sum.
  *
  * Apply len bytes of delta with basis_fd (-1 when there is no basis: a
  * COPY is then an error) and write the result with pwrite at out_off of
@@ -97,11 +98,12 @@ int delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
 int delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
                 uint8_t sha[32], uint8_t (*fp)[16], struct err *e)
     WARN_UNUSED;
-/* Copy len bytes of in at off to the same offset of out (a segment equal
- * to the old file's).  ERR_INVALID when in is shorter; write errors as
- * delta_patch. */
-int delta_copy(int in, int out, uint64_t off, uint64_t len, uint8_t sha[32],
-               uint8_t (*fp)[16], struct err *e) WARN_UNUSED;
+/* Copy len bytes of in at in_off to out_off of out (a segment equal to
+ * one of the old file's, wherever it sat there).  ERR_INVALID when in is
+ * shorter; write errors as delta_patch. */
+int delta_copy(int in, uint64_t in_off, int out, uint64_t out_off,
+               uint64_t len, uint8_t sha[32], uint8_t (*fp)[16],
+               struct err *e) WARN_UNUSED;
 /* Sums of len bytes of fd at off (re-verifying staged data). */
 int delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
                      uint8_t (*fp)[16], struct err *e) WARN_UNUSED;

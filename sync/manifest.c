@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "sync/manifest_int.h"
 #include "sync/manifest_text.h"
 #include "sync/path.h"
 #include "util/alloc.h"
@@ -37,6 +38,8 @@ entry_release(struct manifest_entry *me)
 {
   free(me->path);
   free(me->segs);
+  free(me->segoff);
+  free(me->segfp);
   free(me->target);
 }
 
@@ -68,36 +71,56 @@ manifest_copy(struct manifest *dst, const struct manifest *src)
     *de = *se;
     de->path = xstrdup(se->path);
     de->segs = dup_bytes(se->segs, (size_t)se->nsegs * sizeof(*se->segs));
+    de->segoff = dup_bytes(se->segoff, se->segoff == NULL ? 0
+                           : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
+    de->segfp = dup_bytes(se->segfp, se->segfp == NULL ? 0
+                          : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
     de->target = se->target != NULL ? xstrdup(se->target) : NULL;
   }
 }
 
 uint64_t
-manifest_nfp(uint64_t size)
+manifest_nfp(uint64_t len)
 {
-  return size / MANIFEST_FP_BLOCK + (size % MANIFEST_FP_BLOCK != 0);
-}
-
-uint32_t
-manifest_nsegs(uint64_t size)
-{
-  uint64_t n = size / MANIFEST_SEG_SIZE + (size % MANIFEST_SEG_SIZE != 0);
-
-  if (n == 0)
-    return 1;
-  /* Only reachable past the 2^50 limit; never wrap. */
-  return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+  return len / MANIFEST_FP_BLOCK + (len % MANIFEST_FP_BLOCK != 0);
 }
 
 void
-manifest_seg_range(uint64_t size, uint32_t k, uint64_t *off, uint64_t *len)
+manifest_seg_range(const struct manifest_entry *e, uint32_t k,
+                   uint64_t *off, uint64_t *len)
 {
-  uint64_t o = (uint64_t)k * MANIFEST_SEG_SIZE;
+  if (e->segoff == NULL) {
+    *off = 0;
+    *len = e->size;
+    return;
+  }
+  *off = e->segoff[k];
+  *len = e->segoff[k + 1] - e->segoff[k];
+}
 
-  if (o > size)
-    o = size;
-  *off = o;
-  *len = size - o < MANIFEST_SEG_SIZE ? size - o : MANIFEST_SEG_SIZE;
+uint64_t
+manifest_seg_fp(const struct manifest_entry *e, uint32_t k)
+{
+  if (e->segfp == NULL)
+    return k == 0 ? 0 : manifest_nfp(e->size);
+  return e->segfp[k];
+}
+
+void
+manifest_set_segments(struct manifest_entry *e, const uint64_t *lens,
+                      uint32_t n)
+{
+  free(e->segoff);
+  free(e->segfp);
+  e->nsegs = n;
+  e->segoff = xmalloc(((size_t)n + 1) * sizeof(*e->segoff));
+  e->segfp = xmalloc(((size_t)n + 1) * sizeof(*e->segfp));
+  e->segoff[0] = 0;
+  e->segfp[0] = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    e->segoff[k + 1] = e->segoff[k] + lens[k];
+    e->segfp[k + 1] = e->segfp[k] + manifest_nfp(lens[k]);
+  }
 }
 
 const uint8_t *
@@ -194,7 +217,7 @@ timespec_ns(const struct timespec *ts)
 /* ---- canonical JSON ---- */
 
 /*
- * The canonical text is '{"entries":[' E ',' E ... '],"format":1}' with
+ * The canonical text is '{"entries":[' E ',' E ... '],"format":2}' with
  * each entry E written by mtext_put_entry: the bytes jansson gave for
  * the whole object with JSON_COMPACT | JSON_SORT_KEYS, written straight
  * into one buffer.
@@ -311,7 +334,7 @@ entry_err(struct err *e, size_t i, const char *path, const char *fmt, ...)
 static const unsigned dir_fields = MTEXT_MODE | MTEXT_PATH | MTEXT_TYPE;
 static const unsigned file_fields = MTEXT_MODE | MTEXT_MTIME | MTEXT_PATH |
                                     MTEXT_SEGMENTS | MTEXT_SHA256 |
-                                    MTEXT_SIZE | MTEXT_TYPE;
+                                    MTEXT_SIZE | MTEXT_TYPE | MTEXT_SEGLENS;
 static const unsigned link_fields = MTEXT_PATH | MTEXT_TARGET | MTEXT_TYPE;
 
 /* The name of the lowest field bit in bits (for "unknown field"). */
@@ -320,7 +343,7 @@ field_name(unsigned bits)
 {
   static const char *const names[] = {"path", "type", "mode", "mtime_ns",
                                       "size", "sha256", "segments",
-                                      "target"};
+                                      "target", "seglens"};
 
   for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (bits & (1u << i))
@@ -341,23 +364,58 @@ decode_file(const struct mtext_entry *o, size_t i,
     return entry_err(e, i, me->path, "field 'size' must be an integer "
                      "from 0 to 2^50");
   me->size = (uint64_t)o->size;
-  me->nsegs = manifest_nsegs(me->size);
+  me->nsegs = 1;
   if (hash_unhex(o->sha256, me->sha256, 32) < 0)
     return entry_err(e, i, me->path, "field 'sha256' must be 64 "
                      "lowercase hex digits");
-  if (me->size <= MANIFEST_SEG_SIZE) {
-    if (o->seen & MTEXT_SEGMENTS)
-      return entry_err(e, i, me->path, "field 'segments' is only for "
-                       "files larger than 16 MiB");
-    return 0;
+  if ((o->seen & (MTEXT_SEGMENTS | MTEXT_SEGLENS)) == 0)
+    return me->size <= MANIFEST_SEG_MAX ? 0 :
+           entry_err(e, i, me->path, "fields 'seglens' and 'segments' are "
+                     "required for a file larger than %llu MiB",
+                     (unsigned long long)(MANIFEST_SEG_MAX >> 20));
+  if ((o->has & (MTEXT_SEGMENTS | MTEXT_SEGLENS)) !=
+      (MTEXT_SEGMENTS | MTEXT_SEGLENS))
+    return entry_err(e, i, me->path, "fields 'seglens' and 'segments' "
+                     "must both be arrays");
+  if (o->nsegs != o->nlens || o->nsegs < 2 ||
+      o->nsegs > me->size / MANIFEST_SEG_MIN + 1)
+    return entry_err(e, i, me->path, "%zu segment hashes and %zu lengths: "
+                     "a file of %llu bytes has from 2 to %llu of each, or "
+                     "no list", o->nsegs, o->nlens,
+                     (unsigned long long)me->size,
+                     (unsigned long long)(me->size / MANIFEST_SEG_MIN + 1));
+  {
+    uint64_t *lens = xmalloc(o->nlens * sizeof(*lens));
+    uint64_t sum = 0;
+    size_t k;
+
+    for (k = 0; k < o->nlens; k++) {
+      int last = k + 1 == o->nlens;
+
+      if (o->lens[k] < (last ? 1 : (int64_t)MANIFEST_SEG_MIN) ||
+          o->lens[k] > (int64_t)MANIFEST_SEG_MAX ||
+          (uint64_t)o->lens[k] > me->size - sum)
+        break;
+      lens[k] = (uint64_t)o->lens[k];
+      sum += lens[k];
+    }
+    if (k == o->nlens && sum == me->size)
+      manifest_set_segments(me, lens, (uint32_t)o->nlens);
+    free(lens);
+    if (me->segoff == NULL && k == o->nlens)
+      return entry_err(e, i, me->path, "the segment lengths add up to "
+                       "%llu, not the size", (unsigned long long)sum);
+    if (me->segoff == NULL && k + 1 == o->nlens)
+      return entry_err(e, i, me->path, "segment %zu (the last): its length "
+                       "must be an integer from 1 byte to %llu MiB within "
+                       "the file", k,
+                       (unsigned long long)(MANIFEST_SEG_MAX >> 20));
+    if (me->segoff == NULL)
+      return entry_err(e, i, me->path, "segment %zu: its length must be an "
+                       "integer from %llu MiB to %llu MiB within the file", k,
+                       (unsigned long long)(MANIFEST_SEG_MIN >> 20),
+                       (unsigned long long)(MANIFEST_SEG_MAX >> 20));
   }
-  if (!(o->has & MTEXT_SEGMENTS))
-    return entry_err(e, i, me->path, "field 'segments' (an array) is "
-                     "required for a file larger than 16 MiB");
-  if (o->nsegs != me->nsegs)
-    return entry_err(e, i, me->path, "%zu segments, a file of %llu "
-                     "bytes has %u", o->nsegs,
-                     (unsigned long long)me->size, me->nsegs);
   me->segs = xcalloc(me->nsegs, sizeof(*me->segs));
   for (uint32_t k = 0; k < me->nsegs; k++) {
     if (hash_unhex(o->segs[k], me->segs[k], 32) < 0)
@@ -584,7 +642,7 @@ manifest_checks_release(struct manifest_checks *c)
 
 /*
  * The checks file, all integers little-endian:
- *   "TBCHECKS" u32 version(1) u32 0 u64 n
+ *   "TBCHECKS" u32 version (3) u32 0 u64 n
  *   n times: u64 dev ino size, i64 mtime_ns ctime_ns, u32 nsegs, u32 nfp,
  *            nsegs * 16 bytes of XXH3-128, nfp * 16 bytes of XXH3-128
  *   u64 XXH3-64 of every byte before it
@@ -592,7 +650,7 @@ manifest_checks_release(struct manifest_checks *c)
  * rather than wrong checks.
  */
 #define CHECKS_MAGIC "TBCHECKS"
-#define CHECKS_VERSION 2u
+#define CHECKS_VERSION 3u /* 3: segments cut by content */
 #define CHECKS_HEAD 24
 #define CHECKS_REC 48
 
@@ -799,9 +857,10 @@ out:
 }
 
 int
-manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
-                     struct err *e)
+manifest_checks_load(const char *path, const struct manifest *m,
+                     struct manifest_checks *c, struct err *e)
 {
+  size_t n = m->n;
   uint8_t *data = NULL;
   size_t len = 0, off;
   uint64_t count;
@@ -847,7 +906,10 @@ manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
     c->n = i + 1;
     if (ck->nsegs == 0 && ck->nfp == 0)
       continue;
-    if (ck->nsegs != manifest_nsegs(ck->size) ||
+    /* Checks describe the manifest's segments, or they are not these. */
+    if (m->v[i].type != MANIFEST_FILE || ck->nsegs != m->v[i].nsegs ||
+        ck->nfp != (ck->nsegs > 1 ? manifest_seg_fp(&m->v[i], ck->nsegs)
+                                  : 0) ||
         (len - 8 - off) / 16 < ck->nsegs)
       goto short_file;
     ck->xxh = xmalloc((size_t)ck->nsegs * 16);
@@ -855,8 +917,7 @@ manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
     off += (size_t)ck->nsegs * 16;
     if (ck->nfp == 0)
       continue;
-    if (ck->nsegs < 2 || ck->nfp != manifest_nfp(ck->size) ||
-        (len - 8 - off) / 16 < ck->nfp)
+    if ((len - 8 - off) / 16 < ck->nfp)
       goto short_file;
     ck->fp = xmalloc((size_t)ck->nfp * 16);
     memcpy(ck->fp, data + off, (size_t)ck->nfp * 16);
@@ -867,8 +928,8 @@ manifest_checks_load(const char *path, size_t n, struct manifest_checks *c,
   goto out;
 
 short_file:
-  rc = err_set(e, ERR_INVALID, "checks '%.200s': sizes do not add up",
-               path);
+  rc = err_set(e, ERR_INVALID, "checks '%.200s': sizes do not add up, or "
+               "do not fit the manifest", path);
 out:
   free(data);
   if (rc < 0)
@@ -882,6 +943,8 @@ struct scan_item {
   struct manifest_entry me;
   struct manifest_check ck;
 };
+
+#define SCAN_THREADS_MAX 8
 
 /*
  * A tree is listed by one thread per core (at most SCAN_THREADS_MAX),
@@ -954,11 +1017,20 @@ scan_reuse(struct scan *sc, struct scan_item *it)
       pc->size != it->ck.size || pc->dev != it->ck.dev ||
       pc->ino != it->ck.ino || pc->mtime_ns != it->ck.mtime_ns ||
       pc->ctime_ns != it->ck.ctime_ns || pc->xxh == NULL ||
-      pe->nsegs != it->me.nsegs || pc->nsegs != it->me.nsegs ||
-      (pe->segs != NULL) != (it->me.size > MANIFEST_SEG_SIZE))
+      pc->nsegs != pe->nsegs ||
+      (pe->nsegs > 1 && (pc->fp == NULL ||
+                         pc->nfp != manifest_seg_fp(pe, pe->nsegs))))
     return 0;
   memcpy(it->me.sha256, pe->sha256, 32);
-  if (pe->segs != NULL) {
+  it->me.nsegs = pe->nsegs;
+  it->ck.nsegs = pc->nsegs;
+  if (pe->nsegs > 1) {
+    uint64_t *lens = xmalloc((size_t)pe->nsegs * sizeof(*lens));
+
+    for (uint32_t k = 0; k < pe->nsegs; k++)
+      lens[k] = pe->segoff[k + 1] - pe->segoff[k];
+    manifest_set_segments(&it->me, lens, pe->nsegs);
+    free(lens);
     it->me.segs = xmalloc((size_t)pe->nsegs * 32);
     memcpy(it->me.segs, pe->segs, (size_t)pe->nsegs * 32);
   }
@@ -983,8 +1055,8 @@ set_identity(struct scan_item *it, const struct stat *st)
   it->me.size = it->ck.size;
   it->me.mtime_ns = it->ck.mtime_ns;
   it->me.mode = (uint32_t)st->st_mode & 07777;
-  it->me.nsegs = manifest_nsegs(it->me.size);
-  it->ck.nsegs = it->me.nsegs;
+  it->me.nsegs = 1; /* until a large file is cut */
+  it->ck.nsegs = 1;
 }
 
 /* Read a file of one segment once, hashing it with SHA-256 and
@@ -1030,212 +1102,25 @@ scan_read(struct scan *sc, int fd, struct scan_item *it)
   return 0;
 }
 
-/*
- * A large file's segments are hashed by one thread per core, each with
- * pread on its own segments: publishing a 2 GiB file is bound by SHA-256
- * (~1.7 GB/s per core), and the two-level hash makes the segments
- * independent.
- */
-#define SCAN_THREADS_MAX 8
-
-/* The same path's entry in the previous publish, for reusing the
- * SHA-256 of segments whose XXH3-128 did not change. */
-struct seg_prev {
-  const struct manifest_entry *me;
-  const struct manifest_check *ck;
-};
-
-struct seg_hasher {
-  pthread_t tid;
-  int fd;
-  struct manifest_entry *me;
-  struct manifest_check *ck;
-  const struct seg_prev *prev;
-  atomic_uint *next;
-  uint64_t reused; /* segments whose SHA-256 came from prev */
-  uint64_t bytes;
-  int err;       /* errno of a failed read, or -1 for a short one */
-  uint32_t seg;  /* the segment it failed on */
-};
-
-/*
- * Segment k of the previous publish had the same length and XXH3-128:
- * its SHA-256 stands.  XXH3-128 is not a defence against an adversary,
- * but these are the source's own files, and a destination still checks
- * every byte it receives against the SHA-256; a collision would only
- * make that pull fail verification, never publish wrong bytes.
- */
-static const uint8_t *
-prev_seg_sha(const struct seg_prev *prev, const struct manifest_entry *me,
-             uint32_t k, const uint8_t xxh[16])
-{
-  uint64_t off, len, poff, plen;
-
-  if (prev->me == NULL || prev->me->segs == NULL || prev->ck->xxh == NULL ||
-      k >= prev->me->nsegs || k >= prev->ck->nsegs)
-    return NULL;
-  manifest_seg_range(me->size, k, &off, &len);
-  manifest_seg_range(prev->me->size, k, &poff, &plen);
-  if (plen != len || memcmp(prev->ck->xxh[k], xxh, 16) != 0)
-    return NULL;
-  return prev->me->segs[k];
-}
-
-_Static_assert(READ_CHUNK == MANIFEST_FP_BLOCK && MANIFEST_SEG_SIZE %
-               MANIFEST_FP_BLOCK == 0, "a read is one fingerprint block");
-
-/*
- * Stream [off, off+len) of fd through 1 MiB reads into the XXH3 state
- * and/or the SHA-256 context (either may be NULL), and with fp the
- * XXH3-128 of each fingerprint block (off is a segment's start, so each
- * full read is one block).  0, or the errno of a failed read (-1 for a
- * short one).
- */
+/* scan_read for a file that may be more than one segment. */
 static int
-hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len,
-           XXH3_state_t *xs, EVP_MD_CTX *ctx, uint8_t (*fp)[16])
+scan_read_large(struct scan *sc, int fd, struct scan_item *it)
 {
-  while (len > 0) {
-    size_t want = len < READ_CHUNK ? (size_t)len : READ_CHUNK;
-    ssize_t r = pread(fd, buf, want, (off_t)off);
+  const struct manifest_entry *pe = NULL;
+  const struct manifest_check *pc = NULL;
+  int rc;
 
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0 || (fp != NULL && (size_t)r != want))
-      return r < 0 ? errno : -1;
-    if (xs != NULL)
-      XXH3_128bits_update(xs, buf, (size_t)r);
-    if (ctx != NULL)
-      EVP_DigestUpdate(ctx, buf, (size_t)r);
-    if (fp != NULL) {
-      XXH128_canonical_t c;
-
-      XXH128_canonicalFromHash(&c, XXH3_128bits(buf, (size_t)r));
-      memcpy(*fp++, c.digest, 16);
-    }
-    off += (uint64_t)r;
-    len -= (uint64_t)r;
-  }
-  return 0;
-}
-
-/*
- * Hash segments until none is left.  Without a previous publish of the
- * path, one pass computes both hashes; with one, a first pass computes
- * the XXH3 and a second (from the page cache) the SHA-256 only for the
- * segments that changed, so memory stays at one 1 MiB buffer a thread.
- */
-static void *
-seg_hasher_run(void *arg)
-{
-  struct seg_hasher *h = arg;
-  uint8_t *buf = xmalloc(READ_CHUNK);
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  uint32_t k;
-
-  if (ctx == NULL)
-    abort();
-  while (h->err == 0 && (k = atomic_fetch_add(h->next, 1)) < h->me->nsegs) {
-    uint64_t off, len;
-    uint8_t (*fp)[16];
-    XXH128_canonical_t canon;
-    unsigned int mdlen = 0;
-    const uint8_t *same;
-    int one_pass = h->prev->me == NULL;
-
-    manifest_seg_range(h->me->size, k, &off, &len);
-    fp = h->ck->fp + off / MANIFEST_FP_BLOCK;
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    h->err = hash_range(h->fd, buf, off, len, NULL, one_pass ? ctx : NULL,
-                        fp);
-    if (h->err != 0) {
-      h->seg = k;
-      break;
-    }
-    h->bytes += len;
-    /* The segment's check is the XXH3-128 of its blocks' (one pass of
-     * XXH3 over the data, which serving checks block by block). */
-    XXH128_canonicalFromHash(&canon,
-                             XXH3_128bits(fp, manifest_nfp(len) * 16));
-    memcpy(h->ck->xxh[k], canon.digest, 16);
-    same = one_pass ? NULL : prev_seg_sha(h->prev, h->me, k, canon.digest);
-    if (same != NULL) {
-      memcpy(h->me->segs[k], same, 32);
-      h->reused++;
-      continue;
-    }
-    if (!one_pass) {
-      h->err = hash_range(h->fd, buf, off, len, NULL, ctx, NULL);
-      if (h->err != 0) {
-        h->seg = k;
-        break;
-      }
-    }
-    EVP_DigestFinal_ex(ctx, h->me->segs[k], &mdlen);
-  }
-  EVP_MD_CTX_free(ctx);
-  free(buf);
-  return NULL;
-}
-
-/* scan_read for a file of two or more segments, on several threads. */
-static int
-scan_read_parallel(struct scan *sc, int fd, struct scan_item *it)
-{
-  struct manifest_entry *me = &it->me;
-  struct seg_hasher h[SCAN_THREADS_MAX];
-  struct seg_prev prev = {NULL, NULL};
-  atomic_uint next = 0;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t n = ncpu < 1 ? 1 : (size_t)ncpu;
-  unsigned int mdlen = 0;
-  uint8_t probe;
-  int rc = 0;
-
-  if (n > SCAN_THREADS_MAX)
-    n = SCAN_THREADS_MAX;
-  if (n > me->nsegs)
-    n = me->nsegs;
-  it->ck.xxh = xcalloc(me->nsegs, 16);
-  it->ck.nfp = (uint32_t)manifest_nfp(me->size);
-  it->ck.fp = xcalloc(it->ck.nfp, 16);
-  me->segs = xcalloc(me->nsegs, 32);
   if (sc->prev != NULL && sc->prev_checks != NULL &&
       sc->prev_checks->n == sc->prev->n) {
-    ssize_t j = manifest_find(sc->prev, me->path);
+    ssize_t j = manifest_find(sc->prev, it->me.path);
 
-    if (j >= 0 && sc->prev->v[j].type == MANIFEST_FILE) {
-      prev.me = &sc->prev->v[j];
-      prev.ck = &sc->prev_checks->v[j];
+    if (j >= 0) {
+      pe = &sc->prev->v[j];
+      pc = &sc->prev_checks->v[j];
     }
   }
-  for (size_t i = 0; i < n; i++) {
-    h[i] = (struct seg_hasher){.fd = fd, .me = me, .ck = &it->ck,
-                               .prev = &prev, .next = &next};
-    if (pthread_create(&h[i].tid, NULL, seg_hasher_run, &h[i]) != 0)
-      abort();
-  }
-  for (size_t i = 0; i < n; i++) {
-    pthread_join(h[i].tid, NULL);
-    sc->st.bytes_hashed += h[i].bytes;
-    sc->st.segments_reused += h[i].reused;
-    if (rc == 0 && h[i].err > 0)
-      rc = err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", me->path,
-                   strerror(h[i].err));
-    else if (rc == 0 && h[i].err < 0)
-      rc = err_set(sc->e, ERR_IO, "file '%.200s' shrank while being "
-                   "read", me->path);
-  }
-  if (rc < 0)
-    return rc;
-  EVP_DigestInit_ex(sc->root_ctx, EVP_sha256(), NULL);
-  for (uint32_t k = 0; k < me->nsegs; k++)
-    EVP_DigestUpdate(sc->root_ctx, me->segs[k], 32);
-  EVP_DigestFinal_ex(sc->root_ctx, me->sha256, &mdlen);
-  if (pread(fd, &probe, 1, (off_t)me->size) != 0)
-    return err_set(sc->e, ERR_IO, "file '%.200s' grew while being read",
-                   me->path);
-  return 0;
+  rc = manifest_scan_large(fd, &it->me, &it->ck, pe, pc, &sc->st, sc->e);
+  return rc == 1 ? scan_read(sc, fd, it) : rc;
 }
 
 static int
@@ -1275,8 +1160,8 @@ scan_file(struct scan *sc, int dirfd, const char *name, const char *path,
     goto out;
   }
   posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  if (it->me.nsegs > 1)
-    rc = scan_read_parallel(sc, fd, it);
+  if (it->me.size > MANIFEST_SEG_MIN)
+    rc = scan_read_large(sc, fd, it);
   else
     rc = scan_read(sc, fd, it);
   if (rc < 0)

@@ -23,17 +23,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sync/chunk.h"
 #include "util/err.h"
 
-#define MANIFEST_FORMAT 1
-#define MANIFEST_SEG_SIZE ((uint64_t)16 << 20)
+#define MANIFEST_FORMAT 2
+/* Segments are cut by content (sync/chunk.h): every one but a file's
+ * last is at least SEG_MIN long, none more than SEG_MAX.  A file of one
+ * segment has no segment list. */
+#define MANIFEST_SEG_MIN CHUNK_MIN
+#define MANIFEST_SEG_MAX CHUNK_MAX
 #define MANIFEST_MAX_ENTRIES 4000000u
 #define MANIFEST_MAX_FILE_SIZE ((uint64_t)1 << 50)
 #define MANIFEST_MAX_TEXT ((size_t)1 << 30)
 #define MANIFEST_ID_HEX 64
-/* Fingerprint blocks: XXH3-128 of each 1 MiB of a large file (the last
- * one shorter), so two agents can tell which MiB of a segment differ
- * without a signature's per-byte work (docs/SYNC.md "Fingerprints"). */
+/* Fingerprint blocks: XXH3-128 of each 1 MiB of a large file's segments,
+ * counted from each segment's start (a segment's last block may be
+ * shorter), so two agents can tell which MiB of a segment differ without
+ * a signature's per-byte work, wherever the segment sits in the file
+ * (docs/SYNC.md "Fingerprints"). */
 #define MANIFEST_FP_BLOCK ((uint64_t)1 << 20)
 
 enum manifest_type { MANIFEST_DIR = 0, MANIFEST_FILE, MANIFEST_LINK };
@@ -45,10 +52,13 @@ struct manifest_entry {
   int64_t mtime_ns;    /* files only */
   uint64_t size;       /* files only */
   uint8_t sha256[32];  /* files only: the content hash (two-level when
-                          size > MANIFEST_SEG_SIZE) */
-  uint32_t nsegs;      /* files only: manifest_nsegs(size) */
-  uint8_t (*segs)[32]; /* SHA-256 per segment when size > SEG, else NULL
+                          nsegs > 1) */
+  uint32_t nsegs;      /* files only: 1, or the segments listed */
+  uint8_t (*segs)[32]; /* SHA-256 per segment when nsegs > 1, else NULL
                           (then segment 0's hash is sha256) */
+  uint64_t *segoff;    /* nsegs > 1: nsegs + 1 offsets (the last = size) */
+  uint64_t *segfp;     /* nsegs > 1: nsegs + 1 indexes of each segment's
+                          first fingerprint block (the last = the count) */
   char *target;        /* links only */
 };
 
@@ -65,13 +75,18 @@ void manifest_release(struct manifest *m);
 /* A deep copy of src into dst (new contents). */
 void manifest_copy(struct manifest *dst, const struct manifest *src);
 
-/* Segments of a file of this size: ceil(size / SEG), and 1 for 0 bytes. */
-uint32_t manifest_nsegs(uint64_t size);
-/* Byte range of segment k of a file of this size. */
-void manifest_seg_range(uint64_t size, uint32_t k, uint64_t *off,
-                        uint64_t *len);
-/* Fingerprint blocks of a file of this size: ceil(size / FP_BLOCK). */
-uint64_t manifest_nfp(uint64_t size);
+/* Byte range of segment k (< e->nsegs) of file entry e. */
+void manifest_seg_range(const struct manifest_entry *e, uint32_t k,
+                        uint64_t *off, uint64_t *len);
+/* Index of the first fingerprint block of segment k of e; for
+ * k == e->nsegs, the number of blocks of the file. */
+uint64_t manifest_seg_fp(const struct manifest_entry *e, uint32_t k);
+/* Set the segments of e (whose size is set) from n >= 2 lengths that add
+ * up to its size: nsegs, segoff and segfp (segs is the caller's). */
+void manifest_set_segments(struct manifest_entry *e, const uint64_t *lens,
+                           uint32_t n);
+/* Fingerprint blocks of a range of this length: ceil(len / FP_BLOCK). */
+uint64_t manifest_nfp(uint64_t len);
 /* The expected SHA-256 of segment k of entry e (borrowed). */
 const uint8_t *manifest_seg_sha(const struct manifest_entry *e, uint32_t k);
 
@@ -106,7 +121,7 @@ struct manifest_check {
   int64_t mtime_ns, ctime_ns;
   uint32_t nsegs;
   uint8_t (*xxh)[16]; /* XXH3-128 (canonical big-endian) per segment */
-  uint32_t nfp;       /* large files: manifest_nfp(size), else 0 */
+  uint32_t nfp;       /* large files: manifest_seg_fp(e, nsegs), else 0 */
   uint8_t (*fp)[16];  /* XXH3-128 per fingerprint block, or NULL */
 };
 
@@ -121,11 +136,12 @@ void manifest_checks_release(struct manifest_checks *c);
 /* A deep copy of src into dst (new contents). */
 void manifest_checks_copy(struct manifest_checks *dst,
                           const struct manifest_checks *src);
-/* Save to path (written to path.tmp, then renamed) / load, for a
- * manifest of n entries; load checks that the counts agree. */
+/* Save to path (written to path.tmp, then renamed) / load, for manifest
+ * m; load checks that the counts of entries, segments and fingerprints
+ * are m's. */
 int manifest_checks_save(const struct manifest_checks *c, const char *path,
                          struct err *e) WARN_UNUSED;
-int manifest_checks_load(const char *path, size_t n,
+int manifest_checks_load(const char *path, const struct manifest *m,
                          struct manifest_checks *c, struct err *e)
     WARN_UNUSED;
 
@@ -143,13 +159,15 @@ struct manifest_scan_stats {
  * is the root itself ("."); refuses sockets, fifos and devices naming
  * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
  * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
- * others are read once for their checks: a small file's XXH3-128, a
- * large file's fingerprints (its segment checks are the XXH3-128 of
- * each segment's fingerprints).  A segment whose check and length equal
- * prev's for that path keeps prev's SHA-256 (a changed 2 GiB file then
- * costs SHA-256 only for its changed segments); the others are
- * SHA-256'd (in the same pass when there is no prev).  Runs on the
- * calling thread; st may be NULL.
+ * others are read: a file of one segment once for its SHA-256 and
+ * XXH3-128; a larger one is cut into segments by content, and a segment
+ * that is one of prev's segments of that path (same fingerprints, at any
+ * offset: unchanged, or shifted by an insert or a delete before it)
+ * keeps prev's SHA-256 and checks without being hashed again; the
+ * others are SHA-256'd (a changed 2 GiB file then costs SHA-256 only
+ * for its changed segments).  Segment checks are the XXH3-128 of the
+ * segment's fingerprints.  Runs on the calling thread (large files on
+ * one thread per core); st may be NULL.
  */
 int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
                   const struct manifest_checks *prev_checks,

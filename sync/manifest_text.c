@@ -150,8 +150,8 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
       (me->type == MANIFEST_LINK && !mtext_utf8_valid(target,
                                                       strlen(target))))
     return ERR_INVALID;
-  /* Keys in byte order: mode, mtime_ns, path, segments, sha256, size,
-   * target, type. */
+  /* Keys in byte order: mode, mtime_ns, path, seglens, segments, sha256,
+   * size, target, type. */
   if (me->type == MANIFEST_LINK) {
     rc = buf_adds(b, "{\"path\":") < 0 ? ERR_TOO_LARGE
                                        : put_string(b, me->path);
@@ -167,7 +167,12 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
                                          : put_string(b, me->path);
     if (rc == 0 && me->type == MANIFEST_FILE) {
       if (me->segs != NULL) {
-        rc = buf_adds(b, ",\"segments\":[") < 0 ? ERR_TOO_LARGE : 0;
+        rc = buf_adds(b, ",\"seglens\":[") < 0 ? ERR_TOO_LARGE : 0;
+        for (uint32_t k = 0; rc == 0 && k < me->nsegs; k++)
+          rc = put_num(b, k > 0 ? "," : "",
+                       (int64_t)(me->segoff[k + 1] - me->segoff[k]));
+        if (rc == 0 && buf_adds(b, "],\"segments\":[") < 0)
+          rc = ERR_TOO_LARGE;
         for (uint32_t k = 0; rc == 0 && k < me->nsegs; k++) {
           if (k > 0 && buf_adds(b, ",") < 0)
             rc = ERR_TOO_LARGE;
@@ -207,6 +212,7 @@ mtext_release(struct mtext_reader *r)
   buf_release(&r->scratch);
   free(r->segoff);
   free(r->segptr);
+  free(r->lens);
   memset(r, 0, sizeof(*r));
 }
 
@@ -521,6 +527,7 @@ static const struct {
     {"mode", MTEXT_MODE},         {"mtime_ns", MTEXT_MTIME},
     {"size", MTEXT_SIZE},         {"sha256", MTEXT_SHA256},
     {"segments", MTEXT_SEGMENTS}, {"target", MTEXT_TARGET},
+    {"seglens", MTEXT_SEGLENS},
 };
 
 /* The value of a known field into the entry being read. */
@@ -572,6 +579,44 @@ read_field(struct mtext_reader *r, unsigned bit, struct mtext_entry *out,
         r->segoff = xrealloc(r->segoff, r->segcap * sizeof(*r->segoff));
       }
       r->segoff[out->nsegs++] = off;
+      if (peek(r) == ',') {
+        r->p++;
+        continue;
+      }
+      return expect(r, ']', e);
+    }
+  case MTEXT_SEGLENS:
+    if (c != '[')
+      return skip_value(r, 0, e);
+    r->p++;
+    out->has |= bit;
+    if (peek(r) == ']') {
+      r->p++;
+      return 0;
+    }
+    for (;;) {
+      c = peek(r);
+      v = -1;
+      if (c == '-' || (c >= '0' && c <= '9')) {
+        rc = read_number(r, &v, e);
+        if (rc < 0)
+          return rc;
+        if (rc == 0)
+          v = -1;
+      } else {
+        rc = skip_value(r, 1, e);
+        if (rc < 0)
+          return rc;
+      }
+      /* Each length needs a segment hash of 66 bytes or more in the same
+       * text: refuse a list longer than the text could match. */
+      if (out->nlens > MANIFEST_MAX_TEXT / 66)
+        return malformed(r, e, "too many segment lengths");
+      if (out->nlens == r->lencap) {
+        r->lencap = r->lencap ? 2 * r->lencap : 64;
+        r->lens = xrealloc(r->lens, r->lencap * sizeof(*r->lens));
+      }
+      r->lens[out->nlens++] = v < 0 ? -1 : v;
       if (peek(r) == ',') {
         r->p++;
         continue;
@@ -655,6 +700,7 @@ read_entry(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
     r->segptr[i] = r->segoff[i] == SIZE_MAX ? NULL
                                             : r->scratch.data + r->segoff[i];
   out->segs = r->segptr;
+  out->lens = r->lens;
   return 0;
 }
 

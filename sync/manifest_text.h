@@ -37,6 +37,7 @@ enum {
   MTEXT_SHA256 = 1 << 5,
   MTEXT_SEGMENTS = 1 << 6,
   MTEXT_TARGET = 1 << 7,
+  MTEXT_SEGLENS = 1 << 8,
 };
 
 /* One entry as written; pointers into the reader, valid until the next
@@ -50,6 +51,8 @@ struct mtext_entry {
   int64_t mode, mtime_ns, size;
   const char **segs;      /* segments' strings; NULL for a non-string */
   size_t nsegs;
+  const int64_t *lens;    /* seglens' integers; -1 for anything else */
+  size_t nlens;
 };
 
 struct mtext_reader {
@@ -64,6 +67,8 @@ struct mtext_reader {
   size_t segcap;
   const char **segptr;
   size_t segptrcap;
+  int64_t *lens;          /* seglens of the current entry */
+  size_t lencap;
 };
 
 void mtext_init(struct mtext_reader *r, const char *text, size_t len);

@@ -206,8 +206,9 @@ queue_signatures(struct pull *p)
     sw->items[sw->n].path = xstrdup(e->path);
     memcpy(sw->items[sw->n].sha, e->sha256, 32);
     sw->items[sw->n].size = e->size;
-    if (fp_complete(&p->files[i], manifest_nfp(e->size))) {
+    if (fp_complete(&p->files[i], manifest_seg_fp(e, e->nsegs))) {
       sw->items[sw->n].fp = p->files[i].fp;
+      sw->items[sw->n].nfp = manifest_seg_fp(e, e->nsegs);
       p->files[i].fp = NULL;
     }
     sw->n++;
@@ -627,7 +628,7 @@ apply_done(uv_work_t *w, int status)
     const struct manifest_entry *e = &p->m.v[f->entry];
     uint64_t off, len;
 
-    manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
+    manifest_seg_range(e, br->segs[i].seg, &off, &len);
     switch (br->result[i]) {
     case SEG_OK:
       if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
@@ -817,7 +818,7 @@ take_batch(struct pull *p, int *local)
     uint64_t off, len;
     uint8_t mode = 0;
 
-    manifest_seg_range(e->size, s.seg, &off, &len);
+    manifest_seg_range(e, s.seg, &off, &len);
     if (br != NULL && ((int)s.local != *local ||
                        bytes + len > p->a->batch_bytes ||
                        br->nsegs == frames))

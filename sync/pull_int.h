@@ -46,23 +46,28 @@ struct pull_file {
    * unknown.  fp: the XXH3-128 of each fingerprint block as verified
    * here (written by the pool item that verified its segment).
    * basis_fp: the same, recorded when the basis was received
-   * (manifest_nfp(basis_size) entries). */
+   * (basis_segfp[basis_nsegs] entries), with the basis' segments. */
   uint8_t (*fp)[16];
   uint8_t (*basis_fp)[16];
+  uint32_t basis_nsegs;
+  uint64_t *basis_segoff;  /* basis_nsegs + 1 each, as in its manifest */
+  uint64_t *basis_segfp;
 };
 
 /* Free a file table's arrays and the table. */
 void pull_files_free(struct pull_file *v, size_t n);
 
 /* One segment to make: files[file], segment seg.  A local one is equal
- * (by the manifests' segment hashes) to the same segment of the old file
- * here, so it is copied from there and verified, and never crosses the
- * network: against the fingerprints recorded when the old file's
+ * (by the manifests' segment hashes) to segment `from` of the old file
+ * here (the same one, or one that moved with an insert or a delete
+ * before it), so it is copied from there and verified, and never crosses
+ * the network: against the fingerprints recorded when the old file's
  * segment was verified, or by its SHA-256 when none were recorded. */
 struct pull_seg {
   uint32_t file;
   uint32_t seg;
   uint32_t local;
+  uint32_t from;
 };
 
 struct pull_waiter {
@@ -218,8 +223,8 @@ struct sig_item {
   char *path;              /* relative to dir (owned) */
   uint8_t sha[32];
   uint64_t size;
-  uint8_t (*fp)[16];       /* manifest_nfp(size), all known, or NULL
-                              (owned) */
+  uint8_t (*fp)[16];       /* nfp entries, all known, or NULL (owned) */
+  uint64_t nfp;
 };
 
 struct sig_work {

@@ -33,6 +33,8 @@ pull_files_free(struct pull_file *v, size_t n)
     free(v[i].basis);
     free(v[i].fp);
     free(v[i].basis_fp);
+    free(v[i].basis_segoff);
+    free(v[i].basis_segfp);
   }
   free(v);
 }
@@ -190,7 +192,7 @@ verify_file(int dirfd, const char *path, const struct manifest_entry *e)
   for (uint32_t k = 0; ok && k < e->nsegs; k++) {
     uint64_t off, len;
 
-    manifest_seg_range(e->size, k, &off, &len);
+    manifest_seg_range(e, k, &off, &len);
     ok = delta_hash_range(fd, off, len, all, NULL, &ignore) == 0 &&
          memcmp(all, e->segs[k], 32) == 0;
   }
@@ -266,12 +268,12 @@ resume_segments(int dirfd, const struct manifest_entry *e, uint8_t *done,
 
     if (done[k] != '1')
       continue;
-    manifest_seg_range(e->size, k, &off, &len);
-    if (delta_hash_range(pfd, off, len, sha, fp + off / MANIFEST_FP_BLOCK,
+    manifest_seg_range(e, k, &off, &len);
+    if (delta_hash_range(pfd, off, len, sha, fp + manifest_seg_fp(e, k),
                          &ignore) < 0 ||
         memcmp(sha, e->segs[k], 32) != 0) {
       done[k] = 0;
-      memset(fp + off / MANIFEST_FP_BLOCK, 0,
+      memset(fp + manifest_seg_fp(e, k), 0,
              manifest_nfp(len) * sizeof(*fp));
     }
   }
@@ -283,12 +285,15 @@ out:
     close(pfd);
 }
 
-/* The basis' fingerprints, when this agent recorded them on receiving
- * it; a record of the wrong size is ignored (copies then use SHA-256). */
+/* The basis' segments, and its fingerprints when this agent recorded
+ * them on receiving it; a record of the wrong size is ignored (copies
+ * then use SHA-256). */
 static void
-load_basis_fp(struct store *s, struct pull_file *f)
+load_basis_fp(struct store *s, struct pull_file *f,
+              const struct manifest_entry *basis)
 {
-  uint64_t nfp = manifest_nfp(f->basis_size);
+  uint64_t nfp = manifest_seg_fp(basis, basis->nsegs);
+  size_t at = ((size_t)basis->nsegs + 1) * sizeof(uint64_t);
   char path[PATH_MAX];
   char *data = NULL;
   size_t len = 0;
@@ -300,6 +305,55 @@ load_basis_fp(struct store *s, struct pull_file *f)
     data = NULL;
   }
   free(data);
+  f->basis_nsegs = basis->nsegs;
+  f->basis_segoff = memcpy(xmalloc(at), basis->segoff, at);
+  f->basis_segfp = memcpy(xmalloc(at), basis->segfp, at);
+}
+
+/* Basis segments by SHA-256, to find where a new segment's bytes are. */
+static int
+seg_sha_cmp(const void *a, const void *b, void *arg)
+{
+  const struct manifest_entry *basis = arg;
+
+  return memcmp(basis->segs[*(const uint32_t *)a],
+                basis->segs[*(const uint32_t *)b], 32);
+}
+
+static uint32_t *
+index_segs(const struct manifest_entry *basis)
+{
+  uint32_t *ix = xmalloc((size_t)basis->nsegs * sizeof(*ix));
+
+  for (uint32_t k = 0; k < basis->nsegs; k++)
+    ix[k] = k;
+  qsort_r(ix, basis->nsegs, sizeof(*ix), seg_sha_cmp, (void *)basis);
+  return ix;
+}
+
+/* A basis segment with the bytes of segment k of e, or UINT32_MAX. */
+static uint32_t
+basis_seg_with(const struct manifest_entry *basis, const uint32_t *ix,
+         const struct manifest_entry *e, uint32_t k)
+{
+  size_t lo = 0, hi = basis->nsegs;
+  uint64_t off, len, boff, blen;
+
+  manifest_seg_range(e, k, &off, &len);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = memcmp(basis->segs[ix[mid]], e->segs[k], 32);
+
+    if (c == 0) {
+      manifest_seg_range(basis, ix[mid], &boff, &blen);
+      return blen == len ? ix[mid] : UINT32_MAX;
+    }
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return UINT32_MAX;
 }
 
 static void
@@ -309,6 +363,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   struct pull_file *f;
   const struct manifest_entry *basis = NULL;
   uint8_t *done = xcalloc(e->nsegs, 1);
+  uint32_t *ix = NULL;
   uint32_t need = 0;
   char part[PATH_MAX];
 
@@ -317,7 +372,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   memset(f, 0, sizeof(*f));
   f->entry = entry;
   if (e->nsegs > 1) {
-    f->fp = xcalloc(manifest_nfp(e->size), sizeof(*f->fp));
+    f->fp = xcalloc(manifest_seg_fp(e, e->nsegs), sizeof(*f->fp));
     if (!pw->fresh)
       resume_segments(dirfd, e, done, f->fp);
   } else if (!pw->fresh) {
@@ -336,15 +391,17 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
       f->basis = xstrdup(path);
       memcpy(f->basis_sha, basis->sha256, 32);
       f->basis_size = basis->size;
-      if (e->nsegs > 1 && basis->nsegs > 1)
-        load_basis_fp(pw->p->a->store, f);
+      if (e->nsegs > 1 && basis->nsegs > 1) {
+        load_basis_fp(pw->p->a->store, f, basis);
+        ix = index_segs(basis);
+      }
     }
   }
   for (uint32_t k = 0; k < e->nsegs; k++) {
-    uint64_t off, len, boff, blen;
+    uint64_t off, len;
     struct pull_seg *q;
 
-    manifest_seg_range(e->size, k, &off, &len);
+    manifest_seg_range(e, k, &off, &len);
     if (done[k] == '1') {
       pw->bytes_done += len;
       continue;
@@ -353,16 +410,13 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
     q = &pw->queue[pw->qlen++];
     q->file = (uint32_t)pw->nfiles;
     q->seg = k;
-    q->local = 0;
-    if (basis != NULL && e->nsegs > 1 && k < basis->nsegs) {
-      manifest_seg_range(basis->size, k, &boff, &blen);
-      q->local = blen == len &&
-                 memcmp(manifest_seg_sha(basis, k), e->segs[k], 32) == 0;
-    }
+    q->from = ix != NULL ? basis_seg_with(basis, ix, e, k) : UINT32_MAX;
+    q->local = q->from != UINT32_MAX;
     need++;
   }
   f->segs_left = need;
   pw->nfiles++;
+  free(ix);
   free(done);
 }
 
@@ -725,21 +779,27 @@ static int
 put_fp_table(struct buf *body, const struct pull_file *f)
 {
   static const uint8_t zero[16];
-  uint64_t nfp = manifest_nfp(f->basis_size);
+  uint64_t nfp;
   uint8_t *tab;
   size_t n = 0;
   int rc;
 
-  if (f->basis_fp == NULL || nfp * WIRE_FP_ENTRY > FP_TABLE_MAX)
+  if (f->basis_fp == NULL)
+    return 0;
+  nfp = f->basis_segfp[f->basis_nsegs];
+  if (nfp * WIRE_FP_ENTRY > FP_TABLE_MAX)
     return 0;
   tab = xmalloc((size_t)nfp * WIRE_FP_ENTRY + 1);
-  for (uint32_t k = 0; k < nfp; k++) {
-    if ((uint64_t)(k + 1) * MANIFEST_FP_BLOCK > f->basis_size ||
-        memcmp(f->basis_fp[k], zero, 16) == 0)
-      continue;
-    memcpy(tab + n * WIRE_FP_ENTRY, f->basis_fp[k], 16);
-    wire_put_le32(tab + n * WIRE_FP_ENTRY + 16, k);
-    n++;
+  for (uint32_t j = 0; j < f->basis_nsegs; j++) {
+    for (uint64_t k = f->basis_segfp[j]; k < f->basis_segfp[j + 1]; k++) {
+      if (memcmp(f->basis_fp[k], zero, 16) == 0)
+        continue;
+      memcpy(tab + n * WIRE_FP_ENTRY, f->basis_fp[k], 16);
+      wire_put_le64(tab + n * WIRE_FP_ENTRY + 16,
+                    f->basis_segoff[j] +
+                        (k - f->basis_segfp[j]) * MANIFEST_FP_BLOCK);
+      n++;
+    }
   }
   qsort(tab, n, WIRE_FP_ENTRY, fp_entry_cmp);
   rc = n == 0 ? 0 : wire_put(body, WIRE_BLOCKS, f->entry, 0, tab,
@@ -904,7 +964,7 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
   struct err we = {0};
   int rc;
 
-  manifest_seg_range(e->size, f->seg, &off, &len);
+  manifest_seg_range(e, f->seg, &off, &len);
   if (of->part < 0) {
     char part[PATH_MAX];
 
@@ -918,13 +978,13 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
     if (of->basis < 0 && pf->basis != NULL)
       of->basis = open(pf->basis, O_RDONLY | O_CLOEXEC);
     rc = delta_patch(of->basis, f->payload, f->len, of->part, off, len, sha,
-                     pf->fp ? pf->fp + off / MANIFEST_FP_BLOCK : NULL, &we);
+                     pf->fp ? pf->fp + manifest_seg_fp(e, f->seg) : NULL, &we);
   } else if (f->len != len) {
     br->result[i] = SEG_CORRUPT;
     return 0;
   } else {
     rc = delta_write(of->part, off, f->payload, f->len, sha,
-                     pf->fp ? pf->fp + off / MANIFEST_FP_BLOCK : NULL, &we);
+                     pf->fp ? pf->fp + manifest_seg_fp(e, f->seg) : NULL, &we);
   }
   br->literal += f->len;
   if (rc == ERR_INVALID || (rc == 0 &&
@@ -932,7 +992,7 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
     log_warn("pull %s@%.12s: '%s' segment %u did not verify; retrying",
              p->name, p->v, e->path, f->seg);
     if (pf->fp != NULL)
-      memset(pf->fp + off / MANIFEST_FP_BLOCK, 0,
+      memset(pf->fp + manifest_seg_fp(e, f->seg), 0,
              manifest_nfp(len) * sizeof(*pf->fp));
     br->result[i] = SEG_CORRUPT;
     return 0;
@@ -1007,39 +1067,39 @@ pull_apply_run(uv_work_t *w)
   close(dirfd);
 }
 
-/* The basis' recorded fingerprints of the blocks of [off, off+len), or
- * NULL when any is unknown. */
-static const uint8_t (*basis_fps(const struct pull_file *pf, uint64_t off,
-                                 uint64_t len))[16]
+/* The basis' recorded fingerprints of its segment j, or NULL when any is
+ * unknown. */
+static const uint8_t (*basis_fps(const struct pull_file *pf, uint32_t j))[16]
 {
   static const uint8_t zero[16];
-  uint64_t b = off / MANIFEST_FP_BLOCK, n = manifest_nfp(len);
 
-  if (pf->basis_fp == NULL || b + n > manifest_nfp(pf->basis_size))
+  if (pf->basis_fp == NULL)
     return NULL;
-  for (uint64_t i = b; i < b + n; i++)
+  for (uint64_t i = pf->basis_segfp[j]; i < pf->basis_segfp[j + 1]; i++)
     if (memcmp(pf->basis_fp[i], zero, 16) == 0)
       return NULL;
-  return (const uint8_t (*)[16])pf->basis_fp + b;
+  return (const uint8_t (*)[16])pf->basis_fp + pf->basis_segfp[j];
 }
 
-/* Copy segment k of the basis into the part file and verify it: by the
- * fingerprints recorded when the basis was verified here, else by
- * SHA-256.  Returns 1 verified, 0 not, or a write error. */
+/* Copy segment `from` of the basis into segment k of the part file and
+ * verify it: by the fingerprints recorded when the basis was verified
+ * here, else by SHA-256.  Returns 1 verified, 0 not, or a write error. */
 static int
 copy_segment(const struct pull_file *pf, const struct manifest_entry *e,
-             uint32_t k, int basis, int part, struct err *we)
+             uint32_t k, uint32_t from, int basis, int part, struct err *we)
 {
   const uint8_t (*want)[16];
   uint8_t (*fp)[16];
-  uint64_t off, len;
+  uint64_t off, len, boff;
   uint8_t sha[32];
   int rc;
 
-  manifest_seg_range(e->size, k, &off, &len);
-  fp = pf->fp + off / MANIFEST_FP_BLOCK;
-  want = basis_fps(pf, off, len);
-  rc = delta_copy(basis, part, off, len, want != NULL ? NULL : sha, fp, we);
+  manifest_seg_range(e, k, &off, &len);
+  fp = pf->fp + manifest_seg_fp(e, k);
+  want = basis_fps(pf, from);
+  boff = pf->basis_segoff[from];
+  rc = delta_copy(basis, boff, part, off, len, want != NULL ? NULL : sha, fp,
+                  we);
   if (rc == ERR_IO)
     return rc;
   if (rc < 0)
@@ -1073,7 +1133,8 @@ pull_local_run(uv_work_t *w)
     if (of.part < 0 || of.basis < 0) {
       br->result[i] = SEG_CORRUPT;
     } else {
-      rc = copy_segment(pf, e, br->segs[i].seg, of.basis, of.part, &we);
+      rc = copy_segment(pf, e, br->segs[i].seg, br->segs[i].from, of.basis,
+                        of.part, &we);
       if (rc < 0) {
         br->fatal = ERR_IO;
         snprintf(br->msg, sizeof(br->msg), "writing '%s' at %s: %s",
@@ -1081,8 +1142,8 @@ pull_local_run(uv_work_t *w)
       } else if (rc == 0) {
         uint64_t off, len;
 
-        manifest_seg_range(e->size, br->segs[i].seg, &off, &len);
-        memset(pf->fp + off / MANIFEST_FP_BLOCK, 0,
+        manifest_seg_range(e, br->segs[i].seg, &off, &len);
+        memset(pf->fp + manifest_seg_fp(e, br->segs[i].seg), 0,
                manifest_nfp(len) * sizeof(*pf->fp));
         br->result[i] = SEG_CORRUPT;
       } else {
@@ -1229,7 +1290,7 @@ pull_sigs_run(uv_work_t *w)
     if (it->fp != NULL) {
       store_xxh_path(sw->a->store, it->sha, path, sizeof(path));
       if (access(path, F_OK) != 0)
-        sig_cache_put(path, it->fp, (size_t)manifest_nfp(it->size) * 16);
+        sig_cache_put(path, it->fp, (size_t)it->nfp * 16);
     }
     store_sig_path(sw->a->store, it->sha, delta_block_len(it->size), path,
                    sizeof(path));

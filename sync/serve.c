@@ -293,7 +293,7 @@ load_last(struct store *s, const char *name, const char *rel,
   if (file_read(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
       manifest_decode(old, olen, &out->m, NULL) == 0) {
     store_checks_path(s, name, out->v, path, sizeof(path));
-    ok = manifest_checks_load(path, out->m.n, &out->c, NULL) == 0;
+    ok = manifest_checks_load(path, &out->m, &out->c, NULL) == 0;
   }
   free(old);
   return ok;
@@ -541,12 +541,14 @@ publish_done(uv_work_t *w, int status)
            (unsigned long long)pw->files, (unsigned long long)pw->bytes,
            (unsigned long long)pw->stats.files_hashed,
            (unsigned long long)pw->stats.files_reused);
-  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "version",
+  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I}", "version",
                 pw->v, "files", (json_int_t)pw->files, "dirs",
                 (json_int_t)pw->dirs, "links", (json_int_t)pw->links,
                 "bytes", (json_int_t)pw->bytes, "path", dir,
                 "files_hashed", (json_int_t)pw->stats.files_hashed,
-                "files_reused", (json_int_t)pw->stats.files_reused);
+                "files_reused", (json_int_t)pw->stats.files_reused,
+                "segments_reused",
+                (json_int_t)pw->stats.segments_reused);
   agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
   publish_work_free(pw);
   agent_work_done(a);
@@ -684,7 +686,7 @@ load_run(uv_work_t *w)
       manifest_decode(text, len, &sv->m, &sv->load_err) < 0)
     goto out;
   store_checks_path(s, sv->name, sv->v, path, sizeof(path));
-  if (manifest_checks_load(path, sv->m.n, &sv->c, &sv->load_err) < 0)
+  if (manifest_checks_load(path, &sv->m, &sv->c, &sv->load_err) < 0)
     goto out;
   snprintf(path, sizeof(path), "%s/.tenbin/published/%s/%s.src",
            store_root(s), sv->name, sv->v);
@@ -952,29 +954,28 @@ fp_table_sorted(const uint8_t *p, size_t len)
 }
 
 /*
- * Where the destination's basis has each whole block of the segment at
- * off, found by its fingerprint recorded at publish in the basis' table
- * (anywhere: unchanged, moved, or shifted by whole blocks): from[i] is
- * the basis offset, or DELTA_READ.  The count found.
+ * Where the destination's basis has each block of segment seg (at off),
+ * found by its fingerprint recorded at publish in the basis' table
+ * (anywhere: unchanged, moved, or shifted): from[i] is the basis
+ * offset, or DELTA_READ.  The count found.
  */
 static unsigned
 blocks_from(const struct batch_file *bf, const struct manifest_entry *me,
-            const struct manifest_check *ck, uint64_t off, uint64_t len,
+            const struct manifest_check *ck, uint32_t seg, uint64_t len,
             uint64_t *from)
 {
-  uint64_t b0 = off / MANIFEST_FP_BLOCK, nb = manifest_nfp(len);
+  uint64_t b0 = manifest_seg_fp(me, seg), nb = manifest_nfp(len);
   unsigned n = 0;
 
   for (uint64_t i = 0; i < nb; i++) {
-    uint64_t j = b0 + i;
     const uint8_t *hit = NULL;
 
     from[i] = DELTA_READ;
-    if (bf->fptab != NULL && ck->fp != NULL && j < ck->nfp &&
-        (j + 1) * MANIFEST_FP_BLOCK <= me->size)
-      hit = bsearch(ck->fp[j], bf->fptab, bf->nfptab, WIRE_FP_ENTRY, fp_cmp);
+    if (bf->fptab != NULL && ck->fp != NULL && b0 + i < ck->nfp)
+      hit = bsearch(ck->fp[b0 + i], bf->fptab, bf->nfptab, WIRE_FP_ENTRY,
+                    fp_cmp);
     if (hit != NULL) {
-      from[i] = (uint64_t)wire_get_le32(hit + 16) * MANIFEST_FP_BLOCK;
+      from[i] = wire_get_le64(hit + 16);
       n++;
     }
   }
@@ -984,11 +985,12 @@ blocks_from(const struct batch_file *bf, const struct manifest_entry *me,
 /* Whether the bytes read for segment seg (their sums) are those
  * published. */
 static int
-read_as_published(const struct manifest_check *ck, uint32_t seg,
-                  uint64_t off, uint64_t len, const uint8_t xxh[16],
+read_as_published(const struct manifest_entry *me,
+                  const struct manifest_check *ck, uint32_t seg,
+                  uint64_t len, const uint8_t xxh[16],
                   const uint8_t (*fp)[16])
 {
-  uint64_t b0 = off / MANIFEST_FP_BLOCK, nb = manifest_nfp(len);
+  uint64_t b0 = manifest_seg_fp(me, seg), nb = manifest_nfp(len);
 
   if (fp != NULL)
     return b0 + nb <= ck->nfp &&
@@ -1007,8 +1009,8 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   const struct manifest_check *ck = &sv->c.v[f->file];
   uint64_t off, len, bad = 0;
   uint8_t xxh[16];
-  uint8_t fp[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK][16];
-  uint64_t from[MANIFEST_SEG_SIZE / MANIFEST_FP_BLOCK];
+  uint8_t fp[MANIFEST_SEG_MAX / MANIFEST_FP_BLOCK][16];
+  uint64_t from[MANIFEST_SEG_MAX / MANIFEST_FP_BLOCK];
   /* A large file's reads are checked per fingerprint block (what its
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
@@ -1019,7 +1021,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
 
   if (bf->failed)
     return 0;
-  manifest_seg_range(me->size, f->seg, &off, &len);
+  manifest_seg_range(me, f->seg, &off, &len);
   if (bf->fd < 0) {
     struct stat st;
 
@@ -1042,11 +1044,11 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
   if (bf->loaded != NULL)
-    nfound = blocks_from(bf, me, ck, off, len, from);
+    nfound = blocks_from(bf, me, ck, f->seg, len, from);
   if (nfound > 0)
     rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, from,
                               (const uint8_t (*)[16])ck->fp +
-                                  off / MANIFEST_FP_BLOCK,
+                                  manifest_seg_fp(me, f->seg),
                               &bw->out, &bad, &e);
   else if (bf->loaded != NULL)
     rc = delta_compute(bf->loaded, bf->fd, off, len, &bw->out, xxh, fpp,
@@ -1058,8 +1060,8 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   if (rc == ERR_CONFLICT) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
-            "published (MiB %llu differs)", me->path, sv->v,
-            (unsigned long long)(off / MANIFEST_FP_BLOCK + bad));
+            "published (the MiB at byte %llu differs)", me->path, sv->v,
+            (unsigned long long)(off + bad * MANIFEST_FP_BLOCK));
     goto fail;
   }
   if (rc < 0) {
@@ -1067,7 +1069,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     goto fail;
   }
   /* With blocks skipped, each block read was checked on its own. */
-  if (nfound == 0 && !read_as_published(ck, f->seg, off, len, xxh, fpp)) {
+  if (nfound == 0 && !read_as_published(me, ck, f->seg, len, xxh, fpp)) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
             "published (segment %u differs)", me->path, sv->v, f->seg);
@@ -1233,7 +1235,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
                 "of '%s' (%u segments)", i, f->seg, me->path, me->nsegs);
         goto bad;
       }
-      manifest_seg_range(me->size, f->seg, &off, &len);
+      manifest_seg_range(me, f->seg, &off, &len);
       asked += len;
     }
   }

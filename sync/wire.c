@@ -23,6 +23,19 @@ wire_get_le32(const uint8_t *p)
          (uint32_t)p[3] << 24;
 }
 
+void
+wire_put_le64(uint8_t *p, uint64_t v)
+{
+  wire_put_le32(p, (uint32_t)v);
+  wire_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+uint64_t
+wire_get_le64(const uint8_t *p)
+{
+  return (uint64_t)wire_get_le32(p) | (uint64_t)wire_get_le32(p + 4) << 32;
+}
+
 int
 wire_put_header(struct buf *b, uint32_t kind, uint32_t file, uint32_t seg,
                 uint32_t len)

@@ -16,8 +16,8 @@
 #include "util/err.h"
 
 #define WIRE_HDR_LEN 16
-/* A BLOCKS payload entry: XXH3-128 of a basis block, u32 block index. */
-#define WIRE_FP_ENTRY 20
+/* A BLOCKS payload entry: XXH3-128 of a basis block, u64 its offset. */
+#define WIRE_FP_ENTRY 24
 
 enum wire_kind {
   WIRE_SIG = 1,
@@ -36,6 +36,8 @@ struct wire_frame {
 
 void wire_put_le32(uint8_t *p, uint32_t v);
 uint32_t wire_get_le32(const uint8_t *p);
+void wire_put_le64(uint8_t *p, uint64_t v);
+uint64_t wire_get_le64(const uint8_t *p);
 
 /* Append one frame (header and payload copied) to b; ERR_TOO_LARGE past
  * b's cap, b unchanged then. */

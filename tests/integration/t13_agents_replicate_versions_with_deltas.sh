@@ -12,8 +12,8 @@ mkdir -p "$SRC/ds/sub/deep"
 head -c 200000 /dev/urandom >"$SRC/ds/sub/b.bin"
 head -c 1048576 /dev/urandom >"$SRC/ds/sub/deep/c.bin"
 head -c 102400 /dev/urandom >"$SRC/ds/rename-me.bin"
-# Two segments: 16 MiB and a short tail.
-head -c $((17 * 1048576 + 123)) /dev/urandom >"$SRC/ds/big.bin"
+# Several segments: they are cut by content, none past 16 MiB.
+head -c $((40 * 1048576 + 123)) /dev/urandom >"$SRC/ds/big.bin"
 echo "hello" >"$SRC/ds/a.txt"
 : >"$SRC/ds/empty"
 echo "read only" >"$SRC/ds/ro.txt"
@@ -90,9 +90,9 @@ else
 fi
 wire=$(printf '%s' "$st" | jq -r .bytes_wire)
 total=$(printf '%s' "$st" | jq -r .bytes_total)
-# new.bin (300 KB) and the changed blocks cross; the 17 MiB file and the
+# new.bin (300 KB) and the changed blocks cross; the 40 MiB file and the
 # rest do not.
-if [ "$wire" -lt 1500000 ] && [ "$total" -gt 18000000 ]; then
+if [ "$wire" -lt 1500000 ] && [ "$total" -gt 40000000 ]; then
   t_ok "v2 moved $wire bytes on the wire for $total bytes of content"
 else
   t_fail "v2 moved $wire bytes on the wire for $total bytes"
@@ -193,17 +193,17 @@ t_expect "a batch asking for more than 64 MiB of data gets 413" \
 frames 4,"$big",0,30 3,"$big",1,0 >"$T_DIR/batch"
 t_expect "a fingerprint table of partial entries gets 400" \
   "$(batch)" '^400 .*payload'
-frames 4,"$big",1,20 >"$T_DIR/batch"
+frames 4,"$big",1,24 >"$T_DIR/batch"
 t_expect "a fingerprint table for a segment rather than the file gets 400" \
   "$(batch)" '^400 .*payload'
 python3 -c "
 import struct, sys
-e = lambda b, k: bytes([b]) * 16 + struct.pack('<I', k)
-sys.stdout.buffer.write(struct.pack('<IIII', 4, $big, 0, 40) + e(9, 0) +
+e = lambda b, k: bytes([b]) * 16 + struct.pack('<Q', k)
+sys.stdout.buffer.write(struct.pack('<IIII', 4, $big, 0, 48) + e(9, 0) +
                         e(1, 1) + struct.pack('<IIII', 3, $big, 1, 0))" >"$T_DIR/batch"
 t_expect "an unsorted fingerprint table gets 400" "$(batch)" \
   '^400 .*not sorted'
-frames 4,"$big",0,40 3,"$big",1,0 >"$T_DIR/batch"
+frames 4,"$big",0,48 3,"$big",1,0 >"$T_DIR/batch"
 t_expect "a fingerprint table matching nothing still gets the segment" \
   "$(batch)" '^200 '
 

@@ -26,15 +26,18 @@
 #include <openssl/evp.h>
 #include <xxhash.h>
 
+#include "sync/chunk.h"
 #include "sync/delta.h"
 #include "sync/manifest.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
-#define SEG ((size_t)MANIFEST_SEG_SIZE)
+#define SEG_MAX ((size_t)MANIFEST_SEG_MAX)
 
 static char tmpdir[64];
 static int nfiles;
+/* Segments the last round_trip cut the new file into. */
+static size_t rt_segs;
 
 /* ---- helpers ---- */
 
@@ -157,10 +160,12 @@ first_long_literal(const uint8_t *d, size_t len, uint64_t *longest)
 }
 
 /*
- * Delta every segment of new (nlen bytes in new_fd) against the basis'
+ * Delta every segment of new (nlen bytes in new_fd, cut by content as a
+ * publish cuts it, so segments start at any offset) against the basis'
  * signature, patch each into a fresh file at its offset, and check the
- * file and each segment's SHA-256.  Returns the delta bytes in total,
- * and the longest literal command in *max_literal (when not NULL).
+ * file, each segment's SHA-256 and its fingerprints (counted from the
+ * segment's start).  Returns the delta bytes in total, and the longest
+ * literal command in *max_literal (when not NULL).
  */
 static size_t
 round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
@@ -171,14 +176,20 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
   int out_fd = file_with(NULL, 0);
   struct buf d;
   struct err e = {0};
-  size_t total = 0;
-  uint8_t *got;
+  size_t total = 0, len;
+  uint8_t *got, *cutbuf = malloc(MIB);
 
-  buf_init(&d, SEG + MIB);
-  for (size_t off = 0; off < nlen || off == 0; off += SEG) {
-    size_t len = nlen - off < SEG ? nlen - off : SEG;
-    uint8_t xxh[16], pfp[SEG / MIB][16], sha[32], want[32];
-    uint64_t longest;
+  assert_non_null(cutbuf);
+  rt_segs = 0;
+  buf_init(&d, SEG_MAX + MIB);
+  for (size_t off = 0; off < nlen || off == 0; off += len) {
+    uint8_t xxh[16], pfp[SEG_MAX / MIB][16], sha[32], want[32];
+    uint64_t longest, end = 0;
+
+    if (nlen > 0)
+      assert_int_equal(chunk_cut(new_fd, off, nlen, cutbuf, MIB, &end), 0);
+    len = (size_t)end - off;
+    rt_segs++;
 
     buf_reset(&d);
     assert_int_equal(delta_compute(ds, new_fd, off, len, &d, xxh, NULL, &e), 0);
@@ -206,6 +217,7 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
   got = read_all(out_fd, nlen);
   assert_memory_equal(got, new, nlen);
   free(got);
+  free(cutbuf);
   buf_release(&d);
   delta_sig_free(ds);
   close(new_fd);
@@ -216,7 +228,7 @@ round_trip(int basis_fd, uint64_t blen, const uint8_t *new, size_t nlen,
 /* ---- block lengths ---- */
 
 static void
-test_block_len_is_a_power_of_two_near_sqrt_dividing_the_segment(
+test_block_len_is_a_power_of_two_near_sqrt_within_a_segment(
     void **state)
 {
   static const struct {
@@ -243,7 +255,9 @@ test_block_len_is_a_power_of_two_near_sqrt_dividing_the_segment(
 
     assert_true(bl >= 2 * KIB && bl <= MIB);
     assert_int_equal(bl & (bl - 1), 0);
-    assert_int_equal(MANIFEST_SEG_SIZE % bl, 0);
+    /* a block of context before a segment stays inside the segment
+     * before it */
+    assert_true(bl <= MANIFEST_SEG_MIN);
     /* nearest power of two at or above sqrt(size), within the range */
     assert_true(bl == MIB || (uint64_t)bl * bl >= size);
     assert_true(bl == 2 * KIB || (uint64_t)(bl / 2) * (bl / 2) < size);
@@ -296,10 +310,11 @@ test_data_shifted_by_an_insert_still_gives_small_deltas(void **state)
   fill_random(new + mid, ins, 3);
   memcpy(new + mid + ins, basis + mid, n - mid);
   bfd = file_with(basis, n);
-  /* 21 MiB: the second segment starts at an offset of the basis that is
-   * not on its block grid, so this also proves COPYs across the whole
-   * basis from a segment that starts anywhere. */
+  /* 21 MiB cut by content: the second segment starts at an offset of
+   * the basis that is not on its block grid, so this also proves COPYs
+   * across the whole basis from a segment that starts anywhere. */
   total = round_trip(bfd, n, new, n + ins, &longest);
+  assert_true(rt_segs >= 2);
   assert_true(total >= ins);
   assert_true(total < ins + 4 * bl + 64 * KIB);
   assert_true(longest <= 64 * KIB);
@@ -330,7 +345,9 @@ test_segments_of_data_shifted_by_any_amount_match_from_their_first_byte(
   memcpy(new + at + ins, basis + at, n - at);
   bfd = file_with(basis, n);
   total = round_trip(bfd, n, new, n + ins, NULL);
-  /* the insert, the block it cuts, and commands: 5 segments follow */
+  /* the insert, the block it cuts, and commands: several segments
+   * follow, each starting at an arbitrary offset */
+  assert_true(rt_segs >= 3);
   assert_true(total < ins + bl + 2 * KIB);
   close(bfd);
   free(basis);
@@ -828,19 +845,22 @@ test_blocks_delta_copies_found_blocks_unread_and_checks_the_rest(
   free(basis);
 }
 
-/* A local segment copy writes the same bytes at the same offset and
- * sums them (SHA-256, and XXH3-128 per MiB from the range's start); with
- * sha NULL only the fingerprints are computed; an old file shorter than
- * the segment fails verification (ERR_INVALID), not I/O. */
+/* A local segment copy writes the old file's bytes at in_off to out_off
+ * (a segment found again where an insert moved it) and sums them
+ * (SHA-256, and XXH3-128 per MiB from the range's start, the last block
+ * short); with sha NULL only the fingerprints are computed; an old file
+ * shorter than the segment fails verification (ERR_INVALID), not I/O,
+ * and writes nothing. */
 static void
-test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
+test_copy_writes_where_asked_and_sums_short_old_file_is_invalid(
     void **state)
 {
   const size_t n = 3 * MIB + 5;
-  const uint64_t off = MIB + 1, len = 2 * MIB;
+  const uint64_t in_off = MIB + 1, out_off = 3, len = 2 * MIB + 4;
   uint8_t *data = malloc(n), *got = malloc(n), sha[32], want[32];
-  uint8_t fp[3][16], fp2[3][16];
-  XXH128_canonical_t c[2];
+  uint8_t fp[4][16], fp2[4][16];
+  XXH128_canonical_t c[3];
+  struct stat st;
   struct err e = {0};
   int in, out;
 
@@ -849,23 +869,41 @@ test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid(
   in = file_with(data, n);
   out = file_with(NULL, 0);
   memset(fp, 0, sizeof(fp));
-  assert_int_equal(delta_copy(in, out, off, len, sha, fp, &e), 0);
-  sha256_of(data + off, len, want);
+  assert_int_equal(delta_copy(in, in_off, out, out_off, len, sha, fp, &e),
+                   0);
+  sha256_of(data + in_off, len, want);
   assert_memory_equal(sha, want, 32);
-  XXH128_canonicalFromHash(&c[0], XXH3_128bits(data + off, MIB));
-  XXH128_canonicalFromHash(&c[1], XXH3_128bits(data + off + MIB, MIB));
+  XXH128_canonicalFromHash(&c[0], XXH3_128bits(data + in_off, MIB));
+  XXH128_canonicalFromHash(&c[1], XXH3_128bits(data + in_off + MIB, MIB));
+  XXH128_canonicalFromHash(&c[2], XXH3_128bits(data + in_off + 2 * MIB, 4));
   assert_memory_equal(fp[0], c[0].digest, 16);
   assert_memory_equal(fp[1], c[1].digest, 16);
-  /* exactly one entry per block: the third is untouched */
-  assert_memory_equal(fp[2], (uint8_t[16]){0}, 16);
-  assert_int_equal(pread(out, got, n, 0), (ssize_t)(off + len));
-  assert_memory_equal(got + off, data + off, len);
+  assert_memory_equal(fp[2], c[2].digest, 16);
+  /* exactly one entry per block: the fourth is untouched */
+  assert_memory_equal(fp[3], (uint8_t[16]){0}, 16);
+  assert_int_equal(pread(out, got, n, 0), (ssize_t)(out_off + len));
+  assert_memory_equal(got + out_off, data + in_off, len);
   memset(sha, 0xee, sizeof(sha));
-  assert_int_equal(delta_copy(in, out, off, len, NULL, fp2, &e), 0);
-  assert_memory_equal(fp2, fp, 2 * 16);
-  assert_int_equal(delta_copy(in, out, n - 4, 5, sha, fp, &e),
-                   ERR_INVALID);
+  assert_int_equal(delta_copy(in, in_off, out, out_off, len, NULL, fp2, &e),
+                   0);
+  assert_memory_equal(fp2, fp, 3 * 16);
+  /* at the same offset too (a segment that did not move) */
+  assert_int_equal(delta_copy(in, 7, out, 7, MIB, sha, NULL, &e), 0);
+  sha256_of(data + 7, MIB, want);
+  assert_memory_equal(sha, want, 32);
+  assert_int_equal(pread(out, got, MIB, 7), (ssize_t)MIB);
+  assert_memory_equal(got, data + 7, MIB);
+  /* the old file is a byte short of in_off + len: nothing written */
+  assert_int_equal(fstat(out, &st), 0);
+  assert_int_equal(delta_copy(in, n - 4, out, (uint64_t)st.st_size + 10, 5,
+                              sha, fp, &e), ERR_INVALID);
   assert_non_null(strstr(err_msg(&e), "fewer than"));
+  {
+    struct stat after;
+
+    assert_int_equal(fstat(out, &after), 0);
+    assert_int_equal(after.st_size, st.st_size);
+  }
   close(in);
   close(out);
   free(got);
@@ -920,7 +958,7 @@ worker_run(void *arg)
   struct err e = {0};
   uint8_t xxh[16];
 
-  buf_init(&d, SEG + MIB);
+  buf_init(&d, SEG_MAX + MIB);
   w->rc = delta_compute(w->ds, w->src, w->off, w->len, &d, xxh, NULL, &e);
   if (w->rc == 0)
     w->rc = delta_patch(w->basis, d.data, d.len, w->out, w->off, w->len,
@@ -1067,7 +1105,7 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(
-        test_block_len_is_a_power_of_two_near_sqrt_dividing_the_segment),
+        test_block_len_is_a_power_of_two_near_sqrt_within_a_segment),
     cmocka_unit_test(
         test_segment_deltas_of_a_few_changed_blocks_patch_back_small),
     cmocka_unit_test(test_data_shifted_by_an_insert_still_gives_small_deltas),
@@ -1080,7 +1118,7 @@ main(void)
     cmocka_unit_test(
         test_literal_delta_patches_without_a_basis_and_copies_need_one),
     cmocka_unit_test(
-        test_copy_writes_the_range_and_sums_it_short_old_file_is_invalid),
+        test_copy_writes_where_asked_and_sums_short_old_file_is_invalid),
     cmocka_unit_test(
         test_blocks_delta_copies_found_blocks_unread_and_checks_the_rest),
     cmocka_unit_test(

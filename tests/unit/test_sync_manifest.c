@@ -1,8 +1,9 @@
 /*
- * Tests for sync/manifest.c: scanning a real tree (hashes checked against
- * SHA-256 and XXH3 computed here), the canonical JSON and its id, strict
- * decoding of everything a peer could get wrong, hash reuse, and the
- * checks file.
+ * Tests for sync/manifest.c and sync/manifest_large.c: scanning a real
+ * tree (hashes checked against SHA-256 and XXH3 computed here, large
+ * files' segments against chunk_cut), the canonical JSON and its id,
+ * strict decoding of everything a peer could get wrong, hash reuse
+ * (segments found again after an insert), and the checks file.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "sync/chunk.h"
 #include "sync/manifest.h"
 #include "sync/path.h"
 #include "util/alloc.h"
@@ -36,7 +38,9 @@
       fail_msg("'%s' does not contain '%s'", (hay), (needle));             \
   } while (0)
 
-#define SEG MANIFEST_SEG_SIZE
+#define MIB ((uint64_t)1 << 20)
+#define SEG_MIN MANIFEST_SEG_MIN
+#define SEG_MAX MANIFEST_SEG_MAX
 
 /* ---- a temporary tree ---- */
 
@@ -152,20 +156,24 @@ assert_xxh_of(const uint8_t got[16], const void *data, size_t len)
   assert_memory_equal(got, c.digest, 16);
 }
 
-/* A large file's segment k: one XXH3-128 per MiB block of its bytes
- * (data, len) in ck->fp, and the segment's check is the XXH3-128 of
+/* Segment k of large file entry e: one XXH3-128 per MiB block of its
+ * bytes (data, len), counted from the segment's start, in ck->fp from
+ * manifest_seg_fp(e, k); the segment's check is the XXH3-128 of
  * those. */
 static void
-assert_seg_check_of(const struct manifest_check *ck, uint32_t k,
+assert_seg_check_of(const struct manifest_check *ck,
+                    const struct manifest_entry *e, uint32_t k,
                     const unsigned char *data, size_t len)
 {
-  size_t b0 = (size_t)k * (SEG >> 20), nb = (len + (1u << 20) - 1) >> 20;
-  uint8_t fps[16][16];
+  size_t b0 = (size_t)manifest_seg_fp(e, k), nb = (len + MIB - 1) >> 20;
+  uint8_t fps[SEG_MAX >> 20][16];
 
   assert_non_null(ck->fp);
+  assert_true(nb <= SEG_MAX >> 20);
+  assert_true(b0 + nb == manifest_seg_fp(e, k + 1));
   assert_true(b0 + nb <= ck->nfp);
   for (size_t i = 0; i < nb; i++) {
-    size_t bl = len - (i << 20) < (1u << 20) ? len - (i << 20) : 1u << 20;
+    size_t bl = len - (i << 20) < MIB ? len - (i << 20) : MIB;
     XXH128_canonical_t c;
 
     XXH128_canonicalFromHash(&c, XXH3_128bits(data + (i << 20), bl));
@@ -173,6 +181,87 @@ assert_seg_check_of(const struct manifest_check *ck, uint32_t k,
     assert_memory_equal(ck->fp[b0 + i], fps[i], 16);
   }
   assert_xxh_of(ck->xxh[k], fps, nb * 16);
+}
+
+/* Seeded xorshift64: the same bytes on every run and host. */
+static void
+fill_random(unsigned char *p, size_t n, uint64_t seed)
+{
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p[i] = (unsigned char)(x >> 24);
+  }
+}
+
+/* The segment ends of the file rel as chunk_cut gives them (tested on
+ * its own in test_sync_chunk.c), independently of the scan; the count. */
+static uint32_t
+cut_file(const struct fx *f, const char *rel, uint64_t size, uint64_t *ends,
+         uint32_t cap)
+{
+  char p[512];
+  uint8_t *buf = xmalloc(MIB);
+  uint64_t off = 0;
+  uint32_t n = 0;
+  int fd;
+
+  fx_path(f, rel, p, sizeof(p));
+  fd = open(p, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  while (off < size) {
+    assert_true(n < cap);
+    assert_int_equal(chunk_cut(fd, off, size, buf, MIB, &ends[n]), 0);
+    off = ends[n++];
+  }
+  close(fd);
+  free(buf);
+  return n;
+}
+
+/*
+ * The entry and checks of the large file rel (data, size) are what its
+ * content says: segments where chunk_cut ends them, each with its own
+ * SHA-256, fingerprints and check, and sha256 the SHA-256 of the
+ * segment hashes.  Its segment count.
+ */
+static uint32_t
+assert_large_entry(const struct fx *f, const char *rel,
+                   const struct manifest_entry *me,
+                   const struct manifest_check *ck,
+                   const unsigned char *data, size_t size)
+{
+  uint64_t ends[64], off = 0;
+  uint32_t n = cut_file(f, rel, size, ends, 64);
+  uint8_t (*segs)[32] = xcalloc(n, 32), root[32];
+
+  assert_true(n >= 2);
+  assert_int_equal(me->size, size);
+  assert_int_equal(me->nsegs, n);
+  assert_non_null(me->segs);
+  assert_int_equal(ck->nsegs, n);
+  for (uint32_t k = 0; k < n; k++) {
+    uint64_t o, len;
+
+    manifest_seg_range(me, k, &o, &len);
+    assert_true(o == off && o + len == ends[k]);
+    assert_true(len <= SEG_MAX);
+    if (k + 1 < n)
+      assert_true(len > SEG_MIN);
+    sha256_bin(data + off, (size_t)len, segs[k]);
+    assert_memory_equal(me->segs[k], segs[k], 32);
+    assert_ptr_equal(manifest_seg_sha(me, k), me->segs[k]);
+    assert_seg_check_of(ck, me, k, data + off, (size_t)len);
+    off = ends[k];
+  }
+  sha256_bin(segs, (size_t)n * 32, root);
+  assert_memory_equal(me->sha256, root, 32);
+  assert_true(ck->nfp == manifest_seg_fp(me, n));
+  free(segs);
+  return n;
 }
 
 static int
@@ -222,26 +311,68 @@ make_small_tree(const struct fx *f)
 
 /* ---- segments ---- */
 
+/* A file of one segment is its whole range; set_segments lays out the
+ * offsets of listed lengths and where each segment's fingerprint blocks
+ * start (counted per segment, so a short last block of one segment does
+ * not shift the next one's); a deep copy keeps them. */
 static void
-test_nsegs_and_ranges_cut_at_16_mib(void **state)
+test_segments_give_ranges_and_per_segment_fingerprint_blocks(void **state)
 {
+  const uint64_t lens[3] = {SEG_MIN + 5, SEG_MAX, 3};
+  struct manifest_entry e;
+  struct manifest m, cp;
   uint64_t off, len;
 
   (void)state;
-  assert_int_equal(manifest_nsegs(0), 1);
-  assert_int_equal(manifest_nsegs(1), 1);
-  assert_int_equal(manifest_nsegs(SEG), 1);
-  assert_int_equal(manifest_nsegs(SEG + 1), 2);
-  assert_int_equal(manifest_nsegs(3 * SEG), 3);
-  assert_int_equal(manifest_nsegs(MANIFEST_MAX_FILE_SIZE), 1u << 26);
-  manifest_seg_range(SEG + 10, 0, &off, &len);
-  assert_true(off == 0 && len == SEG);
-  manifest_seg_range(SEG + 10, 1, &off, &len);
-  assert_true(off == SEG && len == 10);
-  manifest_seg_range(0, 0, &off, &len);
+  memset(&e, 0, sizeof(e));
+  e.type = MANIFEST_FILE;
+  e.nsegs = 1;
+  e.size = 5 * MIB + 1;
+  manifest_seg_range(&e, 0, &off, &len);
+  assert_true(off == 0 && len == 5 * MIB + 1);
+  assert_int_equal(manifest_seg_fp(&e, 0), 0);
+  assert_int_equal(manifest_seg_fp(&e, 1), 6);
+  e.size = 0;
+  manifest_seg_range(&e, 0, &off, &len);
   assert_true(off == 0 && len == 0);
-  manifest_seg_range(5, 0, &off, &len);
-  assert_true(off == 0 && len == 5);
+  assert_int_equal(manifest_seg_fp(&e, 1), 0);
+  assert_int_equal(manifest_nfp(0), 0);
+  assert_int_equal(manifest_nfp(1), 1);
+  assert_int_equal(manifest_nfp(MIB), 1);
+  assert_int_equal(manifest_nfp(MIB + 1), 2);
+
+  e.size = lens[0] + lens[1] + lens[2];
+  manifest_set_segments(&e, lens, 2); /* replaced below: nothing leaks */
+  manifest_set_segments(&e, lens, 3);
+  assert_int_equal(e.nsegs, 3);
+  manifest_seg_range(&e, 0, &off, &len);
+  assert_true(off == 0 && len == SEG_MIN + 5);
+  manifest_seg_range(&e, 1, &off, &len);
+  assert_true(off == SEG_MIN + 5 && len == SEG_MAX);
+  manifest_seg_range(&e, 2, &off, &len);
+  assert_true(off == SEG_MIN + 5 + SEG_MAX && len == 3);
+  assert_true(e.segoff[3] == e.size);
+  /* 4 MiB + 5 is 5 blocks, the last of 5 bytes; 16 MiB is 16 */
+  assert_int_equal(manifest_seg_fp(&e, 0), 0);
+  assert_int_equal(manifest_seg_fp(&e, 1), 5);
+  assert_int_equal(manifest_seg_fp(&e, 2), 21);
+  assert_int_equal(manifest_seg_fp(&e, 3), 22);
+  /* one more than ceil(size / MiB): blocks restart at each segment */
+  assert_int_equal(manifest_nfp(e.size), 21);
+
+  manifest_init(&m);
+  m.v = xcalloc(1, sizeof(*m.v));
+  m.n = m.cap = 1;
+  m.v[0] = e;
+  m.v[0].path = xstrdup("f");
+  m.v[0].segs = xcalloc(3, 32);
+  manifest_copy(&cp, &m);
+  assert_ptr_not_equal(cp.v[0].segoff, m.v[0].segoff);
+  assert_ptr_not_equal(cp.v[0].segfp, m.v[0].segfp);
+  assert_memory_equal(cp.v[0].segoff, e.segoff, 4 * sizeof(uint64_t));
+  assert_memory_equal(cp.v[0].segfp, e.segfp, 4 * sizeof(uint64_t));
+  manifest_release(&m); /* frees e's arrays too */
+  manifest_release(&cp);
 }
 
 /* ---- scanning ---- */
@@ -328,95 +459,144 @@ test_scan_lists_sorted_entries_with_their_hashes(void **state)
 }
 
 static void
-test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **state)
+test_scan_cuts_a_large_file_by_content_into_two_level_segments(void **state)
 {
   struct fx *f = *state;
-  size_t size = (size_t)SEG + (1u << 20) + 123;
+  size_t size = (size_t)(40 * MIB) + 123;
   unsigned char *data = xmalloc(size);
-  uint8_t segs[2][32], root[32];
   struct manifest m;
   struct manifest_checks c;
+  struct manifest_scan_stats st = {0};
   struct err e;
   const struct manifest_entry *me;
+  uint32_t n;
+  char p[512];
 
-  for (size_t i = 0; i < size; i++)
-    data[i] = (unsigned char)((i * 2654435761u) >> 13);
+  fill_random(data, size, 1);
   put_dir(f, "big");
   put_file(f, "big/f.bin", data, size);
   manifest_init(&m);
   manifest_checks_init(&c);
-  if (scan(f, "big", NULL, NULL, &m, &c, NULL, &e) != 0)
+  if (scan(f, "big", NULL, NULL, &m, &c, &st, &e) != 0)
     fail_msg("scan: %s", e.msg);
   assert_int_equal(m.n, 1);
   me = &m.v[0];
-  assert_int_equal(me->size, size);
-  assert_int_equal(me->nsegs, 2);
-  assert_non_null(me->segs);
-  sha256_bin(data, SEG, segs[0]);
-  sha256_bin(data + SEG, size - SEG, segs[1]);
-  sha256_bin(segs, sizeof(segs), root);
-  assert_memory_equal(me->segs[0], segs[0], 32);
-  assert_memory_equal(me->segs[1], segs[1], 32);
-  assert_memory_equal(me->sha256, root, 32);
-  assert_ptr_equal(manifest_seg_sha(me, 1), me->segs[1]);
-  assert_int_equal(c.v[0].nsegs, 2);
-  assert_int_equal(c.v[0].nfp, 18);
-  assert_seg_check_of(&c.v[0], 0, data, SEG);
-  assert_seg_check_of(&c.v[0], 1, data + SEG, size - SEG);
+  n = assert_large_entry(f, "big/f.bin", me, &c.v[0], data, size);
+  assert_int_equal(st.files_hashed, 1);
+  assert_int_equal(st.segments_reused, 0);
+
   /* The fingerprints survive a save and load of the checks. */
+  fx_path(f, "big.idx", p, sizeof(p));
+  if (manifest_checks_save(&c, p, &e) != 0)
+    fail_msg("save: %s", e.msg);
   {
     struct manifest_checks back;
-    char p[512];
 
     manifest_checks_init(&back);
-    fx_path(f, "big.idx", p, sizeof(p));
-    if (manifest_checks_save(&c, p, &e) != 0 ||
-        manifest_checks_load(p, m.n, &back, &e) != 0)
-      fail_msg("checks: %s", e.msg);
-    assert_int_equal(back.v[0].nfp, 18);
-    assert_memory_equal(back.v[0].fp, c.v[0].fp, 18 * 16);
+    if (manifest_checks_load(p, &m, &back, &e) != 0)
+      fail_msg("load: %s", e.msg);
+    assert_int_equal(back.v[0].nsegs, n);
+    assert_int_equal(back.v[0].nfp, c.v[0].nfp);
+    assert_memory_equal(back.v[0].fp, c.v[0].fp, (size_t)c.v[0].nfp * 16);
+    assert_memory_equal(back.v[0].xxh, c.v[0].xxh, (size_t)n * 16);
     manifest_checks_release(&back);
   }
+  /* Checks that do not fit the manifest's segments are refused: another
+   * count of segments, the same count with another count of blocks, or
+   * an entry that is not a file. */
+  {
+    struct manifest other;
+    struct manifest_checks back;
+    uint64_t *lens = xmalloc(((size_t)n + 1) * sizeof(*lens));
+    uint64_t total = manifest_seg_fp(me, n);
+    int64_t d;
 
-  /* The two-level hash survives the trip through JSON. */
+    for (uint32_t k = 0; k < n; k++)
+      lens[k] = me->segoff[k + 1] - me->segoff[k];
+    manifest_checks_init(&back);
+    manifest_copy(&other, &m);
+    lens[n] = 1;
+    lens[n - 1] -= 1;
+    manifest_set_segments(&other.v[0], lens, n + 1);
+    err_clear(&e);
+    assert_int_equal(manifest_checks_load(p, &other, &back, &e),
+                     ERR_INVALID);
+    assert_contains(e.msg, "do not fit the manifest");
+    assert_int_equal(back.n, 0);
+    lens[n - 1] += 1;
+    for (d = 1; d < (int64_t)MIB; d++) {
+      lens[0] += 1;
+      lens[1] -= 1;
+      manifest_set_segments(&other.v[0], lens, n);
+      if (manifest_seg_fp(&other.v[0], n) != total)
+        break;
+    }
+    assert_true(d < (int64_t)MIB);
+    err_clear(&e);
+    assert_int_equal(manifest_checks_load(p, &other, &back, &e),
+                     ERR_INVALID);
+    assert_contains(e.msg, "do not fit the manifest");
+    other.v[0].type = MANIFEST_DIR;
+    assert_int_equal(manifest_checks_load(p, &other, &back, &e),
+                     ERR_INVALID);
+    free(lens);
+    manifest_release(&other);
+  }
+
+  /* The two-level hash and the lengths survive the trip through JSON,
+   * written as jansson writes them. */
   {
     struct manifest back;
-    char *text = NULL;
+    char *text = NULL, *whole;
     size_t len;
     char id[MANIFEST_ID_HEX + 1];
+    json_t *v;
 
     manifest_init(&back);
     assert_int_equal(manifest_encode(&m, &text, &len, id, &e), 0);
-    assert_non_null(strstr(text, "\"segments\":[\""));
+    assert_non_null(strstr(text, "\"seglens\":["));
+    assert_non_null(strstr(text, "],\"segments\":[\""));
+    v = json_loadb(text, len, 0, NULL);
+    assert_non_null(v);
+    whole = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(whole, text);
+    free(whole);
+    json_decref(v);
     if (manifest_decode(text, len, &back, &e) != 0)
       fail_msg("decode: %s", e.msg);
-    assert_int_equal(back.v[0].nsegs, 2);
-    assert_memory_equal(back.v[0].segs, me->segs, 64);
+    assert_int_equal(back.v[0].nsegs, n);
+    assert_memory_equal(back.v[0].segs, me->segs, (size_t)n * 32);
+    assert_memory_equal(back.v[0].segoff, me->segoff,
+                        ((size_t)n + 1) * sizeof(uint64_t));
+    assert_memory_equal(back.v[0].segfp, me->segfp,
+                        ((size_t)n + 1) * sizeof(uint64_t));
     manifest_release(&back);
     free(text);
   }
 
-  /* One byte changes in segment 1: a rescan keeps segment 0's SHA-256
-   * (its XXH3 is unchanged) and hashes segment 1 anew. */
+  /* One byte changes in segment 1, in its first 2 MiB (before MIN, so no
+   * end moves):
+   * a rescan keeps every other segment's SHA-256 (its fingerprints are
+   * unchanged) and hashes segment 1 anew. */
   {
     struct manifest m2;
     struct manifest_checks c2;
-    struct manifest_scan_stats st = {0};
+    struct manifest_scan_stats st2 = {0};
 
-    data[SEG + 10] ^= 0xff;
+    data[me->segoff[1] + 2 * MIB + 5] ^= 0xff;
     put_file(f, "big/f.bin", data, size);
     manifest_init(&m2);
     manifest_checks_init(&c2);
-    if (scan(f, "big", &m, &c, &m2, &c2, &st, &e) != 0)
+    if (scan(f, "big", &m, &c, &m2, &c2, &st2, &e) != 0)
       fail_msg("rescan: %s", e.msg);
-    assert_int_equal(st.files_hashed, 1);
-    assert_int_equal(st.segments_reused, 1);
-    sha256_bin(data + SEG, size - SEG, segs[1]);
-    sha256_bin(segs, sizeof(segs), root);
-    assert_memory_equal(m2.v[0].segs[0], segs[0], 32);
-    assert_memory_equal(m2.v[0].segs[1], segs[1], 32);
-    assert_memory_equal(m2.v[0].sha256, root, 32);
-    assert_seg_check_of(&c2.v[0], 1, data + SEG, size - SEG);
+    assert_int_equal(st2.files_hashed, 1);
+    assert_int_equal(st2.segments_reused, n - 1);
+    assert_int_equal(assert_large_entry(f, "big/f.bin", &m2.v[0], &c2.v[0],
+                                        data, size), n);
+    for (uint32_t k = 0; k < n; k++)
+      if (k != 1)
+        assert_memory_equal(m2.v[0].segs[k], me->segs[k], 32);
+    assert_memory_not_equal(m2.v[0].segs[1], me->segs[1], 32);
     manifest_release(&m2);
     manifest_checks_release(&c2);
   }
@@ -433,6 +613,10 @@ test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **
     assert_string_equal(id, cid);
     assert_ptr_not_equal(cp.v[0].path, m.v[0].path);
     assert_ptr_not_equal(cp.v[0].segs, m.v[0].segs);
+    assert_ptr_not_equal(cp.v[0].segoff, m.v[0].segoff);
+    assert_ptr_not_equal(cp.v[0].segfp, m.v[0].segfp);
+    assert_memory_equal(cp.v[0].segfp, m.v[0].segfp,
+                        ((size_t)n + 1) * sizeof(uint64_t));
     assert_int_equal(cc.n, c.n);
     assert_int_equal(cc.v[0].nfp, c.v[0].nfp);
     assert_ptr_not_equal(cc.v[0].fp, c.v[0].fp);
@@ -444,6 +628,178 @@ test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged(void **
   free(data);
   manifest_release(&m);
   manifest_checks_release(&c);
+}
+
+/* The manifest and checks of two scans are the same, byte for byte. */
+static void
+assert_same_scan(const struct manifest *a, const struct manifest_checks *ca,
+                 const struct manifest *b, const struct manifest_checks *cb)
+{
+  char ida[MANIFEST_ID_HEX + 1], idb[MANIFEST_ID_HEX + 1];
+
+  encode_id(a, ida);
+  encode_id(b, idb);
+  assert_string_equal(ida, idb);
+  assert_int_equal(ca->n, cb->n);
+  for (size_t i = 0; i < ca->n; i++) {
+    assert_int_equal(ca->v[i].nsegs, cb->v[i].nsegs);
+    assert_int_equal(ca->v[i].nfp, cb->v[i].nfp);
+    if (ca->v[i].xxh != NULL)
+      assert_memory_equal(ca->v[i].xxh, cb->v[i].xxh,
+                          (size_t)ca->v[i].nsegs * 16);
+    if (ca->v[i].fp != NULL)
+      assert_memory_equal(ca->v[i].fp, cb->v[i].fp,
+                          (size_t)ca->v[i].nfp * 16);
+  }
+}
+
+/*
+ * The point of cutting by content: 1000 bytes inserted in the middle of
+ * a large file move only the boundaries next to them.  A rescan with the
+ * previous publish finds the segments before and after the insert again
+ * (those after at new offsets) and keeps their SHA-256, hashing only
+ * the segment of the insert; and what it keeps is right: a scan from
+ * scratch gives the same manifest and checks.
+ */
+static void
+test_rescan_after_an_insert_reuses_the_segments_it_shifted(void **state)
+{
+  struct fx *f = *state;
+  const size_t size = (size_t)(60 * MIB) + 777, ins = 1000;
+  const size_t at = size / 2 + 333;
+  unsigned char *data = xmalloc(size + ins);
+  struct manifest m1, m2, m3;
+  struct manifest_checks c1, c2, c3;
+  struct manifest_scan_stats st = {0};
+  uint32_t n1, n2, k0 = 0, after, same = 0;
+  struct err e;
+
+  fill_random(data, size, 42);
+  put_dir(f, "big");
+  put_file(f, "big/f.bin", data, size);
+  manifest_init(&m1);
+  manifest_checks_init(&c1);
+  if (scan(f, "big", NULL, NULL, &m1, &c1, NULL, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  n1 = assert_large_entry(f, "big/f.bin", &m1.v[0], &c1.v[0], data, size);
+  while (m1.v[0].segoff[k0 + 1] <= at)
+    k0++;
+  /* old segments wholly after the insert: this input has some */
+  after = n1 - k0 - 1;
+  assert_true(after >= 2);
+
+  memmove(data + at + ins, data + at, size - at);
+  fill_random(data + at, ins, 43);
+  put_file(f, "big/f.bin", data, size + ins);
+  manifest_init(&m2);
+  manifest_checks_init(&c2);
+  if (scan(f, "big", &m1, &c1, &m2, &c2, &st, &e) != 0)
+    fail_msg("rescan: %s", e.msg);
+  n2 = assert_large_entry(f, "big/f.bin", &m2.v[0], &c2.v[0], data,
+                          size + ins);
+  assert_int_equal(st.files_hashed, 1);
+  /* the segments before the insert, and all but at most one after it
+   * (the insert could make or remove a candidate near the end of its
+   * own segment, and the next end is then found afresh) ... */
+  assert_true(st.segments_reused >= k0 + after - 1);
+  /* ... and for this input every segment but its own: the insert lies
+   * in the first 4 MiB of its segment, and no candidate sits in the 1000
+   * bytes it pulls into the part that is scanned, so that segment's end
+   * moves with its content */
+  assert_true(at - m1.v[0].segoff[k0] < SEG_MIN - CHUNK_WINDOW);
+  assert_int_equal(n2, n1);
+  assert_int_equal(st.segments_reused, n1 - 1);
+  for (uint32_t k = 0; k < k0; k++)
+    assert_memory_equal(m2.v[0].segs[k], m1.v[0].segs[k], 32);
+  while (same < after && same < n2 &&
+         memcmp(m2.v[0].segs[n2 - 1 - same], m1.v[0].segs[n1 - 1 - same],
+                32) == 0)
+    same++;
+  assert_true(same >= after - 1);
+  for (uint32_t j = 0; j < same; j++) {
+    uint64_t o1, l1, o2, l2;
+
+    manifest_seg_range(&m1.v[0], n1 - 1 - j, &o1, &l1);
+    manifest_seg_range(&m2.v[0], n2 - 1 - j, &o2, &l2);
+    assert_true(l1 == l2 && o2 == o1 + ins);
+    assert_memory_equal(c2.v[0].xxh[n2 - 1 - j], c1.v[0].xxh[n1 - 1 - j],
+                        16);
+  }
+  /* the insert's own segment is new */
+  assert_memory_not_equal(m2.v[0].segs[k0], m1.v[0].segs[k0], 32);
+
+  /* What was kept is what a scan from scratch computes. */
+  manifest_init(&m3);
+  manifest_checks_init(&c3);
+  if (scan(f, "big", NULL, NULL, &m3, &c3, NULL, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_same_scan(&m2, &c2, &m3, &c3);
+  free(data);
+  manifest_release(&m1);
+  manifest_release(&m2);
+  manifest_release(&m3);
+  manifest_checks_release(&c1);
+  manifest_checks_release(&c2);
+  manifest_checks_release(&c3);
+}
+
+/* A large file touched (new mtime, same bytes) is read again, every
+ * segment is found where it was and keeps its SHA-256; with its identity
+ * unchanged after that, nothing is read at all. */
+static void
+test_rescan_of_a_touched_large_file_reuses_every_segment(void **state)
+{
+  struct fx *f = *state;
+  const size_t size = (size_t)(40 * MIB) + 5;
+  unsigned char *data = xmalloc(size);
+  struct manifest m1, m2, m3;
+  struct manifest_checks c1, c2, c3;
+  struct manifest_scan_stats st = {0};
+  struct timespec ts[2] = {{2000000000, 7}, {2000000000, 7}};
+  char p[512];
+  uint32_t n;
+  struct err e;
+
+  fill_random(data, size, 9);
+  put_dir(f, "big");
+  put_file(f, "big/f.bin", data, size);
+  manifest_init(&m1);
+  manifest_init(&m2);
+  manifest_init(&m3);
+  manifest_checks_init(&c1);
+  manifest_checks_init(&c2);
+  manifest_checks_init(&c3);
+  assert_int_equal(scan(f, "big", NULL, NULL, &m1, &c1, NULL, &e), 0);
+  n = assert_large_entry(f, "big/f.bin", &m1.v[0], &c1.v[0], data, size);
+
+  fx_path(f, "big/f.bin", p, sizeof(p));
+  assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+  if (scan(f, "big", &m1, &c1, &m2, &c2, &st, &e) != 0)
+    fail_msg("rescan: %s", e.msg);
+  assert_int_equal(st.files_hashed, 1);
+  assert_int_equal(st.files_reused, 0);
+  assert_int_equal(st.segments_reused, n);
+  assert_true(m2.v[0].mtime_ns == 2000000000000000007LL);
+  assert_true(c2.v[0].mtime_ns == 2000000000000000007LL);
+  m2.v[0].mtime_ns = m1.v[0].mtime_ns; /* the only difference */
+  assert_same_scan(&m1, &c1, &m2, &c2);
+  m2.v[0].mtime_ns = 2000000000000000007LL;
+
+  memset(&st, 0xff, sizeof(st));
+  if (scan(f, "big", &m2, &c2, &m3, &c3, &st, &e) != 0)
+    fail_msg("rescan: %s", e.msg);
+  assert_int_equal(st.files_reused, 1);
+  assert_int_equal(st.files_hashed, 0);
+  assert_int_equal(st.bytes_hashed, 0);
+  assert_int_equal(st.segments_reused, 0);
+  assert_same_scan(&m2, &c2, &m3, &c3);
+  free(data);
+  manifest_release(&m1);
+  manifest_release(&m2);
+  manifest_release(&m3);
+  manifest_checks_release(&c1);
+  manifest_checks_release(&c2);
+  manifest_checks_release(&c3);
 }
 
 /* Directories are listed by several threads; the entries still come
@@ -742,7 +1098,7 @@ test_encode_is_jansson_canonical_and_round_trips(void **state)
   assert_non_null(strstr(text, "{\"mode\":493,\"path\":\"dir\","
                                "\"type\":\"dir\"}"));
   assert_true(len > 13 &&
-              strcmp(text + len - 13, "],\"format\":1}") == 0);
+              strcmp(text + len - 13, "],\"format\":2}") == 0);
   /* The id is the SHA-256 of exactly these bytes. */
   hash_sha256_hex(text, len, want);
   assert_string_equal(id, want);
@@ -818,7 +1174,10 @@ test_encode_keeps_64_bit_mtimes_as_integers(void **state)
 #define FILE_(p, size, sha, extra)                                         \
   "{\"mode\":420,\"mtime_ns\":1,\"path\":\"" p "\",\"sha256\":\"" sha     \
   "\",\"size\":" #size extra ",\"type\":\"file\"}"
-#define DOC(entries) "{\"entries\":[" entries "],\"format\":1}"
+#define DOC(entries) "{\"entries\":[" entries "],\"format\":2}"
+/* ",seglens,segments" for FILE_'s extra */
+#define LISTS(lens, segs) ",\"seglens\":[" lens "],\"segments\":[" segs "]"
+#define S2 "\"" H0 "\",\"" H0 "\""
 
 static int
 decode(const char *text, struct manifest *m, struct err *e)
@@ -855,10 +1214,10 @@ test_decode_rejects_each_bad_case_naming_the_entry(void **state)
   } cases[] = {
     {"[]", "not a JSON object"},
     {"{\"entries\":[", "malformed JSON"},
-    {"{\"entries\":[],\"format\":2}", "'format'"},
+    {"{\"entries\":[],\"format\":1}", "field 'format' must be 2"},
     {"{\"entries\":[]}", "'format'"},
-    {"{\"format\":1}", "'entries'"},
-    {"{\"entries\":[],\"format\":1,\"x\":1}", "unknown field 'x'"},
+    {"{\"format\":2}", "'entries'"},
+    {"{\"entries\":[],\"format\":2,\"x\":1}", "unknown field 'x'"},
     {DOC("1"), "entry 0: not an object"},
     {DOC("{\"type\":\"dir\",\"mode\":1}"), "entry 0: field 'path'"},
     {DOC("{\"path\":\"a\",\"type\":\"fifo\"}"), "entry 0 'a': unknown type"},
@@ -902,17 +1261,54 @@ test_decode_rejects_each_bad_case_naming_the_entry(void **state)
     {DOC(FILE_("f", 1.5, H0, "")), "field 'size'"},
     {DOC("{\"mode\":420,\"path\":\"f\",\"sha256\":\"" H0 "\",\"size\":1,"
          "\"type\":\"file\"}"), "field 'mtime_ns'"},
+    /* format 2: a file of more than one segment lists their lengths
+     * and hashes; one of at most 16 MiB may list none */
+    {DOC(FILE_("f", 16777217, H0, "")),
+     "entry 0 'f': fields 'seglens' and 'segments' are required for a "
+     "file larger than 16 MiB"},
+    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[" S2 "]")),
+     "fields 'seglens' and 'segments' must both be arrays"},
+    {DOC(FILE_("f", 16777217, H0, ",\"seglens\":[8388608,8388609]")),
+     "fields 'seglens' and 'segments' must both be arrays"},
+    {DOC(FILE_("f", 16777217, H0, ",\"seglens\":\"x\",\"segments\":["
+               S2 "]")), "must both be arrays"},
     {DOC(FILE_("f", 3, H0, ",\"segments\":[\"" H0 "\"]")),
-     "'segments' is only for files larger"},
-    {DOC(FILE_("f", 16777217, H0, "")), "'segments' (an array) is required"},
-    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\"]")),
-     "entry 0 'f': 1 segments, a file of 16777217 bytes has 2"},
-    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"" H0 "\","
-               "\"" H0 "\"]")), "3 segments, a file"},
-    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"xx\"]")),
+     "must both be arrays"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388609", "\"" H0 "\""))),
+     "entry 0 'f': 1 segment hashes and 2 lengths"},
+    {DOC(FILE_("f", 3, H0, LISTS("3", "\"" H0 "\""))),
+     "1 segment hashes and 1 lengths: a file of 3 bytes has from 2"},
+    {DOC(FILE_("f", 8388608, H0, LISTS("4194304,4194302,1,1",
+                                       S2 "," S2))),
+     "4 segment hashes and 4 lengths: a file of 8388608 bytes has from 2 "
+     "to 3"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("4194303,12582914", S2))),
+     "entry 0 'f': segment 0: its length must be an integer from 4 MiB "
+     "to 16 MiB within the file"},
+    {DOC(FILE_("f", 20971521, H0, LISTS("16777217,4194304", S2))),
+     "segment 0: its length must be an integer from 4 MiB to 16 MiB"},
+    {DOC(FILE_("f", 20971521, H0, LISTS("4194304,16777217", S2))),
+     "segment 1 (the last): its length must be an integer from 1 byte to "
+     "16 MiB"},
+    {DOC(FILE_("f", 8388608, H0, LISTS("8388608,0", S2))),
+     "segment 1 (the last): its length must be an integer from 1 byte"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388610", S2))),
+     "segment 1 (the last): its length must be an integer from 1 byte to "
+     "16 MiB within the file"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388608", S2))),
+     "the segment lengths add up to 16777216, not the size"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388609.0", S2))),
+     "segment 1 (the last): its length must be an integer"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("\"8388608\",8388609", S2))),
+     "segment 0: its length must be an integer"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("-8388608,8388609", S2))),
+     "segment 0: its length must be an integer"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388609",
+                                        "\"" H0 "\",\"xx\""))),
      "segment 1 must be 64"},
-    {DOC(FILE_("f", 16777217, H0, ",\"segments\":[\"" H0 "\",\"" H1
-               "\"]")), "sha256 is not the SHA-256 of the segment hashes"},
+    {DOC(FILE_("f", 16777217, H0, LISTS("8388608,8388609",
+                                        "\"" H0 "\",\"" H1 "\""))),
+     "sha256 is not the SHA-256 of the segment hashes"},
     {DOC("{\"path\":\"l\",\"target\":\"../x\",\"type\":\"link\"}"),
      "entry 0 'l': link target '../x' points outside"},
     {DOC("{\"path\":\"l\",\"target\":\"/etc\",\"type\":\"link\"}"),
@@ -972,9 +1368,18 @@ test_decode_errors_stay_valid_utf8_when_cut(void **state)
   json_decref(s);
 }
 
+/*
+ * Segments of any length the format allows decode to their ranges, and
+ * the canonical text (keys sorted: seglens before segments) encodes back
+ * to the same bytes: 16 + 16 MiB; 4 MiB and a 1-byte last segment (a
+ * file of at most 16 MiB may still have two); and 16 MiB listing none.
+ */
 static void
 test_decode_accepts_the_right_two_level_hash(void **state)
 {
+  static const struct {
+    uint64_t lens[2];
+  } cases[] = {{{16 * MIB, 16 * MIB}}, {{SEG_MIN, 1}}};
   uint8_t segs[2][32], root[32];
   char h[2][65], r[65], text[1024];
   struct manifest m;
@@ -987,17 +1392,38 @@ test_decode_accepts_the_right_two_level_hash(void **state)
   bin_hex(segs[0], h[0]);
   bin_hex(segs[1], h[1]);
   bin_hex(root, r);
-  snprintf(text, sizeof(text),
-           DOC("{\"mode\":420,\"mtime_ns\":-5,\"path\":\"f\",\"segments\":"
-               "[\"%s\",\"%s\"],\"sha256\":\"%s\",\"size\":%llu,"
-               "\"type\":\"file\"}"),
-           h[0], h[1], r, (unsigned long long)(2 * SEG));
-  manifest_init(&m);
-  if (decode(text, &m, &e) != 0)
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const uint64_t *lens = cases[i].lens;
+    uint64_t off, len;
+    char *again = NULL, id[MANIFEST_ID_HEX + 1];
+    size_t alen;
+
+    snprintf(text, sizeof(text),
+             DOC("{\"mode\":420,\"mtime_ns\":-5,\"path\":\"f\","
+                 "\"seglens\":[%llu,%llu],\"segments\":[\"%s\",\"%s\"],"
+                 "\"sha256\":\"%s\",\"size\":%llu,\"type\":\"file\"}"),
+             (unsigned long long)lens[0], (unsigned long long)lens[1], h[0],
+             h[1], r, (unsigned long long)(lens[0] + lens[1]));
+    manifest_init(&m);
+    if (decode(text, &m, &e) != 0)
+      fail_msg("decode: %s", e.msg);
+    assert_int_equal(m.v[0].nsegs, 2);
+    assert_true(m.v[0].mtime_ns == -5);
+    assert_memory_equal(manifest_seg_sha(&m.v[0], 1), segs[1], 32);
+    manifest_seg_range(&m.v[0], 1, &off, &len);
+    assert_true(off == lens[0] && len == lens[1]);
+    assert_true(manifest_seg_fp(&m.v[0], 1) == manifest_nfp(lens[0]));
+    assert_true(manifest_seg_fp(&m.v[0], 2) ==
+                manifest_nfp(lens[0]) + manifest_nfp(lens[1]));
+    assert_int_equal(manifest_encode(&m, &again, &alen, id, &e), 0);
+    assert_string_equal(again, text);
+    free(again);
+    manifest_release(&m);
+  }
+  if (decode(DOC(FILE_("f", 16777216, H0, "")), &m, &e) != 0)
     fail_msg("decode: %s", e.msg);
-  assert_int_equal(m.v[0].nsegs, 2);
-  assert_true(m.v[0].mtime_ns == -5);
-  assert_memory_equal(manifest_seg_sha(&m.v[0], 1), segs[1], 32);
+  assert_int_equal(m.v[0].nsegs, 1);
+  assert_null(m.v[0].segoff);
   manifest_release(&m);
 }
 
@@ -1028,7 +1454,7 @@ test_decode_enforces_text_and_entry_limits(void **state)
     memcpy(p, i > 0 ? ",null" : "null", i > 0 ? 5 : 4);
     p += i > 0 ? 5 : 4;
   }
-  memcpy(p, "],\"format\":1}", 13);
+  memcpy(p, "],\"format\":2}", 13);
   p += 13;
   *p = '\0';
   err_clear(&e);
@@ -1078,7 +1504,7 @@ test_decode_of_many_entries_checks_every_parent(void **state)
       b.len += (size_t)snprintf(b.p + b.len, b.cap - b.len, "%s", line);
     }
   }
-  snprintf(b.p + b.len, b.cap - b.len, "],\"format\":1}");
+  snprintf(b.p + b.len, b.cap - b.len, "],\"format\":2}");
   manifest_init(&m);
   if (decode(b.p, &m, &e) != 0)
     fail_msg("decode: %s", e.msg);
@@ -1126,7 +1552,7 @@ test_checks_save_and_load_round_trip(void **state)
     snprintf(tmp, sizeof(tmp), "%s.tmp", p);
     assert_int_equal(stat(tmp, &st), -1); /* renamed away */
   }
-  if (manifest_checks_load(p, m.n, &back, &e) != 0)
+  if (manifest_checks_load(p, &m, &back, &e) != 0)
     fail_msg("load: %s", e.msg);
   assert_int_equal(back.n, c.n);
   for (size_t i = 0; i < c.n; i++) {
@@ -1156,10 +1582,21 @@ test_checks_save_and_load_round_trip(void **state)
     manifest_checks_release(&c2);
   }
   /* The count must agree with the manifest's. */
-  assert_int_equal(manifest_checks_load(p, m.n + 1, &back, &e),
-                   ERR_INVALID);
-  assert_contains(e.msg, "8 entries, the manifest has 9");
-  assert_int_equal(back.n, 0);
+  {
+    struct manifest m9;
+    struct manifest_checks c9;
+
+    put_file(f, "ds/zz", "z", 1);
+    manifest_init(&m9);
+    manifest_checks_init(&c9);
+    assert_int_equal(scan(f, "ds", NULL, NULL, &m9, &c9, NULL, &e), 0);
+    assert_int_equal(m9.n, 9);
+    assert_int_equal(manifest_checks_load(p, &m9, &back, &e), ERR_INVALID);
+    assert_contains(e.msg, "8 entries, the manifest has 9");
+    assert_int_equal(back.n, 0);
+    manifest_release(&m9);
+    manifest_checks_release(&c9);
+  }
   manifest_release(&m);
   manifest_checks_release(&c);
 }
@@ -1186,16 +1623,23 @@ test_checks_load_rejects_truncated_and_foreign_files(void **state)
   for (off_t len = st.st_size - 1; len >= 0; len -= 7) {
     assert_int_equal(truncate(p, len), 0);
     err_clear(&e);
-    if (manifest_checks_load(p, m.n, &back, &e) != ERR_INVALID)
+    if (manifest_checks_load(p, &m, &back, &e) != ERR_INVALID)
       fail_msg("%lld bytes accepted", (long long)len);
     assert_int_equal(back.n, 0);
   }
-  put_file(f, "foreign", "{\"entries\":[],\"format\":1}", 26);
+  put_file(f, "foreign", "{\"entries\":[],\"format\":2}", 26);
   fx_path(f, "foreign", p, sizeof(p));
-  assert_int_equal(manifest_checks_load(p, 0, &back, &e), ERR_INVALID);
-  assert_contains(e.msg, "not a checks file");
-  fx_path(f, "missing", p, sizeof(p));
-  assert_int_equal(manifest_checks_load(p, 0, &back, &e), ERR_NOT_FOUND);
+  {
+    struct manifest empty;
+
+    manifest_init(&empty);
+    assert_int_equal(manifest_checks_load(p, &empty, &back, &e),
+                     ERR_INVALID);
+    assert_contains(e.msg, "not a checks file");
+    fx_path(f, "missing", p, sizeof(p));
+    assert_int_equal(manifest_checks_load(p, &empty, &back, &e),
+                     ERR_NOT_FOUND);
+  }
   manifest_release(&m);
   manifest_checks_release(&c);
 }
@@ -1224,7 +1668,7 @@ test_checks_load_rejects_a_flipped_byte(void **state)
   byte ^= 0x10;
   assert_int_equal(pwrite(fd, &byte, 1, 40), 1);
   close(fd);
-  assert_int_equal(manifest_checks_load(p, m.n, &back, &e), ERR_INVALID);
+  assert_int_equal(manifest_checks_load(p, &m, &back, &e), ERR_INVALID);
   manifest_release(&m);
   manifest_checks_release(&c);
 }
@@ -1234,9 +1678,12 @@ main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_nsegs_and_ranges_cut_at_16_mib),
+    cmocka_unit_test(
+        test_segments_give_ranges_and_per_segment_fingerprint_blocks),
     T(test_scan_lists_sorted_entries_with_their_hashes),
-    T(test_scan_hashes_a_large_file_in_two_level_segments_and_reuses_unchanged),
+    T(test_scan_cuts_a_large_file_by_content_into_two_level_segments),
+    T(test_rescan_after_an_insert_reuses_the_segments_it_shifted),
+    T(test_rescan_of_a_touched_large_file_reuses_every_segment),
     T(test_scan_of_many_directories_is_complete_and_sorted),
     T(test_same_tree_gives_same_id_and_one_byte_changes_it),
     T(test_rescan_reuses_hashes_of_unchanged_files),

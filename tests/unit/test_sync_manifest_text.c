@@ -58,7 +58,8 @@ test_reads_fields_in_any_order_and_with_whitespace(void **state)
   static const char text[] =
       " {\n \"format\" : 1 ,\"entries\" :[ {\"type\":\"file\", \"size\":7,"
       "\"path\":\"a b\", \"mode\": 420, \"mtime_ns\" : -5,\"sha256\":\"x\","
-      "\"segments\":[\"s0\", 3, \"s2\"], \"zz\": {\"k\":[1,true,null]}},"
+      "\"segments\":[\"s0\", 3, \"s2\"], \"zz\": {\"k\":[1,true,null]},"
+      " \"seglens\" : [ 8388608 ,\"x\", 1.5, -2, 33554432 ,[7],0]},"
       "\t{\"path\":\"l\",\"target\":\"t\",\"type\":\"link\"} ] } \n";
   char *copy = exact_copy(text, sizeof(text) - 1);
   struct mtext_reader r;
@@ -79,6 +80,16 @@ test_reads_fields_in_any_order_and_with_whitespace(void **state)
   assert_string_equal(o.segs[0], "s0");
   assert_null(o.segs[1]); /* not a string */
   assert_string_equal(o.segs[2], "s2");
+  /* seglens: integers as read, anything else -1 */
+  assert_true(o.has & MTEXT_SEGLENS);
+  assert_int_equal(o.nlens, 7);
+  assert_int_equal(o.lens[0], 8388608);
+  assert_int_equal(o.lens[1], -1);
+  assert_int_equal(o.lens[2], -1);
+  assert_int_equal(o.lens[3], -1);
+  assert_int_equal(o.lens[4], 33554432);
+  assert_int_equal(o.lens[5], -1);
+  assert_int_equal(o.lens[6], 0);
   assert_string_equal(o.unknown, "zz");
   assert_null(o.target);
   assert_int_equal(mtext_next(&r, &o, &e), 1);
@@ -96,7 +107,8 @@ test_wrong_json_types_leave_the_field_unset_but_seen(void **state)
 {
   static const char text[] =
       "{\"entries\":[{\"mode\":\"420\",\"path\":1,\"size\":1.5,"
-      "\"mtime_ns\":1e3,\"segments\":\"x\",\"type\":null}],\"format\":1}";
+      "\"mtime_ns\":1e3,\"segments\":\"x\",\"seglens\":{},"
+      "\"type\":null}],\"format\":1}";
   char *copy = exact_copy(text, sizeof(text) - 1);
   struct mtext_reader r;
   struct mtext_entry o;
@@ -107,7 +119,9 @@ test_wrong_json_types_leave_the_field_unset_but_seen(void **state)
   assert_int_equal(mtext_next(&r, &o, &e), 1);
   assert_int_equal(o.has, 0);
   assert_true(o.seen == (MTEXT_MODE | MTEXT_PATH | MTEXT_SIZE |
-                         MTEXT_MTIME | MTEXT_SEGMENTS | MTEXT_TYPE));
+                         MTEXT_MTIME | MTEXT_SEGMENTS | MTEXT_TYPE |
+                         MTEXT_SEGLENS));
+  assert_int_equal(o.nlens, 0);
   assert_null(o.path);
   mtext_release(&r);
   free(copy);
@@ -228,7 +242,8 @@ test_prefixes_and_corruptions_never_read_past_the_text(void **state)
   static const char doc[] =
       "{\"entries\":[{\"mode\":493,\"path\":\"d\",\"type\":\"dir\"},"
       "{\"mode\":420,\"mtime_ns\":12,\"path\":\"d/f\\u00e9\\n\","
-      "\"segments\":[\"aa\",\"bb\"],\"sha256\":\"cc\",\"size\":3,"
+      "\"seglens\":[1,2],\"segments\":[\"aa\",\"bb\"],\"sha256\":\"cc\","
+      "\"size\":3,"
       "\"type\":\"file\"},{\"path\":\"d/l\",\"target\":\"f\","
       "\"type\":\"link\"}],\"format\":1}";
   const size_t len = sizeof(doc) - 1;
@@ -275,8 +290,12 @@ jansson_entry(const struct manifest_entry *me)
     hash_hex(me->sha256, 32, hex);
     json_object_set_new(o, "sha256", json_string(hex));
     if (me->segs != NULL) {
-      json_t *a = json_array();
+      json_t *a = json_array(), *l = json_array();
 
+      for (uint32_t k = 0; k < me->nsegs; k++)
+        json_array_append_new(l, json_integer((json_int_t)(
+                                     me->segoff[k + 1] - me->segoff[k])));
+      json_object_set_new(o, "seglens", l);
       for (uint32_t k = 0; k < me->nsegs; k++) {
         hash_hex(me->segs[k], 32, hex);
         json_array_append_new(a, json_string(hex));
@@ -318,6 +337,7 @@ test_writer_gives_the_bytes_jansson_gave(void **state)
 {
   uint64_t seed = 42;
   uint8_t segs[3][32];
+  uint64_t segoff[4];
   struct buf b;
 
   (void)state;
@@ -341,6 +361,13 @@ test_writer_gives_the_bytes_jansson_gave(void **state)
       memset(segs, i + 1, sizeof(segs));
       me.segs = segs;
       me.nsegs = 3;
+      /* lengths from one digit to 2^50 */
+      segoff[0] = 0;
+      segoff[1] = 1 + (seed >> 60);
+      segoff[2] = segoff[1] + MANIFEST_SEG_MIN + (seed >> 40);
+      segoff[3] = segoff[2] + (i % 8 == 1 ? MANIFEST_MAX_FILE_SIZE
+                                          : MANIFEST_SEG_MAX);
+      me.segoff = segoff;
     }
     want = jansson_entry(&me);
     buf_reset(&b);

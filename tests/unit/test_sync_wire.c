@@ -255,12 +255,39 @@ test_put_past_the_cap_is_too_large_and_leaves_the_buffer(void **state)
   buf_release(&b);
 }
 
+/* The u64 of a BLOCKS entry (a basis offset) is little-endian whatever
+ * the host, and every bit survives: offsets past 4 GiB included. */
+static void
+test_le64_round_trips_little_endian(void **state)
+{
+  static const uint64_t vals[] = {0, 1, 0xff, 0x100000000ull,
+                                  (uint64_t)1 << 50, 0x8000000000000001ull,
+                                  UINT64_MAX};
+  uint8_t p[10];
+
+  (void)state;
+  memset(p, 0xee, sizeof(p));
+  wire_put_le64(p + 1, 0x0807060504030201ull);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(p[1 + i], i + 1);
+  /* exactly 8 bytes written */
+  assert_int_equal(p[0], 0xee);
+  assert_int_equal(p[9], 0xee);
+  assert_true(wire_get_le64(p + 1) == 0x0807060504030201ull);
+  for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+    wire_put_le64(p, vals[i]);
+    assert_true(wire_get_le64(p) == vals[i]);
+    assert_int_equal(p[7], (uint8_t)(vals[i] >> 56));
+  }
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_frames_round_trip_in_order),
     cmocka_unit_test(test_header_is_little_endian_whatever_the_host),
+    cmocka_unit_test(test_le64_round_trips_little_endian),
     cmocka_unit_test(test_zero_frames_is_a_clean_end),
     cmocka_unit_test(test_truncated_header_is_invalid_naming_the_offset),
     cmocka_unit_test(test_truncated_payload_is_invalid),

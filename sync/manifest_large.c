@@ -1,0 +1,482 @@
+/*
+ * Publishing a large file: cut it into segments by content and hash them
+ * (docs/SYNC.md "Segments" and "Publishing again").
+ *
+ * With the previous publish of the path at hand, most segments are found
+ * again: at each boundary the first MiB's fingerprint names the previous
+ * segment that may start there (wherever it sat before), the rest of its
+ * fingerprints confirm it, and it keeps its SHA-256.  Only where no
+ * previous segment fits is the gear hash run to cut a new one, and only
+ * new segments are SHA-256'd.  An insert in the middle of a 2 GiB file so
+ * costs one read of the file for fingerprints and SHA-256 of one or two
+ * segments, where fixed segments would rehash the shifted half.
+ *
+ * The work is in rounds, so that reads run on one thread per core:
+ * follow the chain of previous segments from the current boundary by
+ * their first fingerprints alone (one MiB read per step), verify the
+ * chain's segments in parallel, keep the verified ones up to the first
+ * that failed, cut there, and go on from the cut with a new chain.  A
+ * new chain that reaches an offset of the last one is that chain from
+ * there on (a chain depends only on the bytes from where it starts), so
+ * nothing is verified twice.
+ */
+#include "manifest_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+#include "sync/chunk.h"
+#include "util/alloc.h"
+
+#define READ_CHUNK ((size_t)MANIFEST_FP_BLOCK)
+#define LARGE_THREADS_MAX 8
+#define SEG_FP_MAX (MANIFEST_SEG_MAX / MANIFEST_FP_BLOCK)
+
+_Static_assert(MANIFEST_SEG_MAX % MANIFEST_FP_BLOCK == 0,
+               "a segment holds whole fingerprint blocks");
+
+/* A link of a chain: the previous segment `from` may start at off; or,
+ * with from == CUT, no previous segment starts there. */
+#define CUT UINT32_MAX
+enum { UNTRIED = 0, GOOD, BAD };
+
+struct link {
+  uint64_t off;
+  uint32_t from;
+  int state;
+};
+
+struct chain {
+  struct link *v;
+  size_t n, cap;
+};
+
+/* The previous segments, sorted by their first fingerprint. */
+struct first {
+  const uint8_t *fp;
+  uint32_t seg;
+};
+
+/* A segment of the new file: from a previous one, or cut here. */
+struct newseg {
+  uint64_t off, len;
+  uint32_t from;     /* previous segment, or CUT (to be hashed) */
+  int err;           /* errno of a failed read, -1 a short one */
+};
+
+struct large {
+  int fd;
+  struct manifest_entry *me;
+  struct manifest_check *ck;
+  const struct manifest_entry *pe; /* NULL without a usable previous */
+  const struct manifest_check *pc;
+  struct first *firsts;
+  size_t nfirsts;
+  struct chain chain, last;
+  struct newseg *segs;
+  size_t nsegs, segcap;
+  uint8_t *buf;                    /* READ_CHUNK, the calling thread's */
+  uint64_t bytes_read;
+};
+
+/*
+ * Read [off, off+len) through buf and put the XXH3-128 of each
+ * fingerprint block (from off) into fp and, with ctx, the SHA-256 of it
+ * all into ctx.  0, or the errno of a failed read (-1 for a short one).
+ */
+static int
+read_blocks(int fd, uint8_t *buf, uint64_t off, uint64_t len,
+            uint8_t (*fp)[16], EVP_MD_CTX *ctx)
+{
+  while (len > 0) {
+    size_t want = len < READ_CHUNK ? (size_t)len : READ_CHUNK;
+    ssize_t r = pread(fd, buf, want, (off_t)off);
+    XXH128_canonical_t c;
+
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 || (size_t)r != want)
+      return r < 0 ? errno : -1;
+    if (ctx != NULL)
+      EVP_DigestUpdate(ctx, buf, want);
+    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, want));
+    memcpy(*fp++, c.digest, 16);
+    off += want;
+    len -= want;
+  }
+  return 0;
+}
+
+/* ---- running items on one thread per core ---- */
+
+struct pool {
+  atomic_size_t next;
+  size_t n;
+  void (*fn)(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx);
+  struct large *lg;
+};
+
+static void *
+pool_run(void *arg)
+{
+  struct pool *p = arg;
+  uint8_t *buf = xmalloc(READ_CHUNK);
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  size_t i;
+
+  if (ctx == NULL)
+    abort();
+  while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
+    p->fn(p->lg, i, buf, ctx);
+  EVP_MD_CTX_free(ctx);
+  free(buf);
+  return NULL;
+}
+
+static void
+pool_for(struct large *lg, size_t n,
+         void (*fn)(struct large *, size_t, uint8_t *, EVP_MD_CTX *))
+{
+  pthread_t tid[LARGE_THREADS_MAX];
+  struct pool p = {.n = n, .fn = fn, .lg = lg};
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t nt = ncpu < 1 ? 1 : (size_t)ncpu;
+
+  atomic_init(&p.next, 0);
+  if (nt > LARGE_THREADS_MAX)
+    nt = LARGE_THREADS_MAX;
+  if (nt > n)
+    nt = n;
+  for (size_t t = 0; t < nt; t++)
+    if (pthread_create(&tid[t], NULL, pool_run, &p) != 0)
+      abort();
+  for (size_t t = 0; t < nt; t++)
+    pthread_join(tid[t], NULL);
+}
+
+/* ---- following the previous segments ---- */
+
+static int
+first_cmp(const void *a, const void *b)
+{
+  return memcmp(((const struct first *)a)->fp, ((const struct first *)b)->fp,
+                16);
+}
+
+static void
+index_firsts(struct large *lg)
+{
+  lg->firsts = xmalloc(lg->pe->nsegs * sizeof(*lg->firsts));
+  for (uint32_t k = 0; k < lg->pe->nsegs; k++) {
+    lg->firsts[k].fp = lg->pc->fp[lg->pe->segfp[k]];
+    lg->firsts[k].seg = k;
+  }
+  lg->nfirsts = lg->pe->nsegs;
+  qsort(lg->firsts, lg->nfirsts, sizeof(*lg->firsts), first_cmp);
+}
+
+/*
+ * A previous segment that may start at off: its first fingerprint is
+ * that of the block at off, and it fits where it would sit (the last
+ * previous segment was cut by the end of its file, so it stands only as
+ * the last one here too).  CUT when none does.
+ */
+static int
+candidate(struct large *lg, uint64_t off, uint32_t *from)
+{
+  uint64_t size = lg->me->size;
+  uint64_t want = size - off < READ_CHUNK ? size - off : READ_CHUNK;
+  uint8_t fp[1][16];
+  struct first key = {fp[0], 0}, *hit;
+  int rc = read_blocks(lg->fd, lg->buf, off, want, fp, NULL);
+
+  *from = CUT;
+  if (rc != 0)
+    return rc;
+  lg->bytes_read += want;
+  hit = bsearch(&key, lg->firsts, lg->nfirsts, sizeof(key), first_cmp);
+  if (hit == NULL)
+    return 0;
+  while (hit > lg->firsts && first_cmp(hit - 1, &key) == 0)
+    hit--;
+  for (; hit < lg->firsts + lg->nfirsts && first_cmp(hit, &key) == 0;
+       hit++) {
+    uint32_t j = hit->seg;
+    uint64_t len = lg->pe->segoff[j + 1] - lg->pe->segoff[j];
+    int last = j + 1 == lg->pe->nsegs;
+
+    if (last ? off + len == size : off + len <= size) {
+      *from = j;
+      return 0;
+    }
+  }
+  return 0;
+}
+
+static struct link *
+chain_add(struct chain *c, uint64_t off, uint32_t from, int state)
+{
+  if (c->n == c->cap) {
+    c->cap = c->cap ? 2 * c->cap : 64;
+    c->v = xrealloc(c->v, c->cap * sizeof(*c->v));
+  }
+  c->v[c->n] = (struct link){off, from, state};
+  return &c->v[c->n++];
+}
+
+static const struct link *
+chain_find(const struct chain *c, uint64_t off)
+{
+  size_t lo = 0, hi = c->n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+
+    if (c->v[mid].off == off)
+      return &c->v[mid];
+    if (c->v[mid].off < off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* The chain from off into lg->chain: up to a CUT link, or the file's end
+ * (no link), or where it joins the last chain (whose rest it copies). */
+static int
+follow(struct large *lg, uint64_t off)
+{
+  uint64_t size = lg->me->size;
+
+  lg->chain.n = 0;
+  while (off < size) {
+    const struct link *seen = chain_find(&lg->last, off);
+    uint32_t from;
+    int rc;
+
+    if (seen != NULL) {
+      for (; seen < lg->last.v + lg->last.n; seen++)
+        chain_add(&lg->chain, seen->off, seen->from, seen->state);
+      return 0;
+    }
+    rc = candidate(lg, off, &from);
+    if (rc != 0)
+      return rc;
+    chain_add(&lg->chain, off, from, UNTRIED);
+    if (from == CUT)
+      return 0;
+    off += lg->pe->segoff[from + 1] - lg->pe->segoff[from];
+  }
+  return 0;
+}
+
+/* Pool item: whether link i's bytes are the previous segment's. */
+static void
+verify_link(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx)
+{
+  struct link *l = lg->chain.v + i;
+  uint8_t fp[SEG_FP_MAX][16];
+  uint64_t len;
+  uint32_t j = l->from;
+
+  (void)ctx;
+  if (l->state != UNTRIED || j == CUT)
+    return;
+  len = lg->pe->segoff[j + 1] - lg->pe->segoff[j];
+  l->state = read_blocks(lg->fd, buf, l->off, len, fp, NULL) == 0 &&
+                     memcmp(fp, lg->pc->fp[lg->pe->segfp[j]],
+                            (size_t)manifest_nfp(len) * 16) == 0
+                 ? GOOD : BAD;
+}
+
+/* ---- the new segments ---- */
+
+static void
+seg_add(struct large *lg, uint64_t off, uint64_t len, uint32_t from)
+{
+  if (lg->nsegs == lg->segcap) {
+    lg->segcap = lg->segcap ? 2 * lg->segcap : 64;
+    lg->segs = xrealloc(lg->segs, lg->segcap * sizeof(*lg->segs));
+  }
+  lg->segs[lg->nsegs++] = (struct newseg){off, len, from, 0};
+}
+
+/* The segments of the whole file into lg->segs. */
+static int
+cut_file(struct large *lg)
+{
+  uint64_t size = lg->me->size, off = 0;
+  int rc;
+
+  while (off < size) {
+    struct chain t;
+    size_t i;
+    uint64_t end;
+
+    if (lg->pe != NULL) {
+      rc = follow(lg, off);
+      if (rc != 0)
+        return rc;
+      for (i = 0; i < lg->chain.n; i++) {
+        const struct link *l = &lg->chain.v[i];
+
+        if (l->state == UNTRIED && l->from != CUT)
+          lg->bytes_read += lg->pe->segoff[l->from + 1] -
+                            lg->pe->segoff[l->from];
+      }
+      pool_for(lg, lg->chain.n, verify_link);
+      for (i = 0; i < lg->chain.n && lg->chain.v[i].state == GOOD; i++) {
+        const struct link *l = &lg->chain.v[i];
+        uint32_t j = l->from;
+
+        seg_add(lg, l->off, lg->pe->segoff[j + 1] - lg->pe->segoff[j], j);
+        off = l->off + lg->segs[lg->nsegs - 1].len;
+      }
+      t = lg->last;
+      lg->last = lg->chain;
+      lg->chain = t;
+      if (off == size)
+        break;
+    }
+    rc = chunk_cut(lg->fd, off, size, lg->buf, READ_CHUNK, &end);
+    if (rc != 0)
+      return rc;
+    lg->bytes_read += end - off > MANIFEST_SEG_MIN
+                          ? end - off - MANIFEST_SEG_MIN + CHUNK_WINDOW : 0;
+    seg_add(lg, off, end - off, CUT);
+    off = end;
+  }
+  return 0;
+}
+
+/* Pool item: SHA-256, fingerprints and check of a segment cut here. */
+static void
+hash_seg(struct large *lg, size_t k, uint8_t *buf, EVP_MD_CTX *ctx)
+{
+  struct newseg *s = &lg->segs[k];
+  uint8_t (*fp)[16] = lg->ck->fp + lg->me->segfp[k];
+  XXH128_canonical_t canon;
+  unsigned int mdlen = 0;
+
+  if (s->from != CUT)
+    return;
+  EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  s->err = read_blocks(lg->fd, buf, s->off, s->len, fp, ctx);
+  if (s->err != 0)
+    return;
+  EVP_DigestFinal_ex(ctx, lg->me->segs[k], &mdlen);
+  /* The segment's check is the XXH3-128 of its blocks' (one pass of
+   * XXH3 over the data, which serving checks block by block). */
+  XXH128_canonicalFromHash(&canon, XXH3_128bits(fp, manifest_nfp(s->len) *
+                                                        16));
+  memcpy(lg->ck->xxh[k], canon.digest, 16);
+}
+
+/* Lay out the entry and its checks from lg->segs and fill them: copied
+ * from the previous publish, or hashed. */
+static int
+hash_file(struct large *lg, struct manifest_scan_stats *st, struct err *e)
+{
+  struct manifest_entry *me = lg->me;
+  struct manifest_check *ck = lg->ck;
+  uint64_t *lens = xmalloc(lg->nsegs * sizeof(*lens));
+  unsigned char root[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  int rc = 0;
+
+  for (size_t k = 0; k < lg->nsegs; k++)
+    lens[k] = lg->segs[k].len;
+  manifest_set_segments(me, lens, (uint32_t)lg->nsegs);
+  free(lens);
+  me->segs = xcalloc(me->nsegs, 32);
+  ck->nsegs = me->nsegs;
+  ck->xxh = xcalloc(me->nsegs, 16);
+  ck->nfp = (uint32_t)me->segfp[me->nsegs];
+  ck->fp = xcalloc(ck->nfp, 16);
+  for (uint32_t k = 0; k < me->nsegs; k++) {
+    uint32_t j = lg->segs[k].from;
+
+    if (j == CUT)
+      continue;
+    memcpy(me->segs[k], lg->pe->segs[j], 32);
+    memcpy(ck->xxh[k], lg->pc->xxh[j], 16);
+    memcpy(ck->fp[me->segfp[k]], lg->pc->fp[lg->pe->segfp[j]],
+           (size_t)(me->segfp[k + 1] - me->segfp[k]) * 16);
+    st->segments_reused++;
+  }
+  pool_for(lg, lg->nsegs, hash_seg);
+  for (uint32_t k = 0; k < me->nsegs; k++) {
+    const struct newseg *s = &lg->segs[k];
+
+    if (s->from == CUT)
+      st->bytes_hashed += s->len;
+    if (rc == 0 && s->err > 0)
+      rc = err_set(e, ERR_IO, "cannot read '%.200s': %s", me->path,
+                   strerror(s->err));
+    else if (rc == 0 && s->err < 0)
+      rc = err_set(e, ERR_IO, "file '%.200s' shrank while being read",
+                   me->path);
+  }
+  if (rc < 0)
+    return rc;
+  EVP_Digest(me->segs, (size_t)me->nsegs * 32, root, &mdlen, EVP_sha256(),
+             NULL);
+  memcpy(me->sha256, root, 32);
+  return 0;
+}
+
+int
+manifest_scan_large(int fd, struct manifest_entry *me,
+                    struct manifest_check *ck,
+                    const struct manifest_entry *pe,
+                    const struct manifest_check *pc,
+                    struct manifest_scan_stats *st, struct err *e)
+{
+  struct large lg = {.fd = fd, .me = me, .ck = ck};
+  uint8_t probe;
+  int rc;
+
+  if (pe != NULL && pe->type == MANIFEST_FILE && pe->nsegs > 1 &&
+      pc != NULL && pc->fp != NULL && pc->xxh != NULL &&
+      pc->nsegs == pe->nsegs && pc->nfp == pe->segfp[pe->nsegs]) {
+    lg.pe = pe;
+    lg.pc = pc;
+    index_firsts(&lg);
+  }
+  lg.buf = xmalloc(READ_CHUNK);
+  rc = cut_file(&lg);
+  if (rc > 0) {
+    rc = err_set(e, ERR_IO, "cannot read '%.200s': %s", me->path,
+                 strerror(rc));
+    goto out;
+  }
+  if (rc < 0) {
+    rc = err_set(e, ERR_IO, "file '%.200s' shrank while being read",
+                 me->path);
+    goto out;
+  }
+  if (lg.nsegs < 2) {
+    rc = 1; /* one segment: hashed as a small file, counted there */
+    goto out;
+  }
+  st->bytes_hashed += lg.bytes_read;
+  rc = hash_file(&lg, st, e);
+  if (rc == 0 && pread(fd, &probe, 1, (off_t)me->size) != 0)
+    rc = err_set(e, ERR_IO, "file '%.200s' grew while being read",
+                 me->path);
+
+out:
+  free(lg.buf);
+  free(lg.firsts);
+  free(lg.chain.v);
+  free(lg.last.v);
+  free(lg.segs);
+  return rc;
+}
