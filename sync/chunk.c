@@ -43,12 +43,11 @@ gear_feed(uint64_t *h, const uint8_t *p, size_t n)
   *h = x;
 }
 
-size_t
-chunk_scan(uint64_t *h, const uint8_t *p, size_t n)
+static size_t
+scan_one(uint64_t *h, const uint8_t *p, size_t n)
 {
   uint64_t x = *h;
 
-  pthread_once(&gear_once, gear_init);
   for (size_t i = 0; i < n; i++) {
     x = (x << 1) + gear[p[i]];
     if ((x & CHUNK_MASK) == 0) {
@@ -58,6 +57,47 @@ chunk_scan(uint64_t *h, const uint8_t *p, size_t n)
   }
   *h = x;
   return 0;
+}
+
+/*
+ * Each byte's step waits for the last one's, so one hash runs at about a
+ * byte per two cycles.  Two halves of the buffer are hashed side by side
+ * instead: the second half's hash starts CHUNK_WINDOW bytes before it and
+ * is then exactly the hash of the whole stream there (older bytes have
+ * shifted out), so the answer is the same as scan_one's.
+ */
+size_t
+chunk_scan(uint64_t *h, const uint8_t *p, size_t n)
+{
+  size_t half = n / 2, hit_b = 0;
+  uint64_t x = *h, y = 0, y_hit = 0;
+
+  pthread_once(&gear_once, gear_init);
+  if (n < 4 * CHUNK_WINDOW)
+    return scan_one(h, p, n);
+  gear_feed(&y, p + half - CHUNK_WINDOW, CHUNK_WINDOW);
+  for (size_t i = 0; i < half; i++) {
+    x = (x << 1) + gear[p[i]];
+    y = (y << 1) + gear[p[half + i]];
+    if (((x & CHUNK_MASK) == 0) | ((y & CHUNK_MASK) == 0)) {
+      if ((x & CHUNK_MASK) == 0) {
+        *h = x;
+        return i + 1;
+      }
+      if (hit_b == 0) {
+        hit_b = half + i + 1;
+        y_hit = y;
+      }
+    }
+  }
+  if (hit_b != 0) {
+    *h = y_hit;
+    return hit_b;
+  }
+  /* The second half is one byte longer when n is odd. */
+  *h = y;
+  return n - 2 * half == 0 ? 0 : scan_one(h, p + 2 * half, 1) == 0
+                                     ? 0 : n;
 }
 
 int

@@ -59,7 +59,6 @@ static const uint8_t delta_magic[4] = {0x72, 0x73, 0x02, 0x36};
 /* Windows of input with no matches that end a delta (delta_compute). */
 #define DELTA_PROBE ((uint64_t)4 << 20)
 #define DELTA_PROBE_AGAIN ((uint64_t)1 << 20)
-#define DELTA_PROBE_BLOCK ((uint64_t)256 << 10)
 
 _Static_assert(DELTA_MAX_BLOCK <= MANIFEST_SEG_MIN,
                "a delta's context is at most one block of a segment");
@@ -783,7 +782,7 @@ compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
   }
   /* The first window judges the context too: widen it by as much. */
   rc = drive_fd(job, fd, off - ctx, ctx + len + after, out, &st,
-                window + ctx, &fed, "delta", e);
+                window > 0 ? window + ctx : 0, &fed, "delta", e);
   if (rc < 0)
     goto out;
   off -= ctx;
@@ -888,12 +887,12 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
       run_len = 0;
     }
     mark = out->len;
-    /* A block the fingerprints could not place is often all new: judge
-     * it by a quarter MiB (four signature blocks at least). */
-    rc = compute(sig, fd, boff, blen, out, x, NULL,
-                 4 * (uint64_t)sig->block_len < DELTA_PROBE_BLOCK
-                     ? DELTA_PROBE_BLOCK : 4 * (uint64_t)sig->block_len,
-                 e);
+    /* A block the fingerprints could not place is scanned whole: blocks
+     * count from the segment's start, so a rewritten MiB of the file
+     * usually straddles two of them, each part old and part new, and a
+     * probe of the first quarter that gave up would send the old part
+     * literally. */
+    rc = compute(sig, fd, boff, blen, out, x, NULL, 0, e);
     if (rc < 0)
       goto out;
     if (memcmp(x, fp[i], 16) != 0) {

@@ -16,9 +16,10 @@
  * their first fingerprints alone (one MiB read per step), verify the
  * chain's segments in parallel, keep the verified ones up to the first
  * that failed, cut there, and go on from the cut with a new chain.  A
- * new chain that reaches an offset of the last one is that chain from
- * there on (a chain depends only on the bytes from where it starts), so
- * nothing is verified twice.
+ * new chain that reaches an offset of the last one takes that chain's
+ * links (and what was verified of them) from there on, so nothing is
+ * verified twice; the first round starts from the previous layout at
+ * the same offsets, all of it verified at once.
  */
 #include "manifest_int.h"
 
@@ -50,6 +51,7 @@ struct link {
   uint64_t off;
   uint32_t from;
   int state;
+  uint64_t cut;  /* where a segment cut at off ends, when worked out */
 };
 
 struct chain {
@@ -226,7 +228,7 @@ chain_add(struct chain *c, uint64_t off, uint32_t from, int state)
     c->cap = c->cap ? 2 * c->cap : 64;
     c->v = xrealloc(c->v, c->cap * sizeof(*c->v));
   }
-  c->v[c->n] = (struct link){off, from, state};
+  c->v[c->n] = (struct link){off, from, state, 0};
   return &c->v[c->n++];
 }
 
@@ -262,9 +264,17 @@ follow(struct large *lg, uint64_t off)
     int rc;
 
     if (seen != NULL) {
-      for (; seen < lg->last.v + lg->last.n; seen++)
-        chain_add(&lg->chain, seen->off, seen->from, seen->state);
-      return 0;
+      const struct link *l = NULL;
+
+      for (; seen < lg->last.v + lg->last.n; seen++) {
+        l = chain_add(&lg->chain, seen->off, seen->from, seen->state);
+        lg->chain.v[lg->chain.n - 1].cut = seen->cut;
+      }
+      if (l->from == CUT)
+        return 0;
+      /* A chain seeded from the last layout may end before the file. */
+      off = l->off + lg->pe->segoff[l->from + 1] - lg->pe->segoff[l->from];
+      continue;
     }
     rc = candidate(lg, off, &from);
     if (rc != 0)
@@ -308,6 +318,79 @@ seg_add(struct large *lg, uint64_t off, uint64_t len, uint32_t from)
   lg->segs[lg->nsegs++] = (struct newseg){off, len, from, 0};
 }
 
+/* A link where the walk, if it gets there, must cut: it failed (or had
+ * no candidate) right after one that held, or first in its chain. */
+static int
+cut_ahead(const struct large *lg, size_t i)
+{
+  const struct link *l = &lg->chain.v[i];
+
+  return l->cut == 0 && (l->state == BAD || l->from == CUT) &&
+         (i == 0 || lg->chain.v[i - 1].state == GOOD);
+}
+
+/* Pool item: the cut at such a link, worked out ahead on its own core
+ * (a cut depends only on the bytes from where it starts). */
+static void
+cut_link(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx)
+{
+  struct link *l = &lg->chain.v[i];
+  uint64_t end;
+
+  (void)ctx;
+  if (cut_ahead(lg, i) &&
+      chunk_cut(lg->fd, l->off, lg->me->size, buf, READ_CHUNK, &end) == 0)
+    l->cut = end;
+}
+
+/* Verify the untried links of lg->chain on one thread per core, then
+ * work out the cuts the walk will need. */
+static void
+verify_chain(struct large *lg)
+{
+  size_t untried = 0, cuts = 0;
+
+  for (size_t i = 0; i < lg->chain.n; i++) {
+    const struct link *l = &lg->chain.v[i];
+
+    if (l->state == UNTRIED && l->from != CUT) {
+      lg->bytes_read += lg->pe->segoff[l->from + 1] - lg->pe->segoff[l->from];
+      untried++;
+    }
+  }
+  if (untried > 0)
+    pool_for(lg, lg->chain.n, verify_link);
+  for (size_t i = 0; i < lg->chain.n; i++)
+    cuts += cut_ahead(lg, i);
+  if (cuts > 1)
+    pool_for(lg, lg->chain.n, cut_link);
+}
+
+/*
+ * The first guess, and the right one wherever nothing moved: the last
+ * layout at the same offsets (its last segment only if the file did not
+ * grow or shrink), verified at once on every core, as the chain the
+ * first round joins.
+ */
+static void
+seed_last_layout(struct large *lg)
+{
+  const struct manifest_entry *pe = lg->pe;
+  struct chain t;
+
+  lg->chain.n = 0;
+  for (uint32_t j = 0; j < pe->nsegs; j++) {
+    if (pe->segoff[j + 1] > lg->me->size ||
+        (j + 1 == pe->nsegs && pe->size != lg->me->size))
+      break;
+    chain_add(&lg->chain, pe->segoff[j], j, UNTRIED);
+  }
+  verify_chain(lg);
+  t = lg->last;
+  lg->last = lg->chain;
+  lg->chain = t;
+}
+
 /* The segments of the whole file into lg->segs. */
 static int
 cut_file(struct large *lg)
@@ -315,7 +398,10 @@ cut_file(struct large *lg)
   uint64_t size = lg->me->size, off = 0;
   int rc;
 
+  if (lg->pe != NULL)
+    seed_last_layout(lg);
   while (off < size) {
+    const struct link *ahead;
     struct chain t;
     size_t i;
     uint64_t end;
@@ -324,14 +410,7 @@ cut_file(struct large *lg)
       rc = follow(lg, off);
       if (rc != 0)
         return rc;
-      for (i = 0; i < lg->chain.n; i++) {
-        const struct link *l = &lg->chain.v[i];
-
-        if (l->state == UNTRIED && l->from != CUT)
-          lg->bytes_read += lg->pe->segoff[l->from + 1] -
-                            lg->pe->segoff[l->from];
-      }
-      pool_for(lg, lg->chain.n, verify_link);
+      verify_chain(lg);
       for (i = 0; i < lg->chain.n && lg->chain.v[i].state == GOOD; i++) {
         const struct link *l = &lg->chain.v[i];
         uint32_t j = l->from;
@@ -345,9 +424,14 @@ cut_file(struct large *lg)
       if (off == size)
         break;
     }
-    rc = chunk_cut(lg->fd, off, size, lg->buf, READ_CHUNK, &end);
-    if (rc != 0)
-      return rc;
+    ahead = chain_find(&lg->last, off);
+    if (ahead != NULL && ahead->cut != 0) {
+      end = ahead->cut;
+    } else {
+      rc = chunk_cut(lg->fd, off, size, lg->buf, READ_CHUNK, &end);
+      if (rc != 0)
+        return rc;
+    }
     lg->bytes_read += end - off > MANIFEST_SEG_MIN
                           ? end - off - MANIFEST_SEG_MIN + CHUNK_WINDOW : 0;
     seg_add(lg, off, end - off, CUT);
