@@ -367,6 +367,31 @@ verify_chain(struct large *lg)
 }
 
 /*
+ * The chain just walked becomes the one later chains join, with the
+ * links of the one before past its end: a short chain (a cut where no
+ * previous segment fit) must not forget what was verified beyond it.
+ */
+static void
+keep_chain(struct large *lg)
+{
+  struct chain t;
+
+  if (lg->chain.n > 0) {
+    uint64_t top = lg->chain.v[lg->chain.n - 1].off;
+
+    for (size_t i = 0; i < lg->last.n; i++) {
+      const struct link *l = &lg->last.v[i];
+
+      if (l->off > top)
+        chain_add(&lg->chain, l->off, l->from, l->state)->cut = l->cut;
+    }
+  }
+  t = lg->last;
+  lg->last = lg->chain;
+  lg->chain = t;
+}
+
+/*
  * The first guess, and the right one wherever nothing moved: the last
  * layout at the same offsets (its last segment only if the file did not
  * grow or shrink), verified at once on every core, as the chain the
@@ -376,7 +401,6 @@ static void
 seed_last_layout(struct large *lg)
 {
   const struct manifest_entry *pe = lg->pe;
-  struct chain t;
 
   lg->chain.n = 0;
   for (uint32_t j = 0; j < pe->nsegs; j++) {
@@ -386,9 +410,7 @@ seed_last_layout(struct large *lg)
     chain_add(&lg->chain, pe->segoff[j], j, UNTRIED);
   }
   verify_chain(lg);
-  t = lg->last;
-  lg->last = lg->chain;
-  lg->chain = t;
+  keep_chain(lg);
 }
 
 /* The segments of the whole file into lg->segs. */
@@ -402,7 +424,6 @@ cut_file(struct large *lg)
     seed_last_layout(lg);
   while (off < size) {
     const struct link *ahead;
-    struct chain t;
     size_t i;
     uint64_t end;
 
@@ -418,9 +439,7 @@ cut_file(struct large *lg)
         seg_add(lg, l->off, lg->pe->segoff[j + 1] - lg->pe->segoff[j], j);
         off = l->off + lg->segs[lg->nsegs - 1].len;
       }
-      t = lg->last;
-      lg->last = lg->chain;
-      lg->chain = t;
+      keep_chain(lg);
       if (off == size)
         break;
     }
