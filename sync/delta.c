@@ -387,6 +387,13 @@ buf_truncate(struct buf *out, size_t len)
 int
 delta_signature(int fd, uint64_t size, struct buf *out, struct err *e)
 {
+  return delta_signature_range(fd, 0, size, out, e);
+}
+
+int
+delta_signature_range(int fd, uint64_t off, uint64_t size, struct buf *out,
+                      struct err *e)
+{
   rs_magic_number magic = DELTA_SIG_MAGIC;
   size_t block_len = delta_block_len(size);
   size_t strong_len = (size_t)-1;
@@ -401,7 +408,7 @@ delta_signature(int fd, uint64_t size, struct buf *out, struct err *e)
   job = rs_sig_begin(block_len, strong_len, magic);
   if (job == NULL)
     return err_set(e, ERR_NOMEM, "signature: out of memory");
-  rc = drive_fd(job, fd, 0, size, out, NULL, 0, NULL, "signature", e);
+  rc = drive_fd(job, fd, off, size, out, NULL, 0, NULL, "signature", e);
   rs_job_free(job);
   if (rc < 0)
     buf_truncate(out, at);
@@ -814,6 +821,51 @@ out:
   sums_release(&st);
   if (rc < 0)
     buf_truncate(out, at);
+  return rc;
+}
+
+int
+delta_rebase(struct buf *out, size_t at, uint64_t add, struct err *e)
+{
+  const uint8_t *d = (const uint8_t *)out->data;
+  size_t p = at + sizeof(delta_magic), len = out->len;
+  struct buf nb;
+  struct cmd c;
+  int r, rc = 0;
+
+  if (len - at < sizeof(delta_magic) ||
+      memcmp(d + at, delta_magic, sizeof(delta_magic)) != 0)
+    return err_set(e, ERR_INTERNAL, "delta: no magic to rebase");
+  buf_init(&nb, out->max);
+  if (buf_add(&nb, delta_magic, sizeof(delta_magic)) < 0)
+    rc = ERR_TOO_LARGE;
+  while (rc == 0 && (r = read_cmd(d, p, len, &c)) == 1) {
+    if (c.copy) {
+      uint8_t cmd[COPY_CMD_LEN];
+
+      copy_cmd(cmd, c.cpos + add, c.n);
+      if (buf_add(&nb, cmd, sizeof(cmd)) < 0)
+        rc = ERR_TOO_LARGE;
+      p += c.hdr;
+    } else {
+      if (buf_add(&nb, d + p, c.hdr + c.n) < 0)
+        rc = ERR_TOO_LARGE;
+      p += c.hdr + c.n;
+    }
+  }
+  if (rc == 0 && (r != 0 || p + 1 != len))
+    rc = err_set(e, ERR_INTERNAL, "delta: cannot read it to rebase");
+  else if (rc == 0 && buf_add(&nb, "", 1) < 0)
+    rc = ERR_TOO_LARGE;
+  if (rc == ERR_TOO_LARGE)
+    err_set(e, rc, "delta: more than %zu bytes", out->max);
+  if (rc == 0) {
+    buf_truncate(out, at);
+    if (buf_add(out, nb.data, nb.len) < 0)
+      rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
+                   out->max);
+  }
+  buf_release(&nb);
   return rc;
 }
 

@@ -38,6 +38,10 @@ size_t delta_block_len(uint64_t size);
  */
 int delta_signature(int fd, uint64_t size, struct buf *out, struct err *e)
     WARN_UNUSED;
+/* The same for the size bytes of fd at off, with the block length for a
+ * file of that size (finer than the whole file's). */
+int delta_signature_range(int fd, uint64_t off, uint64_t size,
+                          struct buf *out, struct err *e) WARN_UNUSED;
 
 /* A signature loaded and indexed for computing deltas. */
 struct delta_sig;
@@ -72,6 +76,11 @@ int delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
                          uint64_t len, const uint64_t *from,
                          const uint8_t (*fp)[16], struct buf *out,
                          uint64_t *bad, struct err *e) WARN_UNUSED;
+/* Add add to the basis position of every COPY of the delta at out[at..]
+ * (one computed against the signature of a range that starts at add), so
+ * it applies to the whole basis.  ERR_TOO_LARGE past out's cap. */
+int delta_rebase(struct buf *out, size_t at, uint64_t add, struct err *e)
+    WARN_UNUSED;
 /* Append the len bytes of fd at off to out (literal), with their sums as
  * delta_compute's.  ERR_IO when fd is shorter. */
 int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,

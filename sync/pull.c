@@ -838,7 +838,9 @@ take_batch(struct pull *p, int *local)
       br->sigref = xrealloc(br->sigref, cap * 32);
     }
     if (!s.local && f->basis != NULL && !f->full) {
-      if (!multi) {
+      if (s.rfrom != UINT32_MAX) {
+        mode = WIRE_SIGRANGE;
+      } else if (!multi) {
         mode = WIRE_SIG;
       } else if (f->sig == SIG_ACKED) {
         mode = WIRE_SIGREF;

@@ -68,6 +68,10 @@ struct pull_seg {
   uint32_t seg;
   uint32_t local;
   uint32_t from;
+  /* A segment between two that are local: the old file's segments
+   * [rfrom, rto) hold what it replaced, and a signature of that range
+   * alone goes with it (UINT32_MAX: none, the whole file's). */
+  uint32_t rfrom, rto;
 };
 
 struct pull_waiter {

@@ -356,6 +356,36 @@ basis_seg_with(const struct manifest_entry *basis, const uint32_t *ix,
   return UINT32_MAX;
 }
 
+/* At most this much of the old file is signed for one segment. */
+#define RANGE_MAX (4 * MANIFEST_SEG_MAX)
+
+/*
+ * The old range that segment k (not found in the old file) and the run
+ * of such segments around it replace, between the segments found on
+ * either side: from the end of the old segment before the run to the
+ * start of the one after it (the file's ends count as found).  A
+ * signature of that range alone is smaller than the whole file's, and
+ * finer, so an insert costs little more than its bytes.
+ */
+static void
+replaced_range(const struct manifest_entry *basis, const uint32_t *from,
+               uint32_t n, uint32_t k, struct pull_seg *q)
+{
+  uint32_t a = k, b = k, lo, hi;
+
+  q->rfrom = q->rto = UINT32_MAX;
+  while (a > 0 && from[a - 1] == UINT32_MAX)
+    a--;
+  while (b + 1 < n && from[b + 1] == UINT32_MAX)
+    b++;
+  lo = a == 0 ? 0 : from[a - 1] + 1;
+  hi = b + 1 == n ? basis->nsegs : from[b + 1];
+  if (lo >= hi || basis->segoff[hi] - basis->segoff[lo] > RANGE_MAX)
+    return;
+  q->rfrom = lo;
+  q->rto = hi;
+}
+
 static void
 plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
               const struct manifest_entry *e, uint32_t entry)
@@ -363,7 +393,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   struct pull_file *f;
   const struct manifest_entry *basis = NULL;
   uint8_t *done = xcalloc(e->nsegs, 1);
-  uint32_t *ix = NULL;
+  uint32_t *ix = NULL, *from = NULL;
   uint32_t need = 0;
   char part[PATH_MAX];
 
@@ -394,6 +424,9 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
       if (e->nsegs > 1 && basis->nsegs > 1) {
         load_basis_fp(pw->p->a->store, f, basis);
         ix = index_segs(basis);
+        from = xmalloc((size_t)e->nsegs * sizeof(*from));
+        for (uint32_t k = 0; k < e->nsegs; k++)
+          from[k] = basis_seg_with(basis, ix, e, k);
       }
     }
   }
@@ -410,12 +443,16 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
     q = &pw->queue[pw->qlen++];
     q->file = (uint32_t)pw->nfiles;
     q->seg = k;
-    q->from = ix != NULL ? basis_seg_with(basis, ix, e, k) : UINT32_MAX;
+    q->from = from != NULL ? from[k] : UINT32_MAX;
     q->local = q->from != UINT32_MAX;
+    q->rfrom = q->rto = UINT32_MAX;
+    if (!q->local && from != NULL)
+      replaced_range(basis, from, e->nsegs, k, q);
     need++;
   }
   f->segs_left = need;
   pw->nfiles++;
+  free(from);
   free(ix);
   free(done);
 }
@@ -808,6 +845,40 @@ put_fp_table(struct buf *body, const struct pull_file *f)
   return rc;
 }
 
+/* Segment i of a batch goes with the range signature just sent for the
+ * segment before it (a run that replaced one old range). */
+static int
+same_range(const struct batch_req *br, size_t i)
+{
+  const struct pull_seg *s = &br->segs[i], *t = &br->segs[i - 1];
+
+  return i > 0 && br->sigmode[i - 1] == WIRE_SIGRANGE && t->file == s->file &&
+         t->rfrom == s->rfrom && t->rto == s->rto;
+}
+
+/* Into out: the old range's offset (u64 LE) and its signature, made now:
+ * it is a few hundred KB of reading, not worth caching. */
+static int
+range_signature(const struct pull_file *f, const struct pull_seg *s,
+                struct buf *out, struct err *e)
+{
+  uint64_t off = f->basis_segoff[s->rfrom];
+  uint64_t len = f->basis_segoff[s->rto] - off;
+  uint8_t le[8];
+  int fd, rc;
+
+  wire_put_le64(le, off);
+  if (buf_add(out, le, sizeof(le)) < 0)
+    return err_set(e, ERR_TOO_LARGE, "signature too large");
+  fd = open(f->basis, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return err_set(e, ERR_IO, "cannot open '%s': %s", f->basis,
+                   strerror(errno));
+  rc = delta_signature_range(fd, off, len, out, e);
+  close(fd);
+  return rc;
+}
+
 void
 pull_prep_run(uv_work_t *w)
 {
@@ -835,6 +906,14 @@ pull_prep_run(uv_work_t *w)
         rc = put_fp_table(&br->body, f);
     } else if (br->sigmode[i] == WIRE_SIGREF) {
       rc = wire_put(&br->body, WIRE_SIGREF, entry, 0, br->sigref[i], 32);
+    } else if (br->sigmode[i] == WIRE_SIGRANGE &&
+               !same_range(br, i)) {
+      buf_reset(&sig);
+      rc = range_signature(f, &br->segs[i], &sig, &br->e);
+      if (rc < 0)
+        break;
+      rc = wire_put(&br->body, WIRE_SIGRANGE, entry, br->segs[i].seg,
+                    sig.data, (uint32_t)sig.len);
     }
     if (rc == 0)
       rc = wire_put(&br->body, WIRE_SEG, entry, br->segs[i].seg, NULL, 0);

@@ -921,6 +921,9 @@ struct batch_file {
   struct delta_sig *loaded;
   const uint8_t *fptab;        /* the basis' fingerprint table, or NULL */
   size_t nfptab;               /* entries of WIRE_FP_ENTRY bytes */
+  struct delta_sig *range;     /* the last SIGRANGE's signature, which
+                                  stands until another signature frame */
+  uint64_t range_off;          /* where its range starts in the basis */
   int failed;                  /* an ERROR was sent for this file */
 };
 
@@ -1015,6 +1018,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
   unsigned nfound = 0;
+  int ranged;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -1039,13 +1043,21 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   if (bf->sig != NULL && bf->loaded == NULL &&
       delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e) < 0)
     goto fail;
-  rc = wire_put_header(&bw->out, bf->loaded ? WIRE_DELTA : WIRE_DATA,
+  ranged = bf->range != NULL;
+  rc = wire_put_header(&bw->out, bf->loaded || ranged ? WIRE_DELTA
+                                                      : WIRE_DATA,
                        f->file, f->seg, 0);
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
-  if (bf->loaded != NULL)
+  if (bf->loaded != NULL && !ranged)
     nfound = blocks_from(bf, me, ck, f->seg, len, from);
-  if (nfound > 0)
+  if (ranged) {
+    /* Against the old range this segment replaces; its COPYs then
+     * address the whole basis. */
+    rc = delta_compute(bf->range, bf->fd, off, len, &bw->out, xxh, fpp, &e);
+    if (rc == 0)
+      rc = delta_rebase(&bw->out, at + WIRE_HDR_LEN, bf->range_off, &e);
+  } else if (nfound > 0)
     rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, from,
                               (const uint8_t (*)[16])ck->fp +
                                   manifest_seg_fp(me, f->seg),
@@ -1115,6 +1127,8 @@ batch_run(uv_work_t *w)
     switch (f->kind) {
     case WIRE_SIG:
       hash_sha256(f->payload, f->len, bw->sig_sha[i]);
+      delta_sig_free(bf->range);
+      bf->range = NULL;
       bf->sig = f->payload;
       bf->sig_len = f->len;
       bf->fptab = NULL;
@@ -1130,6 +1144,8 @@ batch_run(uv_work_t *w)
           err_set(&bw->e, rc, "batch answer too large");
         break;
       }
+      delta_sig_free(bf->range);
+      bf->range = NULL;
       bf->sig = bw->items[i].ref->bytes;
       bf->sig_len = bw->items[i].ref->len;
       bf->fptab = bw->items[i].ref->fps;
@@ -1141,6 +1157,20 @@ batch_run(uv_work_t *w)
       bf->fptab = f->payload;
       bf->nfptab = f->len / WIRE_FP_ENTRY;
       break;
+    case WIRE_SIGRANGE: {
+      struct err se = {0};
+
+      delta_sig_free(bf->range);
+      bf->range = NULL;
+      bf->range_off = wire_get_le64(f->payload);
+      if (delta_sig_load(f->payload + 8, f->len - 8, &bf->range, &se) < 0) {
+        bf->failed = 1;
+        rc = put_error(&bw->out, f, se.code, err_msg(&se));
+        if (rc < 0)
+          err_set(&bw->e, rc, "batch answer too large");
+      }
+      break;
+    }
     default:
       rc = answer_seg(bw, bf, f);
       break;
@@ -1151,6 +1181,7 @@ batch_run(uv_work_t *w)
     if (fs[i].fd >= 0)
       close(fs[i].fd);
     delta_sig_free(fs[i].loaded);
+    delta_sig_free(fs[i].range);
   }
   free(fs);
 }
@@ -1227,7 +1258,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
       goto bad;
     }
     me = &sv->m.v[f->file];
-    if (f->kind == WIRE_SEG) {
+    if (f->kind == WIRE_SEG || f->kind == WIRE_SIGRANGE) {
       uint64_t off, len;
 
       if (f->seg >= me->nsegs) {
@@ -1236,7 +1267,8 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
         goto bad;
       }
       manifest_seg_range(me, f->seg, &off, &len);
-      asked += len;
+      if (f->kind == WIRE_SEG)
+        asked += len;
     }
   }
   if (asked > (uint64_t)64 << 20) {
@@ -1284,13 +1316,14 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
       goto bad;
     }
     if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
-        f.kind != WIRE_BLOCKS) {
+        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE) {
       err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
               bw->n, f.kind);
       goto bad;
     }
     if ((f.kind == WIRE_SIGREF && f.len != 32) ||
         (f.kind == WIRE_SEG && f.len != 0) ||
+        (f.kind == WIRE_SIGRANGE && f.len <= 8) ||
         (f.kind == WIRE_BLOCKS && (f.len == 0 || f.len % WIRE_FP_ENTRY != 0 ||
                                    f.seg != 0))) {
       err_set(&e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "

@@ -206,6 +206,16 @@ t_expect "an unsorted fingerprint table gets 400" "$(batch)" \
 frames 4,"$big",0,48 3,"$big",1,0 >"$T_DIR/batch"
 t_expect "a fingerprint table matching nothing still gets the segment" \
   "$(batch)" '^200 '
+# A range signature: u64 LE offset in the basis, then the signature.
+frames 5,"$big",1,8 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "a range signature without a signature gets 400" "$(batch)" \
+  '^400 .*payload'
+frames 5,"$big",9,20 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "a range signature for a segment past the end gets 400" \
+  "$(batch)" '^400 .*segment 9'
+frames 5,"$big",1,20 3,"$big",1,0 >"$T_DIR/batch"
+t_expect "a range signature that is not one is answered with an error frame" \
+  "$(batch | tr -c '[:print:]' '.')" '^200 .*INVALID.*signature'
 
 # Version after version into one agent: each plan borrows the decoded
 # manifests of the newest completed pulls, older ones are released; each

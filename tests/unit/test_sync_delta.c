@@ -295,6 +295,75 @@ test_segment_deltas_of_a_few_changed_blocks_patch_back_small(void **state)
   free(new);
 }
 
+/*
+ * A segment that replaced one old range, with an insert in it, is delta'd
+ * against a signature of that range alone (finer blocks than the whole
+ * file's, so less literal data), and the delta, rebased by the range's
+ * offset, patches against the whole old file.
+ */
+static void
+test_a_range_signature_rebased_patches_against_the_whole_basis(
+    void **state)
+{
+  const size_t n = 24 * MIB, roff = 8 * MIB + 4093, rlen = 8 * MIB;
+  const size_t ins = 1000003, at = 3 * MIB + 77;
+  const size_t nlen = rlen + ins;
+  uint8_t *basis = malloc(n), *new = malloc(nlen), *got;
+  struct buf sig, whole, d;
+  struct delta_sig *ds = NULL;
+  struct err e = {0};
+  uint8_t xxh[16], sha[32], want[32];
+  uint64_t longest = 0;
+  int bfd, nfd, out;
+
+  (void)state;
+  fill_random(basis, n, 11);
+  /* the new segment: the old range with bytes inserted in it */
+  memcpy(new, basis + roff, at);
+  fill_random(new + at, ins, 12);
+  memcpy(new + at + ins, basis + roff + at, rlen - at);
+  bfd = file_with(basis, n);
+  nfd = file_with(new, nlen);
+  buf_init(&sig, 64 * MIB);
+  buf_init(&whole, 64 * MIB);
+  assert_int_equal(delta_signature_range(bfd, roff, rlen, &sig, &e), 0);
+  assert_int_equal(delta_signature(bfd, n, &whole, &e), 0);
+  /* a third of the file, in blocks half the size */
+  assert_true(sig.len < whole.len);
+  assert_int_equal(delta_sig_load(sig.data, sig.len, &ds, &e), 0);
+  buf_init(&d, 64 * MIB);
+  assert_int_equal(delta_compute(ds, nfd, 0, nlen, &d, xxh, NULL, &e), 0);
+  /* The literal is the insert and at most a few of the range's fine
+   * blocks around it (the whole file's are 8 KiB). */
+  (void)first_long_literal((const uint8_t *)d.data, d.len, &longest);
+  assert_true(d.len < ins + 16 * KIB);
+  assert_int_equal(delta_rebase(&d, 0, roff, &e), 0);
+  out = file_with(NULL, 0);
+  assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, nlen, sha, NULL,
+                               &e), 0);
+  sha256_of(new, nlen, want);
+  assert_memory_equal(sha, want, 32);
+  got = read_all(out, nlen);
+  assert_memory_equal(got, new, nlen);
+  /* Without the rebase the COPYs address the start of the file: wrong
+   * bytes, caught by the hash. */
+  buf_reset(&d);
+  assert_int_equal(delta_compute(ds, nfd, 0, nlen, &d, xxh, NULL, &e), 0);
+  assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, nlen, sha, NULL,
+                               &e), 0);
+  assert_memory_not_equal(sha, want, 32);
+  delta_sig_free(ds);
+  buf_release(&sig);
+  buf_release(&whole);
+  buf_release(&d);
+  free(got);
+  close(out);
+  close(nfd);
+  close(bfd);
+  free(basis);
+  free(new);
+}
+
 static void
 test_data_shifted_by_an_insert_still_gives_small_deltas(void **state)
 {
@@ -1109,6 +1178,8 @@ main(void)
     cmocka_unit_test(
         test_segment_deltas_of_a_few_changed_blocks_patch_back_small),
     cmocka_unit_test(test_data_shifted_by_an_insert_still_gives_small_deltas),
+    cmocka_unit_test(
+        test_a_range_signature_rebased_patches_against_the_whole_basis),
     cmocka_unit_test(
         test_segments_of_data_shifted_by_any_amount_match_from_their_first_byte),
     cmocka_unit_test(
