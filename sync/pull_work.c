@@ -289,7 +289,7 @@ out:
  * them on receiving it; a record of the wrong size is ignored (copies
  * then use SHA-256). */
 static void
-load_basis_fp(struct store *s, struct pull_file *f,
+load_basis(struct store *s, struct pull_file *f,
               const struct manifest_entry *basis)
 {
   uint64_t nfp = manifest_seg_fp(basis, basis->nsegs);
@@ -334,7 +334,7 @@ index_segs(const struct manifest_entry *basis)
 /* A basis segment with the bytes of segment k of e, or UINT32_MAX. */
 static uint32_t
 basis_seg_with(const struct manifest_entry *basis, const uint32_t *ix,
-         const struct manifest_entry *e, uint32_t k)
+               const struct manifest_entry *e, uint32_t k)
 {
   size_t lo = 0, hi = basis->nsegs;
   uint64_t off, len, boff, blen;
@@ -363,15 +363,17 @@ basis_seg_with(const struct manifest_entry *basis, const uint32_t *ix,
  * The old range that segment k (not found in the old file) and the run
  * of such segments around it replace, between the segments found on
  * either side: from the end of the old segment before the run to the
- * start of the one after it (the file's ends count as found).  A
+ * start of the one after it (the file's ends count as found), when the
+ * run is longer or shorter than the range (an insert or a delete).  A
  * signature of that range alone is smaller than the whole file's, and
  * finer, so an insert costs little more than its bytes.
  */
 static void
-replaced_range(const struct manifest_entry *basis, const uint32_t *from,
-               uint32_t n, uint32_t k, struct pull_seg *q)
+replaced_range(const struct manifest_entry *basis,
+               const struct manifest_entry *e, const uint32_t *from,
+               uint32_t k, struct pull_seg *q)
 {
-  uint32_t a = k, b = k, lo, hi;
+  uint32_t n = e->nsegs, a = k, b = k, lo, hi;
 
   q->rfrom = q->rto = UINT32_MAX;
   while (a > 0 && from[a - 1] == UINT32_MAX)
@@ -381,6 +383,12 @@ replaced_range(const struct manifest_entry *basis, const uint32_t *from,
   lo = a == 0 ? 0 : from[a - 1] + 1;
   hi = b + 1 == n ? basis->nsegs : from[b + 1];
   if (lo >= hi || basis->segoff[hi] - basis->segoff[lo] > RANGE_MAX)
+    return;
+  /* Bytes rewritten in place (the run as long as the range) are better
+   * served by the whole file's signature and fingerprint table: their
+   * unchanged MiBs become COPYs unread, and that signature is cached. */
+  if (basis->segoff[hi] - basis->segoff[lo] ==
+      e->segoff[b + 1] - e->segoff[a])
     return;
   q->rfrom = lo;
   q->rto = hi;
@@ -422,7 +430,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
       memcpy(f->basis_sha, basis->sha256, 32);
       f->basis_size = basis->size;
       if (e->nsegs > 1 && basis->nsegs > 1) {
-        load_basis_fp(pw->p->a->store, f, basis);
+        load_basis(pw->p->a->store, f, basis);
         ix = index_segs(basis);
         from = xmalloc((size_t)e->nsegs * sizeof(*from));
         for (uint32_t k = 0; k < e->nsegs; k++)
@@ -447,7 +455,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
     q->local = q->from != UINT32_MAX;
     q->rfrom = q->rto = UINT32_MAX;
     if (!q->local && from != NULL)
-      replaced_range(basis, from, e->nsegs, k, q);
+      replaced_range(basis, e, from, k, q);
     need++;
   }
   f->segs_left = need;
