@@ -75,8 +75,7 @@ delta_block_len(uint64_t size)
   size_t bl = DELTA_MIN_BLOCK;
 
   /* The smallest power of two whose square covers size: librsync's
-   * sqrt rule rounded up, and a power of two <= 1 MiB always divides
-   * the 16 MiB segment. */
+   * sqrt rule rounded up. */
   while (bl < DELTA_MAX_BLOCK && (uint64_t)bl * bl < size)
     bl <<= 1;
   return bl;
