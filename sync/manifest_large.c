@@ -270,9 +270,10 @@ follow(struct large *lg, uint64_t off)
         l = chain_add(&lg->chain, seen->off, seen->from, seen->state);
         lg->chain.v[lg->chain.n - 1].cut = seen->cut;
       }
-      if (l->from == CUT)
+      /* A chain seeded from the last layout may end before the file;
+       * past a link that did not hold, the walk never goes. */
+      if (l->state != GOOD)
         return 0;
-      /* A chain seeded from the last layout may end before the file. */
       off = l->off + lg->pe->segoff[l->from + 1] - lg->pe->segoff[l->from];
       continue;
     }
