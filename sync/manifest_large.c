@@ -264,11 +264,11 @@ follow(struct large *lg, uint64_t off)
     int rc;
 
     if (seen != NULL) {
-      const struct link *l = NULL;
+      struct link *l = NULL;
 
       for (; seen < lg->last.v + lg->last.n; seen++) {
         l = chain_add(&lg->chain, seen->off, seen->from, seen->state);
-        lg->chain.v[lg->chain.n - 1].cut = seen->cut;
+        l->cut = seen->cut;
       }
       /* A chain seeded from the last layout may end before the file;
        * past a link that did not hold, the walk never goes. */

@@ -519,6 +519,32 @@ skip_value(struct mtext_reader *r, int depth, struct err *e)
   }
 }
 
+/* At r->p, just after a '[': 1 when an element follows, 0 for "[]". */
+static int
+array_open(struct mtext_reader *r)
+{
+  r->p++;
+  if (peek(r) != ']')
+    return 1;
+  r->p++;
+  return 0;
+}
+
+/* After an element: 1 when another follows (past its ','), 0 at the
+ * closing ']', or an error. */
+static int
+array_more(struct mtext_reader *r, struct err *e)
+{
+  int rc;
+
+  if (peek(r) == ',') {
+    r->p++;
+    return 1;
+  }
+  rc = expect(r, ']', e);
+  return rc < 0 ? rc : 0;
+}
+
 static const struct {
   const char *name;
   unsigned bit;
@@ -559,19 +585,11 @@ read_field(struct mtext_reader *r, unsigned bit, struct mtext_entry *out,
   case MTEXT_SEGMENTS:
     if (c != '[')
       return skip_value(r, 0, e);
-    r->p++;
     out->has |= bit;
-    if (peek(r) == ']') {
-      r->p++;
-      return 0;
-    }
-    for (;;) {
+    for (rc = array_open(r); rc == 1; rc = array_more(r, e)) {
       size_t off = SIZE_MAX;
 
-      if (peek(r) == '"')
-        rc = read_string(r, &off, e);
-      else
-        rc = skip_value(r, 1, e);
+      rc = peek(r) == '"' ? read_string(r, &off, e) : skip_value(r, 1, e);
       if (rc < 0)
         return rc;
       if (out->nsegs == r->segcap) {
@@ -579,35 +597,19 @@ read_field(struct mtext_reader *r, unsigned bit, struct mtext_entry *out,
         r->segoff = xrealloc(r->segoff, r->segcap * sizeof(*r->segoff));
       }
       r->segoff[out->nsegs++] = off;
-      if (peek(r) == ',') {
-        r->p++;
-        continue;
-      }
-      return expect(r, ']', e);
     }
+    return rc;
   case MTEXT_SEGLENS:
     if (c != '[')
       return skip_value(r, 0, e);
-    r->p++;
     out->has |= bit;
-    if (peek(r) == ']') {
-      r->p++;
-      return 0;
-    }
-    for (;;) {
+    for (rc = array_open(r); rc == 1; rc = array_more(r, e)) {
       c = peek(r);
       v = -1;
-      if (c == '-' || (c >= '0' && c <= '9')) {
-        rc = read_number(r, &v, e);
-        if (rc < 0)
-          return rc;
-        if (rc == 0)
-          v = -1;
-      } else {
-        rc = skip_value(r, 1, e);
-        if (rc < 0)
-          return rc;
-      }
+      rc = c == '-' || (c >= '0' && c <= '9') ? read_number(r, &v, e)
+                                               : skip_value(r, 1, e);
+      if (rc < 0)
+        return rc;
       /* Each length needs a segment hash of 66 bytes or more in the same
        * text: refuse a list longer than the text could match. */
       if (out->nlens > MANIFEST_MAX_TEXT / 66)
@@ -616,13 +618,10 @@ read_field(struct mtext_reader *r, unsigned bit, struct mtext_entry *out,
         r->lencap = r->lencap ? 2 * r->lencap : 64;
         r->lens = xrealloc(r->lens, r->lencap * sizeof(*r->lens));
       }
-      r->lens[out->nlens++] = v < 0 ? -1 : v;
-      if (peek(r) == ',') {
-        r->p++;
-        continue;
-      }
-      return expect(r, ']', e);
+      /* a fraction, a negative or anything else is -1: invalid */
+      r->lens[out->nlens++] = rc == 1 && v >= 0 ? v : -1;
     }
+    return rc;
   default: {
     /* the four strings: path, type, sha256, target */
     int slot = bit == MTEXT_PATH ? 0 : bit == MTEXT_TYPE ? 1

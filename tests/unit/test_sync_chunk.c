@@ -19,25 +19,12 @@
 #include <unistd.h>
 
 #include "sync/chunk.h"
+#include "tests/unit/seeded_bytes.h"
 
 #define MIB ((size_t)1 << 20)
 #define BUFLEN ((size_t)64 << 10) /* the least chunk_cut accepts */
 
 /* ---- helpers ---- */
-
-/* Seeded xorshift64: the same bytes on every run and host. */
-static void
-fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-
-  for (size_t i = 0; i < n; i++) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    p[i] = (uint8_t)(s >> 24);
-  }
-}
 
 /* An unlinked temporary file holding n bytes of p; its fd. */
 static int

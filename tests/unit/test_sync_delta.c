@@ -29,6 +29,7 @@
 #include "sync/chunk.h"
 #include "sync/delta.h"
 #include "sync/manifest.h"
+#include "tests/unit/seeded_bytes.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
@@ -40,19 +41,6 @@ static int nfiles;
 static size_t rt_segs;
 
 /* ---- helpers ---- */
-
-static void
-fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-
-  for (size_t i = 0; i < n; i++) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    p[i] = (uint8_t)(s >> 24);
-  }
-}
 
 /* A new file in the test's directory holding n bytes of p; its fd. */
 static int

@@ -31,6 +31,7 @@
 #include "sync/path.h"
 #include "util/alloc.h"
 #include "util/hash.h"
+#include "tests/unit/seeded_bytes.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \
@@ -181,20 +182,6 @@ assert_seg_check_of(const struct manifest_check *ck,
     assert_memory_equal(ck->fp[b0 + i], fps[i], 16);
   }
   assert_xxh_of(ck->xxh[k], fps, nb * 16);
-}
-
-/* Seeded xorshift64: the same bytes on every run and host. */
-static void
-fill_random(unsigned char *p, size_t n, uint64_t seed)
-{
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    p[i] = (unsigned char)(x >> 24);
-  }
 }
 
 /* The segment ends of the file rel as chunk_cut gives them (tested on
