@@ -41,6 +41,7 @@
 #include <xxhash.h>
 
 #include "sync/delta.h"
+#include "sync/delta_int.h"
 #include "sync/manifest.h"
 #include "util/alloc.h"
 
@@ -261,6 +262,16 @@ sums_release(struct sums *s)
     XXH3_freeState(s->xxh);
 }
 
+/* A buffer for streaming n bytes: DELTA_IO_BUF, or less for less.  A
+ * small file's calls then stay below malloc's mmap threshold (the
+ * agent fixes it at 1 MiB), where a fresh mapping per call would cost a
+ * page fault per 4 KiB touched and an munmap. */
+static size_t
+io_len(uint64_t n)
+{
+  return n < 4096 ? 4096 : n < DELTA_IO_BUF ? (size_t)n : DELTA_IO_BUF;
+}
+
 /* ---- driving a librsync job ---- */
 
 /* librsync results other than our own callback's errors: a peer's bad
@@ -292,15 +303,15 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
          struct buf *out, struct sums *sums, uint64_t window,
          uint64_t *fed, const char *what, struct err *e)
 {
-  char *in = xmalloc(DELTA_IO_BUF);
-  char *ob = xmalloc(DELTA_IO_BUF);
+  size_t inlen = io_len(len), oblen = io_len(len);
+  char *in = xmalloc(inlen);
+  char *ob = xmalloc(oblen);
   rs_buffers_t bufs = {0};
   uint64_t pos = off, left = len, win_in = 0;
   size_t win_out = out->len;
   /* Feed no more than a window at once, or a short range would reach
    * its end before the first window could be judged. */
-  size_t feed = window > 0 && window < DELTA_IO_BUF ? (size_t)window
-                                                    : DELTA_IO_BUF;
+  size_t feed = window > 0 && window < inlen ? (size_t)window : inlen;
   int rc = 0;
 
   bufs.next_in = in;
@@ -327,10 +338,10 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
       bufs.eof_in = left == 0;
     }
     bufs.next_out = ob;
-    bufs.avail_out = DELTA_IO_BUF;
+    bufs.avail_out = oblen;
     in_before = bufs.avail_in;
     r = rs_job_iter(job, &bufs);
-    produced = DELTA_IO_BUF - bufs.avail_out;
+    produced = oblen - bufs.avail_out;
     if (produced > 0 && buf_add(out, ob, produced) < 0) {
       rc = err_set(e, ERR_TOO_LARGE, "%s: more than %zu bytes", what,
                    out->max);
@@ -345,7 +356,7 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
     /* Blocked with nothing taken, nothing made and nothing more to give
      * would loop forever (librsync only checks this with input left). */
     if (produced == 0 && bufs.avail_in == in_before &&
-        (bufs.eof_in || in_before == DELTA_IO_BUF)) {
+        (bufs.eof_in || in_before == inlen)) {
       rc = err_set(e, ERR_INTERNAL, "%s: librsync made no progress",
                    what);
       goto out;
@@ -372,6 +383,13 @@ out:
   free(in);
   free(ob);
   return rc;
+}
+
+/* The error for a full output buffer. */
+static int
+too_large(const struct buf *out, struct err *e)
+{
+  return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes", out->max);
 }
 
 /* Give out back its old length after a failed append. */
@@ -537,11 +555,12 @@ static int
 append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
                struct sums *sums, struct err *e)
 {
-  char *p = xmalloc(DELTA_IO_BUF);
+  size_t cap = io_len(len);
+  char *p = xmalloc(cap);
   int rc = 0;
 
   while (len > 0) {
-    size_t n = len < DELTA_IO_BUF ? (size_t)len : DELTA_IO_BUF;
+    size_t n = len < cap ? (size_t)len : cap;
     uint8_t cmd[5] = {DELTA_OP_LITERAL_N4, (uint8_t)(n >> 24),
                       (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
 
@@ -550,8 +569,7 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
       break;
     (void)sums_update(sums, p, n, NULL);
     if (buf_add(out, cmd, sizeof(cmd)) < 0 || buf_add(out, p, n) < 0) {
-      rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
-                   out->max);
+      rc = too_large(out, e);
       break;
     }
     off += n;
@@ -704,8 +722,7 @@ trim_context(struct buf *out, size_t at, uint64_t head, uint64_t keep,
     size_t grow = at + sizeof(delta_magic) + replen - p;
 
     if (buf_add(out, rep, grow) < 0) /* room only; overwritten below */
-      return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
-                     out->max);
+      return too_large(out, e);
     d = (uint8_t *)out->data;
   }
   memmove(d + at + sizeof(delta_magic) + replen, d + p, len - p);
@@ -804,8 +821,7 @@ compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
     buf_truncate(out, out->len - 1);
     rc = append_literal(fd, off + fed, len - fed, out, &st, e);
     if (rc == 0 && buf_add(out, "", 1) < 0)
-      rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
-                   out->max);
+      rc = too_large(out, e);
     if (rc < 0)
       goto out;
   }
@@ -857,12 +873,11 @@ delta_rebase(struct buf *out, size_t at, uint64_t add, struct err *e)
   else if (rc == 0 && buf_add(&nb, "", 1) < 0)
     rc = ERR_TOO_LARGE;
   if (rc == ERR_TOO_LARGE)
-    err_set(e, rc, "delta: more than %zu bytes", out->max);
+    (void)too_large(out, e);
   if (rc == 0) {
     buf_truncate(out, at);
     if (buf_add(out, nb.data, nb.len) < 0)
-      rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
-                   out->max);
+      rc = too_large(out, e);
   }
   buf_release(&nb);
   return rc;
@@ -880,16 +895,39 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
   return compute(sig, fd, off, len, out, xxh, fp, window, e);
 }
 
-static int
-put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
+int
+delta_put_magic(struct buf *out, struct err *e)
+{
+  return buf_add(out, delta_magic, sizeof(delta_magic)) < 0
+             ? too_large(out, e) : 0;
+}
+
+int
+delta_put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
 {
   uint8_t cmd[COPY_CMD_LEN];
 
   copy_cmd(cmd, pos, len);
-  if (buf_add(out, cmd, sizeof(cmd)) < 0)
-    return err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes",
-                   out->max);
+  return buf_add(out, cmd, sizeof(cmd)) < 0 ? too_large(out, e) : 0;
+}
+
+int
+delta_put_literal(struct buf *out, const void *p, size_t n, struct err *e)
+{
+  uint8_t h[9];
+  size_t hl = literal_header(h, n), at = out->len;
+
+  if (buf_add(out, h, hl) < 0 || buf_add(out, p, n) < 0) {
+    buf_truncate(out, at);
+    return too_large(out, e);
+  }
   return 0;
+}
+
+int
+delta_put_end(struct buf *out, struct err *e)
+{
+  return buf_add(out, "", 1) < 0 ? too_large(out, e) : 0;
 }
 
 int
@@ -905,10 +943,9 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
   if (len > UINT32_MAX)
     return err_set(e, ERR_INTERNAL, "delta: range of %llu bytes",
                    (unsigned long long)len);
-  if (buf_add(out, delta_magic, sizeof(delta_magic)) < 0) {
-    rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes", out->max);
+  rc = delta_put_magic(out, e);
+  if (rc < 0)
     goto out;
-  }
   for (uint64_t i = 0; i < nb; i++) {
     uint64_t boff = off + i * MANIFEST_FP_BLOCK;
     uint64_t blen = len - i * MANIFEST_FP_BLOCK < MANIFEST_FP_BLOCK
@@ -923,7 +960,7 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
         continue;
       }
       if (run_len > 0) {
-        rc = put_copy(out, run_pos, run_len, e);
+        rc = delta_put_copy(out, run_pos, run_len, e);
         if (rc < 0)
           goto out;
       }
@@ -932,7 +969,7 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
       continue;
     }
     if (run_len > 0) {
-      rc = put_copy(out, run_pos, run_len, e);
+      rc = delta_put_copy(out, run_pos, run_len, e);
       if (rc < 0)
         goto out;
       run_len = 0;
@@ -965,9 +1002,9 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
     out->len -= sizeof(delta_magic) + 1;
   }
   if (run_len > 0)
-    rc = put_copy(out, run_pos, run_len, e);
-  if (rc == 0 && buf_add(out, "", 1) < 0)
-    rc = err_set(e, ERR_TOO_LARGE, "delta: more than %zu bytes", out->max);
+    rc = delta_put_copy(out, run_pos, run_len, e);
+  if (rc == 0)
+    rc = delta_put_end(out, e);
 
 out:
   if (rc < 0)
@@ -981,7 +1018,7 @@ delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
 {
   struct sums st;
   char *p = NULL;
-  size_t at = out->len;
+  size_t at = out->len, cap;
   int rc;
 
   rc = sums_begin(&st, NULL, fp, xxh, e);
@@ -993,9 +1030,10 @@ delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
                  (unsigned long long)len, out->max - out->len);
     goto out;
   }
-  p = xmalloc(DELTA_IO_BUF);
+  cap = io_len(len);
+  p = xmalloc(cap);
   while (len > 0) {
-    size_t n = len < DELTA_IO_BUF ? (size_t)len : DELTA_IO_BUF;
+    size_t n = len < cap ? (size_t)len : cap;
 
     rc = read_exact(fd, p, n, off, e);
     if (rc < 0)
@@ -1065,6 +1103,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
   rs_buffers_t bufs = {0};
   rs_job_t *job = NULL;
   char *ob = NULL;
+  size_t oblen;
   uint64_t written = 0;
   int rc;
 
@@ -1083,7 +1122,10 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
     rc = err_set(e, ERR_NOMEM, "patch: out of memory");
     goto out;
   }
-  ob = xmalloc(DELTA_IO_BUF);
+  /* A byte more than expected fits, so that a small file's excess is
+   * refused before anything is written. */
+  oblen = io_len(expect_len + 1);
+  ob = xmalloc(oblen);
   bufs.next_in = (char *)delta; /* librsync never writes its input */
   bufs.avail_in = len;
   bufs.eof_in = 1;
@@ -1092,9 +1134,9 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
     rs_result r;
 
     bufs.next_out = ob;
-    bufs.avail_out = DELTA_IO_BUF;
+    bufs.avail_out = oblen;
     r = rs_job_iter(job, &bufs);
-    produced = DELTA_IO_BUF - bufs.avail_out;
+    produced = oblen - bufs.avail_out;
     /* Stop a delta that makes more than it should before writing it:
      * COPY commands can repeat, so output is not bounded by len. */
     if (produced > expect_len - written) {
@@ -1170,14 +1212,16 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
 {
   struct sums sums;
   char *p = NULL;
+  size_t cap;
   int rc;
 
   rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc < 0)
     goto out;
-  p = xmalloc(len < DELTA_IO_BUF ? (size_t)len + 1 : DELTA_IO_BUF);
+  cap = io_len(len);
+  p = xmalloc(cap);
   while (len > 0) {
-    size_t n = len < DELTA_IO_BUF ? (size_t)len : DELTA_IO_BUF;
+    size_t n = len < cap ? (size_t)len : cap;
 
     rc = read_exact(in, p, n, off, e);
     if (rc == 0)

@@ -924,6 +924,8 @@ struct batch_file {
   struct delta_sig *range;     /* the last SIGRANGE's signature, which
                                   stands until another signature frame */
   uint64_t range_off;          /* where its range starts in the basis */
+  const uint8_t *inplace;      /* the last INPLACE payload (checked), which
+                                  stands until another signature frame */
   int failed;                  /* an ERROR was sent for this file */
 };
 
@@ -1018,7 +1020,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
   unsigned nfound = 0;
-  int ranged;
+  int ranged, inplace;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -1040,18 +1042,24 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
       goto fail;
     }
   }
-  if (bf->sig != NULL && bf->loaded == NULL &&
-      delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e) < 0)
-    goto fail;
   ranged = bf->range != NULL;
-  rc = wire_put_header(&bw->out, bf->loaded || ranged ? WIRE_DELTA
-                                                      : WIRE_DATA,
+  rc = wire_put_header(&bw->out, bf->sig != NULL || ranged ? WIRE_DELTA
+                                                           : WIRE_DATA,
                        f->file, f->seg, 0);
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
-  if (bf->loaded != NULL && !ranged)
+  /* A small file edited in place needs no librsync search, nor its
+   * signature loaded (delta.h). */
+  if (!ranged && bf->sig != NULL && bf->inplace != NULL && me->nsegs == 1)
+    rc = delta_compute_inplace(bf->inplace, bf->fd, len, &bw->out, xxh, &e);
+  inplace = rc == 1;
+  if (rc == 0 && bf->sig != NULL && bf->loaded == NULL)
+    rc = delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e);
+  if (bf->loaded != NULL && !ranged && !inplace)
     nfound = blocks_from(bf, me, ck, f->seg, len, from);
-  if (ranged) {
+  if (rc < 0 || inplace) {
+    /* done, or failed: below */
+  } else if (ranged) {
     /* Against the old range this segment replaces; its COPYs then
      * address the whole basis. */
     rc = delta_compute(bf->range, bf->fd, off, len, &bw->out, xxh, fpp, &e);
@@ -1069,6 +1077,8 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     rc = delta_read(bf->fd, off, len, &bw->out, xxh, fpp, &e);
   if (rc == ERR_TOO_LARGE)
     return err_set(&bw->e, rc, "batch answer too large");
+  if (inplace)
+    rc = 0;
   if (rc == ERR_CONFLICT) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
@@ -1126,12 +1136,14 @@ batch_run(uv_work_t *w)
 
     switch (f->kind) {
     case WIRE_SIG:
-      hash_sha256(f->payload, f->len, bw->sig_sha[i]);
+      if (bw->sv->m.v[f->file].nsegs > 1) /* cached: batch_done */
+        hash_sha256(f->payload, f->len, bw->sig_sha[i]);
       delta_sig_free(bf->range);
       bf->range = NULL;
       bf->sig = f->payload;
       bf->sig_len = f->len;
       bf->fptab = NULL;
+      bf->inplace = NULL;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
@@ -1150,6 +1162,7 @@ batch_run(uv_work_t *w)
       bf->sig_len = bw->items[i].ref->len;
       bf->fptab = bw->items[i].ref->fps;
       bf->nfptab = bw->items[i].ref->fps_len / WIRE_FP_ENTRY;
+      bf->inplace = NULL;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
@@ -1157,11 +1170,15 @@ batch_run(uv_work_t *w)
       bf->fptab = f->payload;
       bf->nfptab = f->len / WIRE_FP_ENTRY;
       break;
+    case WIRE_INPLACE:
+      bf->inplace = f->payload;
+      break;
     case WIRE_SIGRANGE: {
       struct err se = {0};
 
       delta_sig_free(bf->range);
       bf->range = NULL;
+      bf->inplace = NULL;
       bf->range_off = wire_get_le64(f->payload);
       if (delta_sig_load(f->payload + 8, f->len - 8, &bf->range, &se) < 0) {
         bf->failed = 1;
@@ -1194,12 +1211,15 @@ batch_done(uv_work_t *w, int status)
   struct serve_state *st = a->serve;
 
   (void)status;
-  /* Keep the signatures this batch brought for the batches after it. */
+  /* Keep the signatures this batch brought for the batches after it:
+   * those of files in several segments (SIGREF names them; a file of
+   * one segment is asked for once). */
   for (size_t i = 0; i < bw->n; i++) {
     const struct wire_frame *f = &bw->items[i].f;
     struct sigent *s;
 
-    if (f->kind != WIRE_SIG || sig_find(st, bw->sig_sha[i]) != NULL)
+    if (f->kind != WIRE_SIG || bw->sv->m.v[f->file].nsegs == 1 ||
+        sig_find(st, bw->sig_sha[i]) != NULL)
       continue;
     s = xcalloc(1, sizeof(*s));
     memcpy(s->sha, bw->sig_sha[i], 32);
@@ -1316,7 +1336,8 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
       goto bad;
     }
     if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
-        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE) {
+        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE &&
+        f.kind != WIRE_INPLACE) {
       err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
               bw->n, f.kind);
       goto bad;
@@ -1333,6 +1354,11 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
     if (f.kind == WIRE_BLOCKS && !fp_table_sorted(f.payload, f.len)) {
       err_set(&e, ERR_INVALID, "frame %zu: fingerprint table not sorted",
               bw->n);
+      goto bad;
+    }
+    if (f.kind == WIRE_INPLACE && delta_inplace_check(f.payload, f.len,
+                                                      &e) < 0) {
+      err_prefix(&e, "frame %zu", bw->n);
       goto bad;
     }
     if (bw->n == cap) {

@@ -1,0 +1,25 @@
+/*
+ * Writing librsync's delta format, shared by delta.c and
+ * delta_inplace.c: a delta is the magic, commands, and an END byte.
+ * Each appends to out and returns ERR_TOO_LARGE (e set, out unchanged
+ * by that call) past out's cap.
+ */
+#ifndef TENBIN_SYNC_DELTA_INT_H
+#define TENBIN_SYNC_DELTA_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+
+int delta_put_magic(struct buf *out, struct err *e) WARN_UNUSED;
+/* A COPY of len (< 2^32) bytes at pos of the basis. */
+int delta_put_copy(struct buf *out, uint64_t pos, uint64_t len,
+                   struct err *e) WARN_UNUSED;
+/* A LITERAL of the n bytes at p. */
+int delta_put_literal(struct buf *out, const void *p, size_t n,
+                      struct err *e) WARN_UNUSED;
+int delta_put_end(struct buf *out, struct err *e) WARN_UNUSED;
+
+#endif
