@@ -272,6 +272,7 @@ finish_close(struct agent *a)
   void *arg = a->close_arg;
 
   pull_free_all(a);
+  pull_prestage_free(a);
   serve_free(a);
   store_close(a->store);
   free(a->token);

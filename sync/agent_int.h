@@ -33,7 +33,9 @@ struct agent {
   size_t batch_bytes;
   struct serve_state *serve;   /* source side caches */
   struct pull *pulls;          /* destination side, a list */
-  unsigned background;         /* signature jobs queued or running */
+  unsigned background;         /* signature and prestage jobs */
+  int prestaging;              /* a prestage job is running */
+  struct prestage_work *prestage_next; /* the one to run after it */
   unsigned inflight;           /* work items on the thread pool */
   int closing;
   void (*close_cb)(void *arg);
@@ -73,6 +75,8 @@ void pull_get(struct agent *a, struct http_request *req, const char *name,
 void pull_cancel_all(struct agent *a);
 /* Free every pull; only once nothing of theirs is in flight. */
 void pull_free_all(struct agent *a);
+/* Drop a prestage job not started yet (pull_prestage.c), likewise. */
+void pull_prestage_free(struct agent *a);
 
 /*
  * Work on the thread pool: agent_queue counts it in, and every done

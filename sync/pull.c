@@ -263,6 +263,7 @@ finish_done(uv_work_t *w, int status)
              (long long)(time_mono_ms() - p->started_ms));
     answer_waiters(p);
     queue_signatures(p);
+    pull_prestage_queue(p);
     /* What only the transfer needed. */
     free(p->mtext);
     p->mtext = NULL;
@@ -453,12 +454,13 @@ plan_done(uv_work_t *w, int status)
   p->files_done = pw->files_done;
   p->files_resumed = pw->files_resumed;
   p->bytes_done = pw->bytes_done;
-  p->bytes_linked = 0;
-  pw->files_done = pw->bytes_done = 0;
+  p->bytes_linked = pw->bytes_linked; /* kept from a prestaged tree */
+  pw->files_done = pw->bytes_done = pw->bytes_linked = 0;
   p->planned = 1;
   log_info("pull %s@%.12s: %zu files to fetch (%zu segments), %zu to link, "
-           "%llu files resumed", p->name, p->v, p->nfiles, p->qlen,
-           pw->nlinks, (unsigned long long)p->files_resumed);
+           "%zu kept from the prestaged tree, %llu files resumed", p->name,
+           p->v, p->nfiles, p->qlen, pw->nlinks, pw->kept,
+           (unsigned long long)p->files_resumed);
   pump(p);
   if (pw->nlinks == 0) {
     maybe_finish(p);

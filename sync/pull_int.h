@@ -147,6 +147,8 @@ struct plan_local;
  * link stage plans it into files and queue again, indexed from 0, for
  * the loop to append.  The local index, the staging directory and the
  * borrowed manifests are kept from the first stage to the second.
+ * With a prestaged tree of the basis (pull_prestage.c), the staging
+ * directory starts as that tree and most files are kept in place.
  */
 struct plan_work {
   uv_work_t w;
@@ -167,6 +169,7 @@ struct plan_work {
   struct pull_seg *queue;  /* out */
   size_t qlen;
   uint64_t files_done, files_resumed, bytes_done, bytes_linked;
+  size_t kept;             /* files and links kept from a prestaged tree */
   struct err e;
   int rc;
 };
@@ -239,5 +242,16 @@ struct sig_work {
   size_t n;
 };
 void pull_sigs_run(uv_work_t *w);
+
+/* ---- pull_prestage.c ---- */
+/* Loop: prestage p's version (complete) for the next pull of its name. */
+void pull_prestage_queue(struct pull *p);
+/* Plan (pool), for a fresh staging directory: take the prestaged tree of
+ * basis_v (whose manifest is basis) as p's staging directory, keeping
+ * what the new manifest pw->m has as it is: 1 taken, keep[i] set for
+ * each file or link of pw->m already in place; 0 not (keep all zero, no
+ * staging directory made). */
+int pull_prestage_take(struct plan_work *pw, const char *basis_v,
+                       const struct manifest *basis, uint8_t *keep);
 
 #endif

@@ -497,7 +497,11 @@ plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   struct stat st;
 
   if (!pw->fresh && fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISREG(st.st_mode) && verify_file(dirfd, e->path, e)) {
+    /* Metadata too: a hard link shares its inode's mode and mtime. */
+    if (S_ISREG(st.st_mode) && (uint32_t)(st.st_mode & 07777) == e->mode &&
+        (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
+            e->mtime_ns &&
+        verify_file(dirfd, e->path, e)) {
       pw->files_done++;
       pw->files_resumed++;
       pw->bytes_done += e->size;
@@ -665,6 +669,7 @@ pull_plan_run(uv_work_t *w)
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
   char hex[MANIFEST_ID_HEX + 1];
+  uint8_t *keep = NULL;
   int rc;
 
   pw->dirfd = -1;
@@ -685,6 +690,12 @@ pull_plan_run(uv_work_t *w)
 
     pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
   }
+  pw->local = xcalloc(1, sizeof(*pw->local));
+  local_load(pw, pw->local);
+  keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
+  if (pw->fresh && pw->local->nm > 0)
+    (void)pull_prestage_take(pw, pw->local->vs[0].version,
+                             pw->local->m[0], keep);
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -694,11 +705,19 @@ pull_plan_run(uv_work_t *w)
                  strerror(errno));
     goto out;
   }
-  pw->local = xcalloc(1, sizeof(*pw->local));
-  local_load(pw, pw->local);
   for (size_t i = 0; rc == 0 && i < pw->m.n; i++) {
     const struct manifest_entry *e = &pw->m.v[i];
 
+    if (keep[i]) {
+      /* in place from the prestaged tree: a hard link to the basis' */
+      pw->kept++;
+      if (e->type == MANIFEST_FILE) {
+        pw->files_done++;
+        pw->bytes_done += e->size;
+        pw->bytes_linked += e->size;
+      }
+      continue;
+    }
     switch (e->type) {
     case MANIFEST_DIR:
       rc = syncpath_mkdirs(pw->dirfd, e->path, 0755, &pw->e);
@@ -718,6 +737,7 @@ pull_plan_run(uv_work_t *w)
   }
 
 out:
+  free(keep);
   pw->rc = rc;
 }
 

@@ -153,6 +153,13 @@ store_staging_dir(const struct store *s, const char *name, const char *v,
 }
 
 void
+store_prestage_dir(const struct store *s, const char *name, char *out,
+                   size_t outlen)
+{
+  pathf(out, outlen, "%s/prestage/%s", s->base, name);
+}
+
+void
 store_sig_path(const struct store *s, const uint8_t sha[32],
                size_t block_len, char *out, size_t outlen)
 {
