@@ -34,7 +34,7 @@ struct agent {
   struct serve_state *serve;   /* source side caches */
   struct pull *pulls;          /* destination side, a list */
   unsigned background;         /* signature and prestage jobs */
-  int prestaging;              /* a prestage job is running */
+  struct prestage_work *prestaging;    /* the job running, or NULL */
   struct prestage_work *prestage_next; /* the one to run after it */
   unsigned inflight;           /* work items on the thread pool */
   int closing;
@@ -70,8 +70,9 @@ void pull_put(struct agent *a, struct http_request *req, const char *name,
               const char *v);
 void pull_get(struct agent *a, struct http_request *req, const char *name,
               const char *v);
-/* Stop every pull (staging is kept for a resume) and answer the
- * requests waiting on them; work already on the pool still finishes. */
+/* Stop every pull (staging is kept for a resume) and the prestage job,
+ * and answer the requests waiting on the pulls; work already on the pool
+ * still finishes. */
 void pull_cancel_all(struct agent *a);
 /* Free every pull; only once nothing of theirs is in flight. */
 void pull_free_all(struct agent *a);

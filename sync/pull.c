@@ -1090,6 +1090,7 @@ pull_cancel_all(struct agent *a)
     answer_waiters(p);
     uv_close((uv_handle_t *)&p->retry, NULL);
   }
+  pull_prestage_cancel(a);
 }
 
 void

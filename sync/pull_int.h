@@ -246,6 +246,8 @@ void pull_sigs_run(uv_work_t *w);
 /* ---- pull_prestage.c ---- */
 /* Loop: prestage p's version (complete) for the next pull of its name. */
 void pull_prestage_queue(struct pull *p);
+/* Loop: stop the running prestage job soon (the agent is closing). */
+void pull_prestage_cancel(struct agent *a);
 /* Plan (pool), for a fresh staging directory: take the prestaged tree of
  * basis_v (whose manifest is basis) as p's staging directory, keeping
  * what the new manifest pw->m has as it is: 1 taken, keep[i] set for

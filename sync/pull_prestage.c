@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,7 @@ struct prestage_work {
   struct agent *a;
   char *name;
   char v[MANIFEST_ID_HEX + 1];
+  atomic_int stop;             /* set by the loop: the agent is closing */
 };
 
 /* Everything in prestage/NAME goes, each tree renamed to a trash name
@@ -140,13 +142,13 @@ clear_dir(const char *dir)
 /* V's tree of links into tmp (a new directory). */
 static int
 link_tree(int datafd, int tmpfd, const struct manifest *m,
-          const struct agent *a)
+          struct prestage_work *pw)
 {
   for (size_t i = 0; i < m->n; i++) {
     const struct manifest_entry *e = &m->v[i];
     int rc = 0;
 
-    if (a->closing)
+    if (atomic_load(&pw->stop))
       return -1;
     if (e->type == MANIFEST_DIR)
       rc = mkdirat(tmpfd, e->path, 0755);
@@ -190,7 +192,7 @@ prestage_run(uv_work_t *w)
   if (datafd < 0 || mkdir(tmp, 0755) < 0)
     goto out;
   tmpfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ok = tmpfd >= 0 && link_tree(datafd, tmpfd, &m, pw->a) == 0 &&
+  ok = tmpfd >= 0 && link_tree(datafd, tmpfd, &m, pw) == 0 &&
        rename(tmp, fin) == 0;
   if (!ok)
     (void)remove_tree(tmp);
@@ -209,7 +211,7 @@ static void prestage_done(uv_work_t *w, int status);
 static void
 prestage_start(struct agent *a, struct prestage_work *pw)
 {
-  a->prestaging = 1;
+  a->prestaging = pw;
   a->background++;
   pw->w.data = pw;
   agent_queue(a, &pw->w, prestage_run, prestage_done);
@@ -224,7 +226,7 @@ prestage_done(uv_work_t *w, int status)
   (void)status;
   free(pw->name);
   free(pw);
-  a->prestaging = 0;
+  a->prestaging = NULL;
   a->background--;
   /* One job at a time (clear_dir must never meet a tree being built);
    * the newest request waited. */
@@ -248,7 +250,8 @@ pull_prestage_queue(struct pull *p)
   pw->a = a;
   pw->name = xstrdup(p->name);
   snprintf(pw->v, sizeof(pw->v), "%s", p->v);
-  if (!a->prestaging) {
+  atomic_init(&pw->stop, 0);
+  if (a->prestaging == NULL) {
     prestage_start(a, pw);
     return;
   }
@@ -257,6 +260,13 @@ pull_prestage_queue(struct pull *p)
     free(a->prestage_next);
   }
   a->prestage_next = pw;
+}
+
+void
+pull_prestage_cancel(struct agent *a)
+{
+  if (a->prestaging != NULL)
+    atomic_store(&a->prestaging->stop, 1);
 }
 
 void
