@@ -251,8 +251,8 @@ void pull_prestage_cancel(struct agent *a);
 /* Plan (pool), for a fresh staging directory: take the prestaged tree of
  * basis_v (whose manifest is basis) as p's staging directory, keeping
  * what the new manifest pw->m has as it is: 1 taken, keep[i] set for
- * each file or link of pw->m already in place; 0 not (keep all zero, no
- * staging directory made). */
+ * each file of pw->m already in place; 0 not (keep all zero, no staging
+ * directory made). */
 int pull_prestage_take(struct plan_work *pw, const char *basis_v,
                        const struct manifest *basis, uint8_t *keep);
 

@@ -282,44 +282,27 @@ pull_prestage_free(struct agent *a)
 /* ---- taking a tree (pool, in the plan) ---- */
 
 /* Whether the prestaged entry ve of the basis can stay as entry we of
- * the new version: same kind, and for a file the same content, mode and
- * mtime (it is a hard link: the two share an inode). */
+ * the new version: both directories, or files of the same content, mode
+ * and mtime (a hard link: the two share an inode).  A symlink is made
+ * again (there are few). */
 static int
 same_entry(const struct manifest_entry *ve, const struct manifest_entry *we)
 {
-  if (ve->type != we->type)
+  if (ve->type != we->type || ve->type == MANIFEST_LINK)
     return 0;
   if (ve->type == MANIFEST_DIR)
     return 1;
-  if (ve->type == MANIFEST_LINK)
-    return strcmp(ve->target, we->target) == 0;
   return ve->size == we->size && ve->mode == we->mode &&
          ve->mtime_ns == we->mtime_ns &&
          memcmp(ve->sha256, we->sha256, 32) == 0;
-}
-
-/* Whether the tree holds e as the manifest says (a name removed from
- * it behind the agent's back must not pass for a kept file). */
-static int
-still_there(int dirfd, const struct manifest_entry *e)
-{
-  struct stat st;
-
-  if (fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return 0;
-  if (e->type == MANIFEST_LINK)
-    return S_ISLNK(st.st_mode);
-  return S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size &&
-         (uint32_t)(st.st_mode & 07777) == e->mode &&
-         (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
-             e->mtime_ns;
 }
 
 /*
  * Turn the tree at dirfd, the basis vm's shape, into the part of m it
  * already holds: every entry of vm that m does not have as it is goes,
  * children before their directory (reverse path order), and keep[i] is
- * set for each file or link of m left in place.
+ * set for each file of m left in place.  That each is still there as
+ * recorded is checked by the link stage, off the plan's path.
  */
 static int
 reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
@@ -329,9 +312,8 @@ reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
     const struct manifest_entry *ve = &vm->v[i];
     ssize_t j = manifest_find(m, ve->path);
 
-    if (j >= 0 && same_entry(ve, &m->v[j]) &&
-        (ve->type == MANIFEST_DIR || still_there(dirfd, ve))) {
-      keep[j] = ve->type != MANIFEST_DIR;
+    if (j >= 0 && same_entry(ve, &m->v[j])) {
+      keep[j] = ve->type == MANIFEST_FILE;
       continue;
     }
     if (unlinkat(dirfd, ve->path,

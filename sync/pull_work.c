@@ -48,13 +48,6 @@ struct have {
   const char *dir;
 };
 
-static int
-have_cmp(const void *a, const void *b)
-{
-  return memcmp(((const struct have *)a)->sha, ((const struct have *)b)->sha,
-                32);
-}
-
 struct plan_local {
   struct store_version *vs;
   size_t nv;
@@ -63,6 +56,10 @@ struct plan_local {
   size_t nm;
   struct have *have;
   size_t nhave;
+  /* have[] by content: open addressing on the hash's first 8 bytes
+   * (uniform already), 1 + index, 0 empty; mask + 1 slots. */
+  uint32_t *slot;
+  size_t mask;
 };
 
 static void
@@ -72,6 +69,38 @@ local_release(struct plan_local *l)
     manifest_release(&l->own[i]);
   free(l->vs);
   free(l->have);
+  free(l->slot);
+}
+
+static size_t
+slot_of(const struct plan_local *l, const uint8_t sha[32])
+{
+  uint64_t h;
+
+  memcpy(&h, sha, sizeof(h));
+  return (size_t)h & l->mask;
+}
+
+/* Index have[] by content; the first of equal contents (the newest
+ * version's) wins. */
+static void
+index_have(struct plan_local *l)
+{
+  size_t n = 16;
+
+  while (n < 2 * l->nhave)
+    n *= 2;
+  l->mask = n - 1;
+  l->slot = xcalloc(n, sizeof(*l->slot));
+  for (size_t i = 0; i < l->nhave; i++) {
+    size_t s = slot_of(l, l->have[i].sha);
+
+    while (l->slot[s] != 0 &&
+           memcmp(l->have[l->slot[s] - 1].sha, l->have[i].sha, 32) != 0)
+      s = (s + 1) & l->mask;
+    if (l->slot[s] == 0)
+      l->slot[s] = (uint32_t)i + 1;
+  }
 }
 
 /* A manifest the plan was handed decoded (a completed pull's), or NULL. */
@@ -140,18 +169,18 @@ local_load(const struct plan_work *pw, struct plan_local *l)
       l->nhave++;
     }
   }
-  if (l->nhave > 1)
-    qsort(l->have, l->nhave, sizeof(*l->have), have_cmp);
+  index_have(l);
 }
 
 static const struct have *
 local_find(const struct plan_local *l, const uint8_t sha[32])
 {
-  struct have key = {.sha = sha};
-
-  if (l->nhave == 0)
+  if (l->slot == NULL)
     return NULL;
-  return bsearch(&key, l->have, l->nhave, sizeof(*l->have), have_cmp);
+  for (size_t s = slot_of(l, sha); l->slot[s] != 0; s = (s + 1) & l->mask)
+    if (memcmp(l->have[l->slot[s] - 1].sha, sha, 32) == 0)
+      return &l->have[l->slot[s] - 1];
+  return NULL;
 }
 
 static int
@@ -165,6 +194,20 @@ set_meta(int fd, const struct manifest_entry *e)
   if (fchmod(fd, (mode_t)e->mode) < 0 || futimens(fd, ts) < 0)
     return -1;
   return 0;
+}
+
+/* Whether path in dirfd is a regular file with e's size, mode and mtime
+ * (a hard link shares its inode's mode and mtime). */
+static int
+staged_as(int dirfd, const char *path, const struct manifest_entry *e)
+{
+  struct stat st;
+
+  return fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size &&
+         (uint32_t)(st.st_mode & 07777) == e->mode &&
+         (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
+             e->mtime_ns;
 }
 
 /* Verify a file already in staging against e: 1 good, 0 not. */
@@ -470,7 +513,8 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
  * one directory, whose lock two threads would otherwise spin on. */
 #define LINK_CHUNK 512
 
-/* A file whose content is here already: linked or copied by link_run. */
+/* A file whose content is here already: linked or copied by link_run;
+ * or (have NULL) kept from a prestaged tree, and checked there. */
 struct plan_link {
   uint32_t entry;
   const struct have *have;
@@ -486,6 +530,16 @@ struct link_job {
 static int plan_fetch(struct plan_work *pw, int dirfd, const struct plan_local *l,
                       uint32_t entry);
 
+static void
+plan_link_add(struct plan_work *pw, uint32_t entry, const struct have *h)
+{
+  if (pw->nlinks == pw->caplinks) {
+    pw->caplinks = pw->caplinks ? 2 * pw->caplinks : 256;
+    pw->links = xrealloc(pw->links, pw->caplinks * sizeof(*pw->links));
+  }
+  pw->links[pw->nlinks++] = (struct plan_link){entry, h, 0};
+}
+
 /* A file of the version: resumed, to link or copy (plan_links), or to
  * fetch. */
 static int
@@ -497,11 +551,7 @@ plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   struct stat st;
 
   if (!pw->fresh && fstatat(dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    /* Metadata too: a hard link shares its inode's mode and mtime. */
-    if (S_ISREG(st.st_mode) && (uint32_t)(st.st_mode & 07777) == e->mode &&
-        (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
-            e->mtime_ns &&
-        verify_file(dirfd, e->path, e)) {
+    if (staged_as(dirfd, e->path, e) && verify_file(dirfd, e->path, e)) {
       pw->files_done++;
       pw->files_resumed++;
       pw->bytes_done += e->size;
@@ -513,11 +563,7 @@ plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   }
   h = local_find(l, e->sha256);
   if (h != NULL) {
-    if (pw->nlinks == pw->caplinks) {
-      pw->caplinks = pw->caplinks ? 2 * pw->caplinks : 256;
-      pw->links = xrealloc(pw->links, pw->caplinks * sizeof(*pw->links));
-    }
-    pw->links[pw->nlinks++] = (struct plan_link){entry, h, 0};
+    plan_link_add(pw, entry, h);
     return 0;
   }
   return plan_fetch(pw, dirfd, l, entry);
@@ -554,12 +600,17 @@ static void
 link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
 {
   const struct manifest_entry *e = &j->pw->man->v[k->entry];
-  const struct manifest_entry *he = k->have->e;
+  const struct manifest_entry *he;
   char from[PATH_MAX * 2];
   const char *fbase, *tbase;
   struct err ignore = {0};
   int ffd, tfd;
 
+  if (k->have == NULL) {
+    k->ok = staged_as(j->dirfd, e->path, e);
+    return;
+  }
+  he = k->have->e;
   snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
   /* A hard link shares mode and mtime with the older version, so it is
    * used only where they agree; else the bytes are copied locally. */
@@ -629,9 +680,16 @@ plan_links(struct plan_work *pw, int dirfd, const struct plan_local *l)
       pw->files_done++;
       pw->bytes_done += e->size;
       pw->bytes_linked += e->size;
-    } else {
-      rc = plan_fetch(pw, dirfd, l, pw->links[i].entry);
+      continue;
     }
+    /* Not as the prestaged tree promised (removed behind the agent's
+     * back, say): the name goes before anything is written there. */
+    if (pw->links[i].have == NULL && unlinkat(dirfd, e->path, 0) < 0 &&
+        errno != ENOENT)
+      rc = err_set(&pw->e, ERR_IO, "cannot replace '%s' in staging: %s",
+                   e->path, strerror(errno));
+    if (rc == 0)
+      rc = plan_fetch(pw, dirfd, l, pw->links[i].entry);
   }
   return rc;
 }
@@ -709,13 +767,9 @@ pull_plan_run(uv_work_t *w)
     const struct manifest_entry *e = &pw->m.v[i];
 
     if (keep[i]) {
-      /* in place from the prestaged tree: a hard link to the basis' */
+      /* in place from the prestaged tree, to check with the links */
       pw->kept++;
-      if (e->type == MANIFEST_FILE) {
-        pw->files_done++;
-        pw->bytes_done += e->size;
-        pw->bytes_linked += e->size;
-      }
+      plan_link_add(pw, (uint32_t)i, NULL);
       continue;
     }
     switch (e->type) {
