@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Faults during replication, each with real agents: a source killed and
 # restarted mid-transfer, a destination killed and restarted (files and
-# segments already verified are not sent again), answers corrupted on
+# segments already verified are not sent again; also while it builds a
+# version from the previous one's prestaged tree), answers corrupted on
 # the way (retried, never published), a file size limit at the
 # destination (clear error, the previous version still served), a
 # source file changed after publishing (named), and a hostile manifest.
@@ -79,6 +80,61 @@ if [ "$wire" -le $((TOTAL - 4 * 1048576)) ]; then
   t_ok "the resumed pull skipped verified segments ($wire bytes on the wire)"
 else
   t_fail "the resumed pull moved $wire bytes; the first segment was verified"
+fi
+
+# ---- the destination dies mid-pull of a version started from the
+# previous version's prestaged tree (docs/SYNC.md "Prestaging") ----
+mkdir -p "$SRC/pre"
+head -c $((12 * 1048576)) /dev/urandom >"$SRC/pre/big.bin"
+for i in $(seq -w 1 40); do head -c 65536 /dev/urandom >"$SRC/pre/s$i.bin"; done
+out=$(t_agent A POST /v1/datasets/pre/versions -d '{"path":"pre"}')
+P1=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull C A pre "$P1" >/dev/null
+t_expect "the first version of another dataset arrives" \
+  "$(t_pull_wait C pre "$P1")" '"state":"complete"'
+for _ in $(seq 1 100); do
+  [ "$(curl -fsS "$AGENT_URL_C/healthz" | jq -r .background)" = 0 ] && break
+  sleep 0.1
+done
+cp -a "$T_DIR/c/.tenbin/data/pre/$P1" "$T_DIR/pre-v1"
+stat -c '%n %a %Y %i' "$T_DIR/c/.tenbin/data/pre/$P1"/* >"$T_DIR/pre-v1.stat"
+# the new version: 6 MiB of big.bin and 10 small files rewritten, one
+# small file renamed, one removed, a mode changed
+head -c $((6 * 1048576)) /dev/urandom |
+  dd of="$SRC/pre/big.bin" bs=1M seek=3 conv=notrunc status=none
+for i in $(seq -w 1 10); do head -c 65536 /dev/urandom >"$SRC/pre/s$i.bin"; done
+mv "$SRC/pre/s20.bin" "$SRC/pre/moved.bin"
+rm "$SRC/pre/s21.bin"
+chmod 0600 "$SRC/pre/s22.bin"
+out=$(t_agent A POST /v1/datasets/pre/versions -d '{"path":"pre"}')
+P2=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull C A pre "$P2" ',"bwlimit":2097152' >/dev/null
+for _ in $(seq 1 200); do
+  w=$(t_agent C GET "/v1/datasets/pre/pulls/$P2" | cut -d' ' -f2- | jq -r '.bytes_wire // 0')
+  [ "$w" -ge 2000000 ] && break
+  sleep 0.05
+done
+t_agent_kill C
+t_expect "the killed pull had started from the prestaged tree" \
+  "$(grep "pull pre@${P2:0:12}: " "$T_DIR/agent-C.log")" \
+  ' [1-9][0-9]* kept from the prestaged tree'
+t_expect "killed mid-pull from a prestaged tree, it publishes nothing" \
+  "$(ls "$T_DIR/c/.tenbin/data/pre" | grep -c "$P2")" '^0$'
+t_agent_start C "$T_DIR/c" --parallel 1
+t_pull C A pre "$P2" >/dev/null
+st=$(t_pull_wait C pre "$P2" 120)
+t_expect "the pull resumed after the kill completes" "$st" '"state":"complete"'
+if diff -r "$SRC/pre" "$T_DIR/c/.tenbin/data/pre/$P2" >/dev/null 2>&1 &&
+   [ "$(stat -c %a "$T_DIR/c/.tenbin/data/pre/$P2/s22.bin")" = 600 ]; then
+  t_ok "the version resumed over a prestaged tree is exact, modes included"
+else
+  t_fail "the resumed version differs: $(diff -r "$SRC/pre" "$T_DIR/c/.tenbin/data/pre/$P2" 2>&1 | head -3)"
+fi
+if diff -r "$T_DIR/pre-v1" "$T_DIR/c/.tenbin/data/pre/$P1" >/dev/null 2>&1 &&
+   stat -c '%n %a %Y %i' "$T_DIR/c/.tenbin/data/pre/$P1"/* | cmp -s - "$T_DIR/pre-v1.stat"; then
+  t_ok "the previous version is untouched: content, modes, mtimes, inodes"
+else
+  t_fail "the previous version changed under the killed pull"
 fi
 
 # ---- answers corrupted on the way ----
