@@ -337,16 +337,25 @@ read_string(struct mtext_reader *r, size_t *off, struct err *e)
     const char *run = r->p;
     unsigned char c;
 
-    /* Copy plain bytes in runs; stop at a quote, escape or control. */
-    while (r->p < r->end && *r->p != '"' && *r->p != '\\' &&
-           (unsigned char)*r->p >= 0x20)
-      r->p++;
-    if (r->p > run) {
-      if (!mtext_utf8_valid(run, (size_t)(r->p - run)))
-        return malformed(r, e, "string is not valid UTF-8");
-      if (buf_add(b, run, (size_t)(r->p - run)) < 0)
-        return err_set(e, ERR_INVALID, "manifest: strings too long");
+    /* Copy plain bytes in runs, checking UTF-8 as they pass; stop at
+     * a quote, escape or control. */
+    while (r->p < r->end) {
+      c = (unsigned char)*r->p;
+      if (c >= 0x80) {
+        size_t n = mtext_utf8_char((const unsigned char *)r->p,
+                                   (const unsigned char *)r->end);
+
+        if (n == 0)
+          return malformed(r, e, "string is not valid UTF-8");
+        r->p += n;
+      } else if (c >= 0x20 && c != '"' && c != '\\') {
+        r->p++;
+      } else {
+        break;
+      }
     }
+    if (r->p > run && buf_add(b, run, (size_t)(r->p - run)) < 0)
+      return err_set(e, ERR_INVALID, "manifest: strings too long");
     if (r->p >= r->end)
       return malformed(r, e, "unterminated string");
     c = (unsigned char)*r->p;
@@ -661,9 +670,12 @@ read_entry(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
     rc = read_string(r, &key, e);
     if (rc < 0)
       return rc;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-      if (strcmp(r->scratch.data + key, fields[i].name) == 0)
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+      if (strcmp(r->scratch.data + key, fields[i].name) == 0) {
         bit = fields[i].bit;
+        break;
+      }
+    }
     if (bit != 0 && (out->seen & bit))
       return malformed(r, e, "duplicate object key");
     if (bit == 0 && out->unknown[0] == '\0')
