@@ -78,6 +78,26 @@ read_all(int fd, size_t n)
   return p;
 }
 
+/* Patch delta d against basis_fd into a new file (its fd), and check
+ * that it made exactly want (n bytes), by SHA-256 and byte for byte. */
+static int
+patch_checked(int basis_fd, const struct buf *d, const uint8_t *want,
+              size_t n)
+{
+  int out = file_with(NULL, 0);
+  uint8_t sha[32], expect[32], *got;
+  struct err e = {0};
+
+  assert_int_equal(delta_patch(basis_fd, d->data, d->len, out, 0, n, sha,
+                               NULL, &e), 0);
+  sha256_of(want, n, expect);
+  assert_memory_equal(sha, expect, 32);
+  got = read_all(out, n);
+  assert_memory_equal(got, want, n);
+  free(got);
+  return out;
+}
+
 static struct delta_sig *
 load_sig_of(int fd, uint64_t size, size_t *sig_len)
 {
@@ -297,7 +317,7 @@ test_a_range_signature_rebased_patches_against_the_whole_basis(
   const size_t n = 24 * MIB, roff = 8 * MIB + 4093, rlen = 8 * MIB;
   const size_t ins = 1000003, at = 3 * MIB + 77;
   const size_t nlen = rlen + ins;
-  uint8_t *basis = malloc(n), *new = malloc(nlen), *got;
+  uint8_t *basis = malloc(n), *new = malloc(nlen);
   struct buf sig, whole, d;
   struct delta_sig *ds = NULL;
   struct err e = {0};
@@ -327,13 +347,8 @@ test_a_range_signature_rebased_patches_against_the_whole_basis(
   (void)first_long_literal((const uint8_t *)d.data, d.len, &longest);
   assert_true(d.len < ins + 16 * KIB);
   assert_int_equal(delta_rebase(&d, 0, roff, &e), 0);
-  out = file_with(NULL, 0);
-  assert_int_equal(delta_patch(bfd, d.data, d.len, out, 0, nlen, sha, NULL,
-                               &e), 0);
+  out = patch_checked(bfd, &d, new, nlen);
   sha256_of(new, nlen, want);
-  assert_memory_equal(sha, want, 32);
-  got = read_all(out, nlen);
-  assert_memory_equal(got, new, nlen);
   /* Without the rebase the COPYs address the start of the file: wrong
    * bytes, caught by the hash. */
   buf_reset(&d);
@@ -345,7 +360,6 @@ test_a_range_signature_rebased_patches_against_the_whole_basis(
   buf_release(&sig);
   buf_release(&whole);
   buf_release(&d);
-  free(got);
   close(out);
   close(nfd);
   close(bfd);
@@ -1190,28 +1204,20 @@ static size_t
 inplace_round_trip(const uint8_t *basis, size_t bn, const uint8_t *new,
                    size_t nn)
 {
-  int bfd = file_with(basis, bn), nfd = file_with(new, nn);
-  int ofd = file_with(NULL, 0);
+  int bfd = file_with(basis, bn), nfd = file_with(new, nn), ofd;
   struct buf pl, d;
   struct err e = {0};
-  uint8_t xxh[16], sha[32], want[32];
+  uint8_t xxh[16];
   XXH128_canonical_t c;
   size_t lit;
-  uint8_t *got;
 
   inplace_of(bfd, bn, &pl);
   buf_init(&d, 2 * MIB);
   assert_int_equal(delta_compute_inplace(pl.data, nfd, nn, &d, xxh, &e), 1);
   XXH128_canonicalFromHash(&c, XXH3_128bits(new, nn));
   assert_memory_equal(xxh, c.digest, 16);
-  assert_int_equal(delta_patch(bfd, d.data, d.len, ofd, 0, nn, sha, NULL,
-                               &e), 0);
-  sha256_of(new, nn, want);
-  assert_memory_equal(sha, want, 32);
-  got = read_all(ofd, nn);
-  assert_memory_equal(got, new, nn);
+  ofd = patch_checked(bfd, &d, new, nn);
   lit = literal_bytes((const uint8_t *)d.data, d.len);
-  free(got);
   buf_release(&pl);
   buf_release(&d);
   close(bfd);
