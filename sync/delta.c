@@ -68,6 +68,11 @@ struct delta_sig {
   rs_signature_t *sig;
   uint32_t block_len;
   int missed; /* the last delta with it fell back to literal data */
+  /* The strong sums (MD4, strong_len bytes) of the basis' blocks, in
+   * order, for blocks_in_place; NULL for another kind of signature. */
+  uint8_t *strong;
+  uint32_t strong_len;
+  uint64_t nblocks;
 };
 
 size_t
@@ -528,6 +533,16 @@ delta_sig_load(const void *sig, size_t len, struct delta_sig **out,
   s = xcalloc(1, sizeof(*s));
   s->sig = rs;
   s->block_len = be32((const uint8_t *)sig + 4);
+  if (be32(sig) == RS_MD4_SIG_MAGIC) {
+    const uint8_t *p = (const uint8_t *)sig + DELTA_SIG_HDR;
+
+    s->strong_len = be32((const uint8_t *)sig + 8);
+    s->nblocks = (len - DELTA_SIG_HDR) / (4 + s->strong_len);
+    s->strong = xmalloc(s->nblocks > 0 ? s->nblocks * s->strong_len : 1);
+    for (uint64_t k = 0; k < s->nblocks; k++)
+      memcpy(s->strong + k * s->strong_len,
+             p + k * (4 + s->strong_len) + 4, s->strong_len);
+  }
   rs = NULL;
   *out = s;
 
@@ -544,6 +559,7 @@ delta_sig_free(struct delta_sig *s)
   if (s == NULL)
     return;
   rs_free_sumset(s->sig);
+  free(s->strong);
   free(s);
 }
 
@@ -930,6 +946,130 @@ delta_put_end(struct buf *out, struct err *e)
   return buf_add(out, "", 1) < 0 ? too_large(out, e) : 0;
 }
 
+/* compute() of [off, off+len) with its commands appended to out
+ * without the magic and END, so they continue a delta being built; the
+ * XXH3-128 of the range into x. */
+static int
+compute_spliced(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
+                struct buf *out, uint8_t x[16], struct err *e)
+{
+  size_t mark = out->len;
+  int rc = compute(sig, fd, off, len, out, x, NULL, 0, e);
+
+  if (rc < 0)
+    return rc;
+  if (out->len < mark + sizeof(delta_magic) + 1 ||
+      memcmp(out->data + mark, delta_magic, sizeof(delta_magic)) != 0 ||
+      out->data[out->len - 1] != DELTA_OP_END) {
+    buf_truncate(out, mark);
+    return err_set(e, ERR_INTERNAL, "delta: librsync's answer is not "
+                   "magic, commands, END");
+  }
+  memmove(out->data + mark, out->data + mark + sizeof(delta_magic),
+          out->len - mark - sizeof(delta_magic) - 1);
+  out->len -= sizeof(delta_magic) + 1;
+  return 0;
+}
+
+/* compute_spliced of [off, off+len), checked against want (the bytes
+ * already read and verified): ERR_CONFLICT when the file changed since. */
+static int
+spliced_as(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
+           const uint8_t *want, struct buf *out, struct err *e)
+{
+  XXH128_canonical_t c;
+  uint8_t x[16];
+  int rc;
+
+  if (len == 0)
+    return 0;
+  rc = compute_spliced(sig, fd, off, len, out, x, e);
+  XXH128_canonicalFromHash(&c, XXH3_128bits(want, (size_t)len));
+  if (rc == 0 && memcmp(x, c.digest, 16) != 0)
+    rc = err_set(e, ERR_CONFLICT, "bytes at %llu changed while read",
+                 (unsigned long long)off);
+  return rc;
+}
+
+/*
+ * A fingerprint block the table could not place, in a segment rewritten
+ * in place (the common case for the whole-signature path: inserts and
+ * deletes go with range signatures), is mostly the basis' bytes at the
+ * same offsets.  librsync would search all of it, ~50 MB/s over the new
+ * part; instead each signature block wholly inside it is compared with
+ * the basis block at its offset by the signature's own strong sum (MD4),
+ * equal ones become COPYs and the others literals, and only the partial
+ * blocks at its two ends go through librsync (with a block of context,
+ * so an unchanged part still matches).  Every byte sent is checked
+ * against the block's published fingerprint fp.  1 done (appended to
+ * out), 0 not a case for it (nothing appended), negative on errors
+ * (ERR_CONFLICT: the file changed since it was published).
+ */
+static int
+block_in_place(struct delta_sig *sig, int fd, uint64_t boff, uint64_t blen,
+               const uint8_t fp[16], struct buf *out, struct err *e)
+{
+  uint64_t bl = sig->block_len, a, z;
+  uint8_t *p = NULL, *eq = NULL;
+  XXH128_canonical_t c;
+  size_t at = out->len, nb, found = 0;
+  int rc = 0;
+
+  a = (boff + bl - 1) / bl * bl;
+  z = (boff + blen) / bl * bl;
+  /* the basis' last block may be short: only whole ones before it */
+  if (sig->nblocks > 0 && z > (sig->nblocks - 1) * bl)
+    z = (sig->nblocks - 1) * bl;
+  if (sig->strong == NULL || a >= z)
+    return 0;
+  nb = (size_t)((z - a) / bl);
+  p = xmalloc((size_t)blen);
+  rc = read_exact(fd, p, (size_t)blen, boff, e);
+  if (rc < 0)
+    goto out;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(p, (size_t)blen));
+  if (memcmp(c.digest, fp, 16) != 0) {
+    rc = err_set(e, ERR_CONFLICT, "block at %llu differs",
+                 (unsigned long long)boff);
+    goto out;
+  }
+  eq = xmalloc(nb);
+  for (size_t k = 0; k < nb; k++) {
+    unsigned char md[16];
+
+    rs_mdfour(md, p + (a - boff) + k * bl, (size_t)bl);
+    eq[k] = memcmp(md, sig->strong + ((a / bl) + k) * sig->strong_len,
+                   sig->strong_len) == 0;
+    found += eq[k];
+  }
+  if (found == 0)
+    goto out; /* rewritten whole, or moved: librsync's case */
+  rc = spliced_as(sig, fd, boff, a - boff, p, out, e);
+  for (size_t k = 0; rc == 0 && k < nb;) {
+    size_t j = k;
+
+    while (j < nb && eq[j] == eq[k])
+      j++;
+    if (eq[k])
+      rc = delta_put_copy(out, a + k * bl, (j - k) * bl, e);
+    else
+      rc = delta_put_literal(out, p + (a - boff) + k * bl,
+                             (size_t)((j - k) * bl), e);
+    k = j;
+  }
+  if (rc == 0)
+    rc = spliced_as(sig, fd, z, boff + blen - z, p + (z - boff), out, e);
+  if (rc == 0)
+    rc = 1;
+
+out:
+  if (rc <= 0)
+    buf_truncate(out, at);
+  free(eq);
+  free(p);
+  return rc;
+}
+
 int
 delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
                      uint64_t len, const uint64_t *from,
@@ -951,7 +1091,6 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
     uint64_t blen = len - i * MANIFEST_FP_BLOCK < MANIFEST_FP_BLOCK
                         ? len - i * MANIFEST_FP_BLOCK : MANIFEST_FP_BLOCK;
     uint8_t x[16];
-    size_t mark;
 
     if (from[i] != DELTA_READ) {
       /* One COPY for blocks that follow each other in the basis too. */
@@ -974,32 +1113,25 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
         goto out;
       run_len = 0;
     }
-    mark = out->len;
-    /* A block the fingerprints could not place is scanned whole: blocks
-     * count from the segment's start, so a rewritten MiB of the file
-     * usually straddles two of them, each part old and part new, and a
-     * probe of the first quarter that gave up would send the old part
-     * literally. */
-    rc = compute(sig, fd, boff, blen, out, x, NULL, 0, e);
-    if (rc < 0)
-      goto out;
-    if (memcmp(x, fp[i], 16) != 0) {
-      *bad = i;
+    /* A block the fingerprints could not place: blocks count from the
+     * segment's start, so a rewritten MiB of the file usually straddles
+     * two of them, each part old and part new.  Compared in place, or
+     * else delta'd whole (a probe of its first quarter that gave up
+     * would send the old part literally). */
+    rc = block_in_place(sig, fd, boff, blen, fp[i], out, e);
+    if (rc == 1) {
+      rc = 0;
+      continue;
+    }
+    if (rc == 0)
+      rc = compute_spliced(sig, fd, boff, blen, out, x, e);
+    if (rc == 0 && memcmp(x, fp[i], 16) != 0)
       rc = err_set(e, ERR_CONFLICT, "block %llu differs",
                    (unsigned long long)i);
+    if (rc == ERR_CONFLICT)
+      *bad = i;
+    if (rc < 0)
       goto out;
-    }
-    /* Splice the block's commands in: drop its magic and its END. */
-    if (out->len < mark + sizeof(delta_magic) + 1 ||
-        memcmp(out->data + mark, delta_magic, sizeof(delta_magic)) != 0 ||
-        out->data[out->len - 1] != DELTA_OP_END) {
-      rc = err_set(e, ERR_INTERNAL, "delta: librsync's answer is not "
-                   "magic, commands, END");
-      goto out;
-    }
-    memmove(out->data + mark, out->data + mark + sizeof(delta_magic),
-            out->len - mark - sizeof(delta_magic) - 1);
-    out->len -= sizeof(delta_magic) + 1;
   }
   if (run_len > 0)
     rc = delta_put_copy(out, run_pos, run_len, e);

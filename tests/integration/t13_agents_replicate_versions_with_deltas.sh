@@ -91,6 +91,8 @@ t_expect "republishing hashes only the changed files" "$out" \
 t_pull B A ds "$V2" >/dev/null
 st=$(t_pull_wait B ds "$V2")
 t_expect "the pull of v2 completes" "$st" '"state":"complete"'
+t_expect "every delta of v2 verified the first time (no retries)" "$st" \
+  '"retries":0,'
 R2="$DST/.tenbin/data/ds/$V2"
 if diff -r "$SRC/ds" "$R2" >/dev/null; then
   t_ok "v2 at the destination has the same content as the source"

@@ -1168,8 +1168,9 @@ inplace_of(int basis_fd, size_t n, struct buf *pl)
   assert_int_equal(delta_inplace_check(pl->data, pl->len, &e), 0);
 }
 
-/* Literal bytes in a delta (magic, then commands; delta.c's writers use
- * 1-64 immediate lengths, LITERAL_N1..N8 and COPY_N8_N4). */
+/* Literal bytes in a delta (magic, then commands: 1-64 immediate
+ * lengths, LITERAL_N1..N8, COPY_N{1,2,4,8}_N{1,2,4,8}; librsync's
+ * prototab). */
 static size_t
 literal_bytes(const uint8_t *d, size_t len)
 {
@@ -1190,8 +1191,8 @@ literal_bytes(const uint8_t *d, size_t len)
       lit += n;
       i += 1 + w + n;
     } else {
-      assert_int_equal(op, 0x53); /* COPY, 8-byte offset, 4-byte length */
-      i += 13;
+      assert_true(op >= 0x45 && op <= 0x54);
+      i += 1 + (1u << ((op - 0x45) / 4)) + (1u << ((op - 0x45) % 4));
     }
   }
   assert_int_equal(i + 1, len); /* ends with END */
@@ -1360,6 +1361,67 @@ test_inplace_payload_with_a_wrong_size_length_or_count_is_invalid(
   close(fd);
 }
 
+/*
+ * Case a of bench/sync in small: a segment that starts at an odd offset
+ * (its fingerprint blocks count from there) and a file-aligned MiB
+ * rewritten in it, straddling two of those blocks; then the same with
+ * no block placed at all (the segment's start moved with a cut).  The
+ * unplaced blocks are compared in place, their partial signature blocks
+ * at the ends go through librsync: exactly the rewritten MiB is literal,
+ * and a block that changed after publishing is still named.
+ */
+static void
+test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite(
+    void **state)
+{
+  const size_t n = 16 * MIB, off = 3 * MIB + 12345, len = 8 * MIB;
+  const uint64_t R = DELTA_READ;
+  uint8_t *basis = malloc(n), *new = malloc(n), fp[8][16];
+  uint64_t from[8], bad = 99, longest = 0;
+  struct delta_sig *ds;
+  struct buf d;
+  struct err e = {0};
+  int bfd, nfd;
+
+  (void)state;
+  fill_random(basis, n, 51);
+  memcpy(new, basis, n);
+  fill_random(new + 6 * MIB, MIB, 52);
+  for (size_t i = 0; i < 8; i++)
+    fp_of(new + off + i * MIB, MIB, fp[i]);
+  bfd = file_with(basis, n);
+  nfd = file_with(new, n);
+  ds = load_sig_of(bfd, n, NULL);
+  buf_init(&d, 16 * MIB);
+  for (int placed = 1; placed >= 0; placed--) {
+    for (size_t i = 0; i < 8; i++)
+      from[i] = !placed || i == 2 || i == 3 ? R : off + i * MIB;
+    buf_reset(&d);
+    assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                          &bad, &e), 0);
+    assert_int_equal(literal_bytes((const uint8_t *)d.data, d.len), MIB);
+    /* compared in place, not searched: librsync writes no literal
+     * longer than 64 KiB, an in-place run goes as one */
+    (void)first_long_literal((const uint8_t *)d.data, d.len, &longest);
+    assert_true(longest > 64 * KIB);
+    close(patch_checked(bfd, &d, new + off, len));
+  }
+  /* a byte of block 3 changed after publishing */
+  new[6 * MIB + 500000] ^= 1;
+  assert_int_equal(pwrite(nfd, new + 6 * MIB + 500000, 1, 6 * MIB + 500000),
+                   1);
+  buf_reset(&d);
+  assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                        &bad, &e), ERR_CONFLICT);
+  assert_int_equal(bad, 3);
+  buf_release(&d);
+  delta_sig_free(ds);
+  close(bfd);
+  close(nfd);
+  free(new);
+  free(basis);
+}
+
 /* ---- setup ---- */
 
 static int
@@ -1416,6 +1478,8 @@ main(void)
     cmocka_unit_test(
         test_inplace_edit_of_a_small_file_sends_only_the_blocks_it_touched),
     cmocka_unit_test(test_inplace_declines_shifted_grown_or_rewritten_files),
+    cmocka_unit_test(
+        test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite),
     cmocka_unit_test(
         test_inplace_payload_with_a_wrong_size_length_or_count_is_invalid),
   };
