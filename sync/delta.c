@@ -1015,12 +1015,14 @@ block_in_place(struct delta_sig *sig, int fd, uint64_t boff, uint64_t blen,
   size_t at = out->len, nb, found = 0;
   int rc = 0;
 
+  /* the basis' last block may be short: only whole ones before it */
+  if (sig->strong == NULL || sig->nblocks < 2)
+    return 0;
   a = (boff + bl - 1) / bl * bl;
   z = (boff + blen) / bl * bl;
-  /* the basis' last block may be short: only whole ones before it */
-  if (sig->nblocks > 0 && z > (sig->nblocks - 1) * bl)
+  if (z > (sig->nblocks - 1) * bl)
     z = (sig->nblocks - 1) * bl;
-  if (sig->strong == NULL || a >= z)
+  if (a >= z)
     return 0;
   nb = (size_t)((z - a) / bl);
   p = xmalloc((size_t)blen);
