@@ -1368,7 +1368,8 @@ test_inplace_payload_with_a_wrong_size_length_or_count_is_invalid(
  * no block placed at all (the segment's start moved with a cut).  The
  * unplaced blocks are compared in place, their partial signature blocks
  * at the ends go through librsync: exactly the rewritten MiB is literal,
- * and a block that changed after publishing is still named.
+ * a block that changed after publishing is still named, and an empty
+ * basis (a signature of no blocks) gets it all as literal.
  */
 static void
 test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite(
@@ -1414,6 +1415,19 @@ test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite(
   assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
                                         &bad, &e), ERR_CONFLICT);
   assert_int_equal(bad, 3);
+  /* against an empty basis (a signature of no blocks), all literal */
+  new[6 * MIB + 500000] ^= 1;
+  assert_int_equal(pwrite(nfd, new + 6 * MIB + 500000, 1, 6 * MIB + 500000),
+                   1);
+  delta_sig_free(ds);
+  close(bfd);
+  bfd = file_with(NULL, 0);
+  ds = load_sig_of(bfd, 0, NULL);
+  buf_reset(&d);
+  assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                        &bad, &e), 0);
+  assert_int_equal(literal_bytes((const uint8_t *)d.data, d.len), len);
+  close(patch_checked(bfd, &d, new + off, len));
   buf_release(&d);
   delta_sig_free(ds);
   close(bfd);
