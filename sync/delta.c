@@ -110,8 +110,8 @@ read_at(int fd, void *p, size_t n, uint64_t off)
 }
 
 /* Read exactly n bytes at off; a short file is ERR_IO. */
-static int
-read_exact(int fd, void *p, size_t n, uint64_t off, struct err *e)
+int
+delta_read_exact(int fd, void *p, size_t n, uint64_t off, struct err *e)
 {
   ssize_t r = read_at(fd, p, n, off);
 
@@ -332,7 +332,7 @@ drive_fd(rs_job_t *job, int fd, uint64_t off, uint64_t len,
       if (bufs.avail_in > 0 && bufs.next_in != in)
         memmove(in, bufs.next_in, bufs.avail_in);
       bufs.next_in = in;
-      rc = read_exact(fd, in + bufs.avail_in, want, pos, e);
+      rc = delta_read_exact(fd, in + bufs.avail_in, want, pos, e);
       if (rc < 0)
         goto out;
       if (sums != NULL)
@@ -580,7 +580,7 @@ append_literal(int fd, uint64_t off, uint64_t len, struct buf *out,
     uint8_t cmd[5] = {DELTA_OP_LITERAL_N4, (uint8_t)(n >> 24),
                       (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
 
-    rc = read_exact(fd, p, n, off, e);
+    rc = delta_read_exact(fd, p, n, off, e);
     if (rc < 0)
       break;
     (void)sums_update(sums, p, n, NULL);
@@ -1026,7 +1026,7 @@ block_in_place(struct delta_sig *sig, int fd, uint64_t boff, uint64_t blen,
     return 0;
   nb = (size_t)((z - a) / bl);
   p = xmalloc((size_t)blen);
-  rc = read_exact(fd, p, (size_t)blen, boff, e);
+  rc = delta_read_exact(fd, p, (size_t)blen, boff, e);
   if (rc < 0)
     goto out;
   XXH128_canonicalFromHash(&c, XXH3_128bits(p, (size_t)blen));
@@ -1169,7 +1169,7 @@ delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,
   while (len > 0) {
     size_t n = len < cap ? (size_t)len : cap;
 
-    rc = read_exact(fd, p, n, off, e);
+    rc = delta_read_exact(fd, p, n, off, e);
     if (rc < 0)
       goto out;
     (void)sums_update(&st, p, n, NULL);
@@ -1219,7 +1219,7 @@ patch_copy(void *opaque, rs_long_t pos, size_t *len, void **buf)
                     (long long)pos, (unsigned long long)c->basis_size);
     return RS_CORRUPT;
   }
-  c->rc = read_exact(c->basis_fd, *buf, *len, p, c->e);
+  c->rc = delta_read_exact(c->basis_fd, *buf, *len, p, c->e);
   if (c->rc < 0) {
     err_prefix(c->e, "basis");
     return RS_IO_ERROR;
@@ -1357,7 +1357,7 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
   while (len > 0) {
     size_t n = len < cap ? (size_t)len : cap;
 
-    rc = read_exact(in, p, n, off, e);
+    rc = delta_read_exact(in, p, n, off, e);
     if (rc == 0)
       rc = sums_update(&sums, p, n, e);
     if (rc == 0 && out >= 0)

@@ -10,10 +10,8 @@
  * blocks at equal offsets find such an edit without the search; what
  * they cannot explain (content that moved) is left to librsync.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -38,29 +36,18 @@ block_bytes(uint64_t size, uint32_t bl, uint64_t i)
   return at >= size ? 0 : size - at < bl ? size - at : bl;
 }
 
-/* Read the n bytes of fd at 0 into a new buffer (*out, free it). */
+/* The n bytes of fd at 0 in a new buffer (*out, free it). */
 static int
 read_whole(int fd, uint64_t n, uint8_t **out, struct err *e)
 {
   uint8_t *p = xmalloc(n > 0 ? (size_t)n : 1);
-  size_t got = 0;
+  int rc = delta_read_exact(fd, p, (size_t)n, 0, e);
 
-  while (got < n) {
-    ssize_t r = pread(fd, p + got, (size_t)n - got, (off_t)got);
-
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0) {
-      int rc = err_set(e, ERR_IO, "read at offset %zu: %s", got,
-                       r == 0 ? "the file is shorter" : strerror(errno));
-
-      free(p);
-      return rc;
-    }
-    got += (size_t)r;
-  }
-  *out = p;
-  return 0;
+  if (rc < 0)
+    free(p);
+  else
+    *out = p;
+  return rc;
 }
 
 int

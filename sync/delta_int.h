@@ -1,8 +1,8 @@
 /*
- * Writing librsync's delta format, shared by delta.c and
- * delta_inplace.c: a delta is the magic, commands, and an END byte.
- * Each appends to out and returns ERR_TOO_LARGE (e set, out unchanged
- * by that call) past out's cap.
+ * Shared by delta.c and delta_inplace.c: writing librsync's delta
+ * format (a delta is the magic, commands, and an END byte; each writer
+ * appends to out and returns ERR_TOO_LARGE, e set and out unchanged by
+ * that call, past out's cap), and reading exactly.
  */
 #ifndef TENBIN_SYNC_DELTA_INT_H
 #define TENBIN_SYNC_DELTA_INT_H
@@ -21,5 +21,10 @@ int delta_put_copy(struct buf *out, uint64_t pos, uint64_t len,
 int delta_put_literal(struct buf *out, const void *p, size_t n,
                       struct err *e) WARN_UNUSED;
 int delta_put_end(struct buf *out, struct err *e) WARN_UNUSED;
+
+/* pread exactly n bytes at off (EINTR retried); ERR_IO naming the
+ * offset when fd is shorter or the read fails. */
+int delta_read_exact(int fd, void *p, size_t n, uint64_t off,
+                     struct err *e) WARN_UNUSED;
 
 #endif

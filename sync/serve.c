@@ -1050,10 +1050,14 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     return err_set(&bw->e, rc, "batch answer too large");
   /* A small file edited in place needs no librsync search, nor its
    * signature loaded (delta.h). */
-  if (!ranged && bf->sig != NULL && bf->inplace != NULL && me->nsegs == 1)
+  inplace = 0;
+  if (!ranged && bf->sig != NULL && bf->inplace != NULL && me->nsegs == 1) {
     rc = delta_compute_inplace(bf->inplace, bf->fd, len, &bw->out, xxh, &e);
-  inplace = rc == 1;
-  if (rc == 0 && bf->sig != NULL && bf->loaded == NULL)
+    inplace = rc == 1;
+    if (inplace)
+      rc = 0;
+  }
+  if (rc == 0 && !inplace && bf->sig != NULL && bf->loaded == NULL)
     rc = delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e);
   if (bf->loaded != NULL && !ranged && !inplace)
     nfound = blocks_from(bf, me, ck, f->seg, len, from);
@@ -1077,8 +1081,6 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     rc = delta_read(bf->fd, off, len, &bw->out, xxh, fpp, &e);
   if (rc == ERR_TOO_LARGE)
     return err_set(&bw->e, rc, "batch answer too large");
-  if (inplace)
-    rc = 0;
   if (rc == ERR_CONFLICT) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
