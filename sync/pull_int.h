@@ -169,7 +169,7 @@ struct plan_work {
   struct pull_seg *queue;  /* out */
   size_t qlen;
   uint64_t files_done, files_resumed, bytes_done, bytes_linked;
-  size_t kept;             /* files and links kept from a prestaged tree */
+  size_t kept;             /* files kept from a prestaged tree */
   struct err e;
   int rc;
 };
