@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "spare.h"
 
 void
 buf_init(struct buf *b, size_t max)
@@ -24,7 +25,7 @@ buf_release(struct buf *b)
 {
   if (b == NULL)
     return;
-  free(b->data);
+  spare_free(b->data);
   b->data = NULL;
   b->len = 0;
   b->cap = 0;
@@ -38,8 +39,8 @@ buf_reset(struct buf *b)
     b->data[0] = '\0';
 }
 
-static int
-buf_reserve(struct buf *b, size_t extra)
+int
+buf_grow(struct buf *b, size_t extra)
 {
   size_t need;
   size_t cap;
@@ -49,18 +50,25 @@ buf_reserve(struct buf *b, size_t extra)
   need = b->len + extra + 1;
   if (need <= b->cap)
     return 0;
-  cap = b->cap ? b->cap : 64;
-  while (cap < need)
-    cap *= 2;
-  b->data = xrealloc(b->data, cap);
-  b->cap = cap;
+  if (b->data == NULL && need >= SPARE_MIN) {
+    /* A large first size is what the caller expects to hold: exactly
+     * that, and a kept block when there is one. */
+    b->data = spare_alloc(need, &b->cap);
+  } else {
+    cap = b->cap ? b->cap : 64;
+    while (cap < need)
+      cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+  }
+  b->data[b->len] = '\0';
   return 0;
 }
 
 int
 buf_add(struct buf *b, const void *data, size_t n)
 {
-  int rc = buf_reserve(b, n);
+  int rc = buf_grow(b, n);
 
   if (rc < 0)
     return rc;
@@ -89,7 +97,7 @@ buf_addf(struct buf *b, const char *fmt, ...)
   va_end(ap);
   if (n < 0)
     return ERR_INTERNAL;
-  rc = buf_reserve(b, (size_t)n);
+  rc = buf_grow(b, (size_t)n);
   if (rc < 0)
     return rc;
   va_start(ap, fmt);
