@@ -261,13 +261,22 @@ on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp,
   return 0;
 }
 
-/* CURLOPT_WRITEFUNCTION: accumulate the body up to its cap. */
+/* CURLOPT_WRITEFUNCTION: accumulate the body up to its cap, in one
+ * allocation of the announced length (a length past the cap fails at
+ * once). */
 static size_t
 on_write(char *data, size_t size, size_t n, void *arg)
 {
   struct call *call = arg;
+  curl_off_t announced = -1;
 
-  if (buf_add(&call->resp, data, size * n) < 0) {
+  if ((call->resp.data == NULL &&
+       curl_easy_getinfo(call->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
+                         &announced) == CURLE_OK &&
+       announced > 0 &&
+       ((uint64_t)announced > SIZE_MAX ||
+        buf_grow(&call->resp, (size_t)announced) < 0)) ||
+      buf_add(&call->resp, data, size * n) < 0) {
     call->too_large = true;
     return 0; /* curl fails the transfer with CURLE_WRITE_ERROR */
   }
@@ -303,6 +312,7 @@ call_finish(struct call *call, int rc, const struct err *e)
     resp.len = call->resp.len;
     resp.attempts = call->attempts;
     resp.easy_ = call->easy;
+    resp.call_ = call;
     call->cb(call->arg, 0, &resp, e);
   } else {
     call->cb(call->arg, rc, NULL, e);
@@ -808,6 +818,15 @@ http_client_response_header(const struct http_client_response *resp,
                        &h) != CURLHE_OK)
     return NULL;
   return h->value;
+}
+
+char *
+http_client_response_take(const struct http_client_response *resp,
+                          size_t *len)
+{
+  struct call *call = resp->call_;
+
+  return buf_take(&call->resp, len);
 }
 
 void

@@ -83,6 +83,7 @@ struct http_client_response {
   unsigned attempts;  /* attempts made, this one included */
   /* private */
   void *easy_;
+  void *call_;
 };
 
 /*
@@ -129,6 +130,15 @@ int http_client_send(struct http_client *c,
  */
 const char *http_client_response_header(
     const struct http_client_response *resp, const char *name);
+
+/*
+ * Take resp's body instead of copying it (a batch answer is tens of MiB):
+ * new, free with spare_free() (util/spare.h) or free(); *len (may be NULL)
+ * its length.  NUL-terminated like resp->body.  Once taken, resp->body
+ * and resp->len must not be used; a second take gives "".
+ */
+char *http_client_response_take(const struct http_client_response *resp,
+                                size_t *len);
 
 void http_client_stats(const struct http_client *c,
                        struct http_client_stats *out);

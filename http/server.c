@@ -50,6 +50,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/spare.h"
 
 /* The kernel caps this at net.core.somaxconn; a burst of connects from
  * many clients should wait in the queue rather than be refused. */
@@ -732,9 +733,9 @@ http_respond(struct http_request *req, int status, const char *content_type,
   if (body == NULL)
     len = 0;
   resp = MHD_create_response_from_buffer_with_free_callback(len, body,
-                                                            free);
+                                                            spare_free);
   if (resp == NULL)
-    free(body);
+    spare_free(body);
   else
     request_apply_headers(req, resp, content_type);
   request_answer(req, (unsigned)status, resp);

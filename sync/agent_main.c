@@ -23,12 +23,20 @@
 #include "sync/store.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/spare.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8760"
+
+/* Batch buffers kept for reuse while data moves (util/spare.h): a few
+ * default batches, given back after SPARE_IDLE_MS unused. */
+#define SPARE_KEEP ((size_t)128 << 20)
+#define SPARE_IDLE_MS 2000
 
 struct main_state {
   uv_loop_t loop;
   uv_signal_t sigint, sigterm;
+  uv_timer_t spare_timer;
+  int spare_timer_on;
   struct agent *agent;
   int stopping;
 };
@@ -102,6 +110,16 @@ closed_cb(void *arg)
   m->agent = NULL;
   uv_close((uv_handle_t *)&m->sigint, NULL);
   uv_close((uv_handle_t *)&m->sigterm, NULL);
+  if (m->spare_timer_on)
+    uv_close((uv_handle_t *)&m->spare_timer, NULL);
+  m->spare_timer_on = 0;
+}
+
+static void
+spare_timer_cb(uv_timer_t *t)
+{
+  (void)t;
+  spare_trim(SPARE_IDLE_MS);
 }
 
 static void
@@ -145,8 +163,10 @@ main(int argc, char **argv)
   /* Batches and I/O buffers are 1-16 MiB of every size.  glibc would
    * raise its mmap threshold after the first such free and keep the rest
    * in arenas (150 MiB held idle after serving a 1 GiB pull); a fixed
-   * threshold gives each back when it is freed. */
+   * threshold gives each back when it is freed, and the spare cache
+   * keeps a bounded few for reuse while data moves. */
   (void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  spare_enable(SPARE_KEEP);
 
   memset(&m, 0, sizeof(m));
   memset(&cfg, 0, sizeof(cfg));
@@ -248,6 +268,11 @@ main(int argc, char **argv)
   m.sigterm.data = &m;
   uv_signal_start(&m.sigint, signal_cb, SIGINT);
   uv_signal_start(&m.sigterm, signal_cb, SIGTERM);
+  uv_timer_init(&m.loop, &m.spare_timer);
+  uv_timer_start(&m.spare_timer, spare_timer_cb, SPARE_IDLE_MS / 2,
+                 SPARE_IDLE_MS / 2);
+  uv_unref((uv_handle_t *)&m.spare_timer);
+  m.spare_timer_on = 1;
   log_info("tenbin-agent serving '%s' on %s:%u", cfg.root, host,
            agent_port(m.agent));
   uv_run(&m.loop, UV_RUN_DEFAULT);
@@ -260,6 +285,7 @@ out:
   }
   if (uv_loop_close(&m.loop) != 0)
     log_warn("loop closed with handles still open");
+  spare_enable(0);
   curl_global_cleanup();
   return rc;
 }

@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
+#include "util/spare.h"
 #include "util/timeutil.h"
 
 #define BACKOFF_FIRST_MS 200
@@ -547,7 +548,7 @@ static void
 batch_free(struct batch_req *br)
 {
   buf_release(&br->body);
-  free(br->answer);
+  spare_free(br->answer);
   free(br->segs);
   free(br->sigmode);
   free(br->sigref);
@@ -725,9 +726,7 @@ send_cb(void *arg, int rc, const struct http_client_response *r,
   }
   source_back(p);
   p->bytes_wire += br->body.len + r->len;
-  br->answer = xmalloc(r->len + 1);
-  memcpy(br->answer, r->body, r->len);
-  br->answer_len = r->len;
+  br->answer = http_client_response_take(r, &br->answer_len);
   buf_release(&br->body);
   br->result = xcalloc(br->nsegs, 1);
   br->w.data = br;

@@ -863,6 +863,7 @@ struct batch_work {
   struct batch_item *items;
   size_t n;
   struct buf out;
+  uint64_t asked;     /* bytes of the segments asked for */
   /* SIG frames seen, to cache after the work: index into items */
   uint8_t (*sig_sha)[32];
   struct err e;
@@ -1132,6 +1133,16 @@ batch_run(uv_work_t *w)
   int rc = 0;
 
   buf_init(&bw->out, AGENT_ANSWER_MAX);
+  /* Room for the segments as data, the most an answer usually holds, in
+   * one allocation (reused across batches: util/spare.h). */
+  if (bw->asked > 0) {
+    uint64_t room = bw->asked + (uint64_t)bw->n * 2 * WIRE_HDR_LEN;
+
+    rc = buf_grow(&bw->out, room < AGENT_ANSWER_MAX ? (size_t)room
+                                                    : AGENT_ANSWER_MAX);
+    if (rc < 0)
+      err_set(&bw->e, rc, "batch answer too large");
+  }
   for (size_t i = 0; rc == 0 && i < bw->n; i++) {
     const struct wire_frame *f = &bw->items[i].f;
     struct batch_file *bf = file_slot(&fs, &nfs, f->file);
@@ -1298,6 +1309,7 @@ batch_loaded(struct agent *a, struct served *sv, const struct err *e,
             "at most 64 MiB", (unsigned long long)asked);
     goto bad;
   }
+  bw->asked = asked;
   bw->w.data = bw;
   agent_queue(a, &bw->w, batch_run, batch_done);
   return;

@@ -278,6 +278,32 @@ on_result(void *arg, int rc, const struct http_client_response *resp,
     fx_shutdown(fx);
 }
 
+/* on_result, but the body is taken, not copied; a second take is "". */
+static void
+on_result_take(void *arg, int rc, const struct http_client_response *resp,
+               const struct err *e)
+{
+  struct result *r = arg;
+  struct fixture *fx = r->fx;
+  size_t again_len = 99;
+  char *again;
+
+  r->calls++;
+  r->rc = rc;
+  r->err_code = e != NULL ? e->code : 0;
+  if (rc == 0) {
+    r->status = resp->status;
+    free(r->body);
+    r->body = http_client_response_take(resp, &r->len);
+    again = http_client_response_take(resp, &again_len);
+    assert_string_equal(again, "");
+    assert_int_equal(again_len, 0);
+    free(again);
+  }
+  if (++fx->done == fx->expected)
+    fx_shutdown(fx);
+}
+
 static void
 send_ok(struct fixture *fx, const struct http_client_request *req,
         struct result *r)
@@ -514,6 +540,38 @@ test_response_over_max_response_fails_too_large(void **state)
   assert_int_equal(fx->results[1].rc, 0);
   assert_int_equal(fx->results[1].len, BIG_BODY);
   assert_int_equal(fx->hits, 2);
+  fx_free(fx);
+}
+
+static void
+test_taken_body_outlives_the_callback_whole(void **state)
+{
+  struct fixture *fx = xcalloc(1, sizeof(*fx));
+  struct http_client_request req;
+  struct err e;
+  char url[128];
+
+  (void)state;
+  fx_setup(fx, handle_big, 0);
+  fx->expected = 1;
+  memset(&req, 0, sizeof(req));
+  snprintf(url, sizeof(url), "%s/big", fx->base);
+  req.url = url;
+  req.max_response = 4u << 20;
+  fx->results[0].fx = fx;
+  if (http_client_send(fx->cli, &req, on_result_take, &fx->results[0],
+                       &e) != 0)
+    fail_msg("send: %s", e.msg);
+  fx_run_and_teardown(fx);
+  assert_int_equal(fx->results[0].rc, 0);
+  assert_int_equal(fx->results[0].status, 200);
+  assert_int_equal(fx->results[0].len, BIG_BODY);
+  assert_non_null(fx->results[0].body);
+  for (size_t i = 0; i < BIG_BODY; i++)
+    if (fx->results[0].body[i] != 'x')
+      fail_msg("byte %zu of the taken body is %d", i,
+               fx->results[0].body[i]);
+  assert_int_equal(fx->results[0].body[BIG_BODY], '\0');
   fx_free(fx);
 }
 
@@ -1050,6 +1108,7 @@ main(void)
       cmocka_unit_test(test_response_over_max_response_fails_too_large),
       cmocka_unit_test(
           test_streamed_response_over_max_response_fails_too_large),
+      cmocka_unit_test(test_taken_body_outlives_the_callback_whole),
       cmocka_unit_test(
           test_answer_later_than_timeout_fails_with_timeout_unretried),
       cmocka_unit_test(test_503_twice_then_200_is_retried_and_reported_once),
