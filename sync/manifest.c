@@ -24,6 +24,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/hash.h"
+#include "util/utf8.h"
 
 #define READ_CHUNK ((size_t)1 << 20)
 
@@ -152,32 +153,6 @@ manifest_find(const struct manifest *m, const char *path)
 
 /* ---- helpers ---- */
 
-/*
- * Error messages end up in JSON replies, which must be valid UTF-8, but
- * names quoted in them were cut at byte counts ("%.100s", and err_set's
- * own size): replace every byte that does not start a whole character.
- */
-static int
-msg_repair(struct err *e, int rc)
-{
-  unsigned char *p, *end;
-
-  if (e == NULL)
-    return rc;
-  p = (unsigned char *)e->msg;
-  end = p + strlen(e->msg);
-  while (p < end) {
-    size_t len = mtext_utf8_char(p, end);
-
-    if (len == 0) {
-      *p = '?';
-      len = 1;
-    }
-    p += len;
-  }
-  return rc;
-}
-
 /* s with bytes outside printable ASCII as \xNN, for error messages
  * (which end up in JSON, so must be valid UTF-8 themselves). */
 static void
@@ -259,7 +234,7 @@ too_large:
                MANIFEST_MAX_TEXT);
 out:
   buf_release(&b);
-  return msg_repair(e, rc);
+  return rc;
 }
 
 /* ---- decoding ---- */
@@ -603,7 +578,7 @@ out:
   mtext_release(&r);
   if (rc < 0)
     manifest_release(m);
-  return msg_repair(e, rc);
+  return rc;
 }
 
 /* ---- checks ---- */
@@ -1195,7 +1170,7 @@ scan_link(struct scan *sc, int dirfd, const char *name, const char *path)
                    "%d bytes", path, SYNCPATH_MAX);
   target[r] = '\0';
   escape_name(target, shown, sizeof(shown));
-  if (!mtext_utf8_valid(target, (size_t)r))
+  if (!utf8_valid(target, (size_t)r))
     return err_set(sc->e, ERR_INVALID, "link '%.100s': target '%s' is not "
                    "valid UTF-8", path, shown);
   if (!syncpath_link_inside(path, target))
@@ -1277,7 +1252,7 @@ scan_child(struct scan *sc, int dirfd, const char *dir, const char *name)
     return err_set(sc->e, ERR_INVALID, "'%s' at the top of a dataset is "
                    "reserved for the agent", SYNCPATH_STORE);
   }
-  if (!mtext_utf8_valid(name, nlen)) {
+  if (!utf8_valid(name, nlen)) {
     escape_name(name, shown, sizeof(shown));
     return err_set(sc->e, ERR_INVALID, "name '%s' in '%.100s' is not valid "
                    "UTF-8", shown, dlen > 0 ? dir : ".");
@@ -1505,5 +1480,5 @@ out:
   pthread_mutex_destroy(&q.mu);
   pthread_cond_destroy(&q.cv);
   close(topfd);
-  return msg_repair(e, rc);
+  return rc;
 }

@@ -10,6 +10,7 @@
 #include "sync/manifest.h"
 #include "util/alloc.h"
 #include "util/hash.h"
+#include "util/utf8.h"
 
 #define NEST_MAX 64 /* arrays and objects inside an unknown field */
 
@@ -21,51 +22,6 @@ enum {
   ST_AFTER_VALUE,
   ST_DONE,
 };
-
-size_t
-mtext_utf8_char(const unsigned char *p, const unsigned char *end)
-{
-  unsigned c = p[0], v, min;
-  size_t len;
-
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2, v = c & 0x1f, min = 0x80;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3, v = c & 0x0f, min = 0x800;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4, v = c & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if ((size_t)(end - p) < len)
-    return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    v = v << 6 | (p[i] & 0x3f);
-  }
-  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-    return 0;
-  return len;
-}
-
-int
-mtext_utf8_valid(const char *s, size_t n)
-{
-  const unsigned char *p = (const unsigned char *)s;
-  const unsigned char *end = p + n;
-
-  while (p < end) {
-    size_t len = mtext_utf8_char(p, end);
-
-    if (len == 0)
-      return 0;
-    p += len;
-  }
-  return 1;
-}
 
 /* ---- writing ---- */
 
@@ -146,8 +102,8 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
   const char *target = me->target != NULL ? me->target : "";
   int rc;
 
-  if (!mtext_utf8_valid(me->path, strlen(me->path)) ||
-      (me->type == MANIFEST_LINK && !mtext_utf8_valid(target,
+  if (!utf8_valid(me->path, strlen(me->path)) ||
+      (me->type == MANIFEST_LINK && !utf8_valid(target,
                                                       strlen(target))))
     return ERR_INVALID;
   /* Keys in byte order: mode, mtime_ns, path, seglens, segments, sha256,
@@ -342,7 +298,7 @@ read_string(struct mtext_reader *r, size_t *off, struct err *e)
     while (r->p < r->end) {
       c = (unsigned char)*r->p;
       if (c >= 0x80) {
-        size_t n = mtext_utf8_char((const unsigned char *)r->p,
+        size_t n = utf8_char((const unsigned char *)r->p,
                                    (const unsigned char *)r->end);
 
         if (n == 0)

@@ -93,10 +93,4 @@ struct manifest_entry;
 int mtext_put_entry(struct buf *b, const struct manifest_entry *me)
     WARN_UNUSED;
 
-/* The length of the UTF-8 character at p (before end), or 0 when the
- * bytes there are not one. */
-size_t mtext_utf8_char(const unsigned char *p, const unsigned char *end);
-/* 1 when the n bytes at s are valid UTF-8. */
-int mtext_utf8_valid(const char *s, size_t n);
-
 #endif

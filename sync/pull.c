@@ -27,6 +27,7 @@
 #include "util/log.h"
 #include "util/spare.h"
 #include "util/timeutil.h"
+#include "util/utf8.h"
 
 #define BACKOFF_FIRST_MS 200
 #define BACKOFF_MAX_MS 5000
@@ -232,6 +233,7 @@ pull_fail(struct pull *p, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(p->error, sizeof(p->error), fmt, ap);
   va_end(ap);
+  utf8_repair(p->error); /* paths cut at a byte count; it goes to JSON */
   p->state = PULL_FAILED;
   p->ended_ms = time_mono_ms();
   uv_timer_stop(&p->retry);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 const char *
 err_name(int code)
 {
@@ -63,6 +65,7 @@ err_set(struct err *e, int code, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
   va_end(ap);
+  utf8_repair(e->msg);
   return code;
 }
 
@@ -81,6 +84,7 @@ err_prefix(struct err *e, const char *fmt, ...)
   memcpy(old, e->msg, sizeof(old));
   /* Bounded precisions keep the result within ERR_MSG_SIZE. */
   snprintf(e->msg, sizeof(e->msg), "%.96s: %.157s", prefix, old);
+  utf8_repair(e->msg);
   return e->code;
 }
 

@@ -62,6 +62,9 @@ int err_http_status(int code);
 /*
  * Record code and a formatted message into e (which may be NULL) and return
  * code, so callers can write: return err_set(e, ERR_INVALID, "...", ...).
+ * Messages end up in JSON: a character cut by the message's size or by a
+ * precision ("%.100s") leaves '?' bytes, never invalid UTF-8 (the same
+ * for err_prefix).
  */
 int err_set(struct err *e, int code, const char *fmt, ...) PRINTF_LIKE(3, 4);
 /* Prefix e->msg with "prefix: " (for nested field names); returns e->code. */

@@ -21,6 +21,7 @@
 #include "jsonx.h"
 #include "sbatch.h"
 #include "timeutil.h"
+#include "utf8.h"
 
 /* A year of minutes: a longer limit is a typo, not a plan. */
 #define MAX_TIME_LIMIT_MIN 525600
@@ -183,43 +184,18 @@ static const char *
 text_problem(const char *v, int allow_controls, size_t *nchars)
 {
   const unsigned char *p = (const unsigned char *)v;
+  const unsigned char *end = p + strlen(v);
   size_t n = 0;
 
-  while (*p != '\0') {
-    unsigned c = *p;
-    unsigned long cp;
-    int len;
-    int i;
+  while (p < end) {
+    size_t len = utf8_char(p, end);
 
-    if (c < 0x80) {
-      if (!allow_controls && (c < 0x20 || c == 0x7f))
-        return "must not contain control characters";
-      p++;
-      n++;
-      continue;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
+    if (len == 0)
       return "must be valid UTF-8";
-    }
-    /* A NUL inside a sequence fails the continuation test: no overrun. */
-    for (i = 1; i < len; i++) {
-      if ((p[i] & 0xc0) != 0x80)
-        return "must be valid UTF-8";
-      cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return "must be valid UTF-8";
-    if (!allow_controls && cp <= 0x9f)
+    /* C0 and DEL are one byte; C1 (U+0080..U+009F) is 0xc2 0x80..0x9f. */
+    if (!allow_controls &&
+        (len == 1 ? p[0] < 0x20 || p[0] == 0x7f
+                  : len == 2 && p[0] == 0xc2 && p[1] <= 0x9f))
       return "must not contain control characters";
     p += len;
     n++;

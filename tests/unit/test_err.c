@@ -165,6 +165,28 @@ test_err_clear_resets_and_msg_falls_back_to_the_default(void **state)
   err_clear(NULL);
 }
 
+static void
+test_message_cut_inside_a_character_stays_valid_utf8(void **state)
+{
+  /* "xy" and 127 copies of U+00E9 (2 bytes each): the 255 bytes kept
+   * end in the first byte of the last one, and "%.5s" cuts one too */
+  char name[2 * 127 + 1];
+  struct err e;
+
+  (void)state;
+  for (int i = 0; i < 127; i++)
+    memcpy(name + 2 * i, "\xc3\xa9", 2);
+  name[sizeof(name) - 1] = '\0';
+  err_set(&e, ERR_INVALID, "xy%s", name);
+  assert_int_equal(strlen(e.msg), ERR_MSG_SIZE - 1);
+  assert_int_equal((unsigned char)e.msg[ERR_MSG_SIZE - 2], '?');
+  assert_int_equal((unsigned char)e.msg[ERR_MSG_SIZE - 3], 0xa9);
+  err_set(&e, ERR_INVALID, "'%.5s'", name);
+  assert_string_equal(e.msg, "'\xc3\xa9\xc3\xa9?'");
+  err_prefix(&e, "field '%.3s'", name);
+  assert_string_equal(e.msg, "field '\xc3\xa9?': '\xc3\xa9\xc3\xa9?'");
+}
+
 int
 main(void)
 {
@@ -181,6 +203,7 @@ main(void)
     cmocka_unit_test(test_err_prefix_with_null_is_harmless),
     cmocka_unit_test(
         test_err_clear_resets_and_msg_falls_back_to_the_default),
+    cmocka_unit_test(test_message_cut_inside_a_character_stays_valid_utf8),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
