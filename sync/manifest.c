@@ -1469,6 +1469,7 @@ manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
       st->bytes_hashed += sc[t].st.bytes_hashed;
       st->files_reused += sc[t].st.files_reused;
       st->segments_reused += sc[t].st.segments_reused;
+      st->segments_cut_ahead += sc[t].st.segments_cut_ahead;
     }
   }
 

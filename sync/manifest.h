@@ -150,6 +150,8 @@ struct manifest_scan_stats {
   uint64_t files_reused;               /* hashes reused from prev */
   uint64_t segments_reused;            /* of files read: SHA-256 kept
                                           because XXH3-128 matched prev */
+  uint64_t segments_cut_ahead;         /* first publishes: segments cut
+                                          by another core's region */
 };
 
 /*

@@ -11,6 +11,10 @@
  * costs one read of the file for fingerprints and SHA-256 of one or two
  * segments, where fixed segments would rehash the shifted half.
  *
+ * A file with no previous publish is cut in regions on every core, the
+ * regions' cut chains joined where the chain from the file's start meets
+ * them (see "a file with no previous publish" below).
+ *
  * The work is in rounds, so that reads run on one thread per core:
  * follow the chain of previous segments from the current boundary by
  * their first fingerprints alone (one MiB read per step), verify the
@@ -72,6 +76,16 @@ struct newseg {
   int err;           /* errno of a failed read, -1 a short one */
 };
 
+/* A stretch of a file cut on its own, from its start as if a segment
+ * began there, until a cut reaches end (the next region's start). */
+struct region {
+  uint64_t start, end;
+  uint64_t *points;    /* start, then every cut: ascending */
+  size_t n, cap;
+  uint64_t read;       /* bytes the cuts read */
+  int err;             /* of a failed read (-1 short) */
+};
+
 struct large {
   int fd;
   struct manifest_entry *me;
@@ -85,6 +99,9 @@ struct large {
   size_t nsegs, segcap;
   uint8_t *buf;                    /* READ_CHUNK, the calling thread's */
   uint64_t bytes_read;
+  struct region *regions;          /* a first publish: cut ahead */
+  size_t nregions;
+  uint64_t cut_ahead;              /* segments whose cut a region found */
 };
 
 /*
@@ -141,18 +158,25 @@ pool_run(void *arg)
   return NULL;
 }
 
+/* One per core, at most LARGE_THREADS_MAX. */
+static size_t
+threads(void)
+{
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+  return ncpu < 1 ? 1 : ncpu > LARGE_THREADS_MAX ? LARGE_THREADS_MAX
+                                                 : (size_t)ncpu;
+}
+
 static void
 pool_for(struct large *lg, size_t n,
          void (*fn)(struct large *, size_t, uint8_t *, EVP_MD_CTX *))
 {
   pthread_t tid[LARGE_THREADS_MAX];
   struct pool p = {.n = n, .fn = fn, .lg = lg};
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t nt = ncpu < 1 ? 1 : (size_t)ncpu;
+  size_t nt = threads();
 
   atomic_init(&p.next, 0);
-  if (nt > LARGE_THREADS_MAX)
-    nt = LARGE_THREADS_MAX;
   if (nt > n)
     nt = n;
   for (size_t t = 0; t < nt; t++)
@@ -414,6 +438,130 @@ seed_last_layout(struct large *lg)
   keep_chain(lg);
 }
 
+/* Bytes chunk_cut reads to cut [off, end): none of the first MIN but
+ * the hash's window. */
+static uint64_t
+cut_read(uint64_t off, uint64_t end)
+{
+  return end - off > MANIFEST_SEG_MIN
+             ? end - off - MANIFEST_SEG_MIN + CHUNK_WINDOW : 0;
+}
+
+/* ---- a file with no previous publish ---- */
+
+/*
+ * Cutting is a chain (each cut starts the next segment), so a first
+ * publish would cut on one core while the others wait to hash.  Instead
+ * regions of the file are cut on every core, each from its own start as
+ * if a segment began there.  A cut depends only on the bytes from the
+ * segment's start, so where the true chain, walked from the file's
+ * start, meets a point of a region's chain, the rest of that chain is
+ * the true one: the walk cuts on its own only until they meet (a cut or
+ * two, as both stop at the first candidate past MIN; every cut where
+ * nothing cuts but MAX, in data with no candidates at all).
+ */
+#define REGION_MIN (2 * CHUNK_MAX)  /* a join costs a cut or two */
+#define REGIONS_PER_THREAD 4         /* for cores that finish early */
+
+static void
+region_add(struct region *r, uint64_t point)
+{
+  if (r->n == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 16;
+    r->points = xrealloc(r->points, r->cap * sizeof(*r->points));
+  }
+  r->points[r->n++] = point;
+}
+
+/* Pool item: the chain of region i. */
+static void
+cut_region(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx)
+{
+  struct region *r = &lg->regions[i];
+  uint64_t off = r->start, end;
+
+  (void)ctx;
+  region_add(r, off);
+  while (off < r->end) {
+    r->err = chunk_cut(lg->fd, off, lg->me->size, buf, READ_CHUNK, &end);
+    if (r->err != 0)
+      return;
+    r->read += cut_read(off, end);
+    region_add(r, end);
+    off = end;
+  }
+}
+
+/* Where off is among r's points, or -1. */
+static ssize_t
+region_find(const struct region *r, uint64_t off)
+{
+  size_t lo = 0, hi = r->n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+
+    if (r->points[mid] == off)
+      return (ssize_t)mid;
+    if (r->points[mid] < off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
+static int
+cut_fresh(struct large *lg)
+{
+  uint64_t size = lg->me->size, off = 0, end;
+  size_t nr = (size_t)(size / REGION_MIN), r = 0;
+  int rc;
+
+  if (nr > REGIONS_PER_THREAD * threads())
+    nr = REGIONS_PER_THREAD * threads();
+  if (nr >= 2) {
+    lg->regions = xcalloc(nr, sizeof(*lg->regions));
+    lg->nregions = nr;
+    for (size_t i = 0; i < nr; i++) {
+      lg->regions[i].start = size * i / nr;
+      lg->regions[i].end = size * (i + 1) / nr;
+    }
+    pool_for(lg, nr, cut_region);
+    for (size_t i = 0; i < nr; i++) {
+      lg->bytes_read += lg->regions[i].read;
+      if (lg->regions[i].err != 0)
+        return lg->regions[i].err;
+    }
+  }
+  while (off < size) {
+    ssize_t at = -1;
+
+    while (r < lg->nregions && lg->regions[r].end <= off)
+      r++;
+    if (r < lg->nregions)
+      at = region_find(&lg->regions[r], off);
+    if (at >= 0) {
+      /* Met: off < end <= the last point, so there is one after it. */
+      const struct region *rg = &lg->regions[r];
+
+      for (size_t j = (size_t)at + 1; j < rg->n; j++) {
+        seg_add(lg, off, rg->points[j] - off, CUT);
+        off = rg->points[j];
+        lg->cut_ahead++;
+      }
+      continue;
+    }
+    rc = chunk_cut(lg->fd, off, size, lg->buf, READ_CHUNK, &end);
+    if (rc != 0)
+      return rc;
+    lg->bytes_read += cut_read(off, end);
+    seg_add(lg, off, end - off, CUT);
+    off = end;
+  }
+  return 0;
+}
+
 /* The segments of the whole file into lg->segs. */
 static int
 cut_file(struct large *lg)
@@ -421,29 +569,28 @@ cut_file(struct large *lg)
   uint64_t size = lg->me->size, off = 0;
   int rc;
 
-  if (lg->pe != NULL)
-    seed_last_layout(lg);
+  if (lg->pe == NULL)
+    return cut_fresh(lg);
+  seed_last_layout(lg);
   while (off < size) {
     const struct link *ahead;
     size_t i;
     uint64_t end;
 
-    if (lg->pe != NULL) {
-      rc = follow(lg, off);
-      if (rc != 0)
-        return rc;
-      verify_chain(lg);
-      for (i = 0; i < lg->chain.n && lg->chain.v[i].state == GOOD; i++) {
-        const struct link *l = &lg->chain.v[i];
-        uint32_t j = l->from;
+    rc = follow(lg, off);
+    if (rc != 0)
+      return rc;
+    verify_chain(lg);
+    for (i = 0; i < lg->chain.n && lg->chain.v[i].state == GOOD; i++) {
+      const struct link *l = &lg->chain.v[i];
+      uint32_t j = l->from;
 
-        seg_add(lg, l->off, lg->pe->segoff[j + 1] - lg->pe->segoff[j], j);
-        off = l->off + lg->segs[lg->nsegs - 1].len;
-      }
-      keep_chain(lg);
-      if (off == size)
-        break;
+      seg_add(lg, l->off, lg->pe->segoff[j + 1] - lg->pe->segoff[j], j);
+      off = l->off + lg->segs[lg->nsegs - 1].len;
     }
+    keep_chain(lg);
+    if (off == size)
+      break;
     ahead = chain_find(&lg->last, off);
     if (ahead != NULL && ahead->cut != 0) {
       end = ahead->cut;
@@ -452,8 +599,7 @@ cut_file(struct large *lg)
       if (rc != 0)
         return rc;
     }
-    lg->bytes_read += end - off > MANIFEST_SEG_MIN
-                          ? end - off - MANIFEST_SEG_MIN + CHUNK_WINDOW : 0;
+    lg->bytes_read += cut_read(off, end);
     seg_add(lg, off, end - off, CUT);
     off = end;
   }
@@ -571,12 +717,16 @@ manifest_scan_large(int fd, struct manifest_entry *me,
     goto out;
   }
   st->bytes_hashed += lg.bytes_read;
+  st->segments_cut_ahead += lg.cut_ahead;
   rc = hash_file(&lg, st, e);
   if (rc == 0 && pread(fd, &probe, 1, (off_t)me->size) != 0)
     rc = err_set(e, ERR_IO, "file '%.200s' grew while being read",
                  me->path);
 
 out:
+  for (size_t i = 0; i < lg.nregions; i++)
+    free(lg.regions[i].points);
+  free(lg.regions);
   free(lg.buf);
   free(lg.firsts);
   free(lg.chain.v);

@@ -648,6 +648,46 @@ assert_same_scan(const struct manifest *a, const struct manifest_checks *ca,
  * the segment of the insert; and what it keeps is right: a scan from
  * scratch gives the same manifest and checks.
  */
+/*
+ * A first publish cuts regions of the file on every core and joins their
+ * chains: the segments are exactly those of one chain of cuts from the
+ * start, whether the chains meet (random data) or never do (zeros: no
+ * candidates, every cut at MAX from a start that is no cut).
+ */
+static void
+test_first_publish_cut_in_regions_gives_the_one_chain_segments(void **state)
+{
+  struct fx *f = *state;
+  size_t size = (size_t)(100 * MIB) + 12345;
+  unsigned char *data = xmalloc(size);
+  struct manifest m;
+  struct manifest_checks c;
+  struct manifest_scan_stats st = {0};
+  struct err e;
+
+  fill_random(data, size, 7);
+  put_dir(f, "reg");
+  put_file(f, "reg/random.bin", data, size);
+  manifest_init(&m);
+  manifest_checks_init(&c);
+  if (scan(f, "reg", NULL, NULL, &m, &c, &st, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_int_equal(m.n, 1);
+  assert_large_entry(f, "reg/random.bin", &m.v[0], &c.v[0], data, size);
+  /* most of the file came from the regions' chains */
+  assert_true(st.segments_cut_ahead * 2 > m.v[0].nsegs);
+
+  memset(data, 0, size);
+  put_file(f, "reg/random.bin", data, size);
+  memset(&st, 0, sizeof(st));
+  if (scan(f, "reg", NULL, NULL, &m, &c, &st, &e) != 0)
+    fail_msg("scan: %s", e.msg);
+  assert_large_entry(f, "reg/random.bin", &m.v[0], &c.v[0], data, size);
+  manifest_release(&m);
+  manifest_checks_release(&c);
+  free(data);
+}
+
 static void
 test_rescan_after_an_insert_reuses_the_segments_it_shifted(void **state)
 {
@@ -1669,6 +1709,7 @@ main(void)
         test_segments_give_ranges_and_per_segment_fingerprint_blocks),
     T(test_scan_lists_sorted_entries_with_their_hashes),
     T(test_scan_cuts_a_large_file_by_content_into_two_level_segments),
+    T(test_first_publish_cut_in_regions_gives_the_one_chain_segments),
     T(test_rescan_after_an_insert_reuses_the_segments_it_shifted),
     T(test_rescan_of_a_touched_large_file_reuses_every_segment),
     T(test_scan_of_many_directories_is_complete_and_sorted),
