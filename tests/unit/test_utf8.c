@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "util/utf8.h"
@@ -54,11 +55,11 @@ test_repair_replaces_each_stray_byte_and_keeps_whole_characters(void **state)
   char s[64];
 
   (void)state;
-  strcpy(s, "cannot open 'caf\xc3\xa9/\xe6\x97");
+  snprintf(s, sizeof(s), "%s", "cannot open 'caf\xc3\xa9/\xe6\x97");
   utf8_repair(s);
   assert_string_equal(s, "cannot open 'caf\xc3\xa9/??");
   assert_true(valid(s));
-  strcpy(s, "\x80x\xed\xa0\x80y");
+  snprintf(s, sizeof(s), "%s", "\x80x\xed\xa0\x80y");
   utf8_repair(s);
   assert_string_equal(s, "?x???y");
 }
