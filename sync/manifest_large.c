@@ -447,6 +447,14 @@ cut_read(uint64_t off, uint64_t end)
              ? end - off - MANIFEST_SEG_MIN + CHUNK_WINDOW : 0;
 }
 
+/* A segment cut here, [off, end), with what its cut read. */
+static void
+seg_cut(struct large *lg, uint64_t off, uint64_t end)
+{
+  lg->bytes_read += cut_read(off, end);
+  seg_add(lg, off, end - off, CUT);
+}
+
 /* ---- a file with no previous publish ---- */
 
 /*
@@ -555,8 +563,7 @@ cut_fresh(struct large *lg)
     rc = chunk_cut(lg->fd, off, size, lg->buf, READ_CHUNK, &end);
     if (rc != 0)
       return rc;
-    lg->bytes_read += cut_read(off, end);
-    seg_add(lg, off, end - off, CUT);
+    seg_cut(lg, off, end);
     off = end;
   }
   return 0;
@@ -599,8 +606,7 @@ cut_file(struct large *lg)
       if (rc != 0)
         return rc;
     }
-    lg->bytes_read += cut_read(off, end);
-    seg_add(lg, off, end - off, CUT);
+    seg_cut(lg, off, end);
     off = end;
   }
   return 0;
