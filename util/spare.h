@@ -11,7 +11,7 @@
  * Disabled by default: then spare_alloc() is malloc() and spare_free() is
  * free().  Every block is malloc'd memory either way, so whatever came
  * from spare_alloc() may be passed to free() and any malloc'd pointer to
- * spare_free().  Thread-safe (one mutex; a few calls per MiB moved).
+ * spare_free().  Thread-safe: one mutex, taken a few times per buffer.
  */
 #ifndef TENBIN_UTIL_SPARE_H
 #define TENBIN_UTIL_SPARE_H
