@@ -946,6 +946,30 @@ delta_put_end(struct buf *out, struct err *e)
   return buf_add(out, "", 1) < 0 ? too_large(out, e) : 0;
 }
 
+int
+delta_put_runs(struct buf *out, const uint8_t *eq, size_t nb, uint64_t bl,
+               uint64_t pos, uint64_t last, const uint8_t *data,
+               struct err *e)
+{
+  int rc = 0;
+
+  for (size_t i = 0; rc == 0 && i < nb;) {
+    size_t j = i;
+    uint64_t len;
+
+    while (j < nb && eq[j] == eq[i])
+      j++;
+    /* blocks [i, j): all equal (one COPY) or all different */
+    len = (j == nb ? (nb - 1) * bl + last : j * bl) - i * bl;
+    if (eq[i])
+      rc = delta_put_copy(out, pos + i * bl, len, e);
+    else
+      rc = delta_put_literal(out, data + i * bl, (size_t)len, e);
+    i = j;
+  }
+  return rc;
+}
+
 /* compute() of [off, off+len) with its commands appended to out
  * without the magic and END, so they continue a delta being built; the
  * XXH3-128 of the range into x. */
@@ -1047,18 +1071,8 @@ block_in_place(struct delta_sig *sig, int fd, uint64_t boff, uint64_t blen,
   if (found == 0)
     goto out; /* rewritten whole, or moved: librsync's case */
   rc = spliced_as(sig, fd, boff, a - boff, p, out, e);
-  for (size_t k = 0; rc == 0 && k < nb;) {
-    size_t j = k;
-
-    while (j < nb && eq[j] == eq[k])
-      j++;
-    if (eq[k])
-      rc = delta_put_copy(out, a + k * bl, (j - k) * bl, e);
-    else
-      rc = delta_put_literal(out, p + (a - boff) + k * bl,
-                             (size_t)((j - k) * bl), e);
-    k = j;
-  }
+  if (rc == 0)
+    rc = delta_put_runs(out, eq, nb, bl, a, bl, p + (a - boff), e);
   if (rc == 0)
     rc = spliced_as(sig, fd, z, boff + blen - z, p + (z - boff), out, e);
   if (rc == 0)

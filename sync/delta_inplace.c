@@ -173,7 +173,7 @@ delta_compute_inplace(const void *payload, int fd, uint64_t size,
   const uint8_t *p = payload;
   uint64_t bsize = wire_get_le64(p);
   uint32_t bl = wire_get_le32(p + 8);
-  uint64_t nb = nblocks(size, bl), i = 0;
+  uint64_t nb = nblocks(size, bl);
   uint8_t *data = NULL, *eq = NULL;
   size_t at = out->len;
   int rc;
@@ -190,22 +190,9 @@ delta_compute_inplace(const void *payload, int fd, uint64_t size,
     goto out;
   }
   rc = delta_put_magic(out, e);
-  while (rc == 0 && i < nb) {
-    uint64_t j = i;
-
-    while (j < nb && eq[j] == eq[i])
-      j++;
-    /* Blocks [i, j): all equal (one COPY) or all different. */
-    if (eq[i])
-      rc = delta_put_copy(out, i * bl, (j - i) * bl > size - i * bl
-                                           ? size - i * bl
-                                           : (j - i) * bl, e);
-    else
-      rc = delta_put_literal(out, data + i * bl,
-                             (size_t)(j == nb ? size - i * bl
-                                              : (j - i) * bl), e);
-    i = j;
-  }
+  if (rc == 0)
+    rc = delta_put_runs(out, eq, (size_t)nb, bl, 0,
+                        block_bytes(size, bl, nb - 1), data, e);
   if (rc == 0)
     rc = delta_put_end(out, e);
   if (rc == 0) {

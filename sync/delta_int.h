@@ -21,6 +21,12 @@ int delta_put_copy(struct buf *out, uint64_t pos, uint64_t len,
 int delta_put_literal(struct buf *out, const void *p, size_t n,
                       struct err *e) WARN_UNUSED;
 int delta_put_end(struct buf *out, struct err *e) WARN_UNUSED;
+/* nb blocks of bl bytes (the last one last bytes) at pos of both the
+ * basis and the new file, whose bytes are at data: a COPY for each run
+ * of blocks equal in the basis (eq[k]), a LITERAL for each other run. */
+int delta_put_runs(struct buf *out, const uint8_t *eq, size_t nb,
+                   uint64_t bl, uint64_t pos, uint64_t last,
+                   const uint8_t *data, struct err *e) WARN_UNUSED;
 
 /* pread exactly n bytes at off (EINTR retried); ERR_IO naming the
  * offset when fd is shorter or the read fails. */
