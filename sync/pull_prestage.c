@@ -206,6 +206,14 @@ out:
   manifest_release(&m);
 }
 
+static void
+work_free(struct prestage_work *pw)
+{
+  if (pw != NULL)
+    free(pw->name);
+  free(pw);
+}
+
 static void prestage_done(uv_work_t *w, int status);
 
 static void
@@ -224,8 +232,7 @@ prestage_done(uv_work_t *w, int status)
   struct agent *a = pw->a;
 
   (void)status;
-  free(pw->name);
-  free(pw);
+  work_free(pw);
   a->prestaging = NULL;
   a->background--;
   /* One job at a time (clear_dir must never meet a tree being built);
@@ -255,10 +262,7 @@ pull_prestage_queue(struct pull *p)
     prestage_start(a, pw);
     return;
   }
-  if (a->prestage_next != NULL) {
-    free(a->prestage_next->name);
-    free(a->prestage_next);
-  }
+  work_free(a->prestage_next);
   a->prestage_next = pw;
 }
 
@@ -272,11 +276,8 @@ pull_prestage_cancel(struct agent *a)
 void
 pull_prestage_free(struct agent *a)
 {
-  if (a->prestage_next != NULL) {
-    free(a->prestage_next->name);
-    free(a->prestage_next);
-    a->prestage_next = NULL;
-  }
+  work_free(a->prestage_next);
+  a->prestage_next = NULL;
 }
 
 /* ---- taking a tree (pool, in the plan) ---- */
