@@ -103,8 +103,7 @@ mtext_put_entry(struct buf *b, const struct manifest_entry *me)
   int rc;
 
   if (!utf8_valid(me->path, strlen(me->path)) ||
-      (me->type == MANIFEST_LINK && !utf8_valid(target,
-                                                      strlen(target))))
+      (me->type == MANIFEST_LINK && !utf8_valid(target, strlen(target))))
     return ERR_INVALID;
   /* Keys in byte order: mode, mtime_ns, path, seglens, segments, sha256,
    * size, target, type. */
@@ -299,7 +298,7 @@ read_string(struct mtext_reader *r, size_t *off, struct err *e)
       c = (unsigned char)*r->p;
       if (c >= 0x80) {
         size_t n = utf8_char((const unsigned char *)r->p,
-                                   (const unsigned char *)r->end);
+                             (const unsigned char *)r->end);
 
         if (n == 0)
           return malformed(r, e, "string is not valid UTF-8");
