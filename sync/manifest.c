@@ -59,25 +59,46 @@ dup_bytes(const void *p, size_t n)
   return p == NULL || n == 0 ? NULL : memcpy(xmalloc(n), p, n);
 }
 
+static void
+entry_copy(struct manifest_entry *de, const struct manifest_entry *se)
+{
+  *de = *se;
+  de->path = xstrdup(se->path);
+  de->segs = dup_bytes(se->segs, (size_t)se->nsegs * sizeof(*se->segs));
+  de->segoff = dup_bytes(se->segoff, se->segoff == NULL ? 0
+                         : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
+  de->segfp = dup_bytes(se->segfp, se->segfp == NULL ? 0
+                        : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
+  de->target = se->target != NULL ? xstrdup(se->target) : NULL;
+}
+
 void
 manifest_copy(struct manifest *dst, const struct manifest *src)
 {
   *dst = *src;
   dst->cap = src->n;
   dst->v = src->n > 0 ? xmalloc(src->n * sizeof(*dst->v)) : NULL;
-  for (size_t i = 0; i < src->n; i++) {
-    const struct manifest_entry *se = &src->v[i];
-    struct manifest_entry *de = &dst->v[i];
+  for (size_t i = 0; i < src->n; i++)
+    entry_copy(&dst->v[i], &src->v[i]);
+}
 
-    *de = *se;
-    de->path = xstrdup(se->path);
-    de->segs = dup_bytes(se->segs, (size_t)se->nsegs * sizeof(*se->segs));
-    de->segoff = dup_bytes(se->segoff, se->segoff == NULL ? 0
-                           : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
-    de->segfp = dup_bytes(se->segfp, se->segfp == NULL ? 0
-                          : ((size_t)se->nsegs + 1) * sizeof(uint64_t));
-    de->target = se->target != NULL ? xstrdup(se->target) : NULL;
-  }
+int
+manifest_entry_same(const struct manifest_entry *a,
+                    const struct manifest_entry *b)
+{
+  if (a->type != b->type || a->mode != b->mode ||
+      strcmp(a->path, b->path) != 0)
+    return 0;
+  if (a->type == MANIFEST_LINK)
+    return strcmp(a->target, b->target) == 0;
+  if (a->type == MANIFEST_DIR)
+    return 1;
+  return a->size == b->size && a->mtime_ns == b->mtime_ns &&
+         a->nsegs == b->nsegs && memcmp(a->sha256, b->sha256, 32) == 0 &&
+         (a->nsegs == 1 ||
+          (memcmp(a->segs, b->segs, (size_t)a->nsegs * 32) == 0 &&
+           memcmp(a->segoff, b->segoff,
+                  ((size_t)a->nsegs + 1) * sizeof(uint64_t)) == 0));
 }
 
 uint64_t
@@ -410,13 +431,46 @@ decode_file(const struct mtext_entry *o, size_t i,
   return 0;
 }
 
+/* Entry i (path set) in its place after the valid entries before it:
+ * in strcmp order, not a duplicate, its parent a directory listed
+ * before it. */
+static int
+place_check(const struct manifest *m, size_t i, struct err *e)
+{
+  const char *path = m->v[i].path;
+  const char *slash;
+
+  if (i > 0) {
+    int c = strcmp(m->v[i - 1].path, path);
+
+    if (c == 0)
+      return entry_err(e, i, path, "duplicate path");
+    if (c > 0)
+      return entry_err(e, i, path, "not sorted (after '%.60s')",
+                       m->v[i - 1].path);
+  }
+  slash = strrchr(path, '/');
+  if (slash != NULL) {
+    size_t plen = (size_t)(slash - path);
+    ssize_t j = find_prefix(m, i, path, plen);
+
+    if (j < 0)
+      return entry_err(e, i, path, "parent directory '%.*s' is not listed "
+                       "before it", (int)(plen < 60 ? plen : 60), path);
+    if (m->v[j].type != MANIFEST_DIR)
+      return entry_err(e, i, path, "parent '%.*s' is not a directory",
+                       (int)(plen < 60 ? plen : 60), path);
+  }
+  return 0;
+}
+
 /* Decode entry i into m->v[i]; the entries before it are valid. */
 static int
 decode_entry(const struct mtext_entry *o, size_t i, struct manifest *m,
              struct err *e)
 {
   struct manifest_entry *me = &m->v[i];
-  const char *path = o->path, *type = o->type, *slash;
+  const char *path = o->path, *type = o->type;
   unsigned fields;
 
   if (!o->is_object)
@@ -451,28 +505,8 @@ decode_entry(const struct mtext_entry *o, size_t i, struct manifest *m,
     return entry_err(e, i, path, "path is inside '%s', the agent's own "
                      "store", SYNCPATH_STORE);
   me->path = xstrdup(path);
-
-  if (i > 0) {
-    int c = strcmp(m->v[i - 1].path, path);
-
-    if (c == 0)
-      return entry_err(e, i, path, "duplicate path");
-    if (c > 0)
-      return entry_err(e, i, path, "not sorted (after '%.60s')",
-                       m->v[i - 1].path);
-  }
-  slash = strrchr(path, '/');
-  if (slash != NULL) {
-    size_t plen = (size_t)(slash - path);
-    ssize_t j = find_prefix(m, i, path, plen);
-
-    if (j < 0)
-      return entry_err(e, i, path, "parent directory '%.*s' is not listed "
-                       "before it", (int)(plen < 60 ? plen : 60), path);
-    if (m->v[j].type != MANIFEST_DIR)
-      return entry_err(e, i, path, "parent '%.*s' is not a directory",
-                       (int)(plen < 60 ? plen : 60), path);
-  }
+  if (place_check(m, i, e) < 0)
+    return ERR_INVALID;
 
   if (me->type == MANIFEST_LINK) {
     const char *target = o->target;
@@ -504,8 +538,72 @@ entries_reserve(struct manifest *m, size_t i)
 {
   if (i < m->cap)
     return;
-  m->cap = 2 * m->cap;
+  m->cap = m->cap ? 2 * m->cap : 16;
   m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
+}
+
+/* A new zeroed entry at the end of m, counted at once so that release
+ * frees a half-filled one; or ERR_INVALID past max_entries. */
+static struct manifest_entry *
+entry_push(struct manifest *m, size_t max_entries, struct err *e)
+{
+  struct manifest_entry *me;
+
+  if (m->n >= max_entries) {
+    err_set(e, ERR_INVALID, "manifest: more than %zu entries, the limit",
+            max_entries);
+    return NULL;
+  }
+  entries_reserve(m, m->n);
+  me = &m->v[m->n++];
+  memset(me, 0, sizeof(*me));
+  return me;
+}
+
+/* Count the last entry of m into its totals. */
+static int
+entry_count(struct manifest *m, struct err *e)
+{
+  const struct manifest_entry *me = &m->v[m->n - 1];
+
+  if (me->type == MANIFEST_DIR) {
+    m->dirs++;
+  } else if (me->type == MANIFEST_LINK) {
+    m->links++;
+  } else {
+    /* 4M files of 2^50 bytes would not fit in 64 bits. */
+    if (m->bytes > UINT64_MAX - me->size)
+      return entry_err(e, m->n - 1, me->path, "total size overflows");
+    m->bytes += me->size;
+    m->files++;
+  }
+  return 0;
+}
+
+int
+manifest_append_decoded(struct manifest *m, const struct mtext_entry *o,
+                        size_t max_entries, struct err *e)
+{
+  int rc;
+
+  if (entry_push(m, max_entries, e) == NULL)
+    return ERR_INVALID;
+  rc = decode_entry(o, m->n - 1, m, e);
+  return rc < 0 ? rc : entry_count(m, e);
+}
+
+int
+manifest_append_copy(struct manifest *m, const struct manifest_entry *src,
+                     size_t max_entries, struct err *e)
+{
+  struct manifest_entry *me = entry_push(m, max_entries, e);
+
+  if (me == NULL)
+    return ERR_INVALID;
+  entry_copy(me, src);
+  if (place_check(m, m->n - 1, e) < 0)
+    return ERR_INVALID;
+  return entry_count(m, e);
 }
 
 int
@@ -532,34 +630,9 @@ manifest_decode_max(const char *text, size_t len, size_t max_entries,
   m->cap = 16;
   m->v = xcalloc(m->cap, sizeof(*m->v));
   while ((rc = mtext_next(&r, &o, e)) == 1) {
-    struct manifest_entry *me;
-
-    if (m->n == max_entries) {
-      rc = err_set(e, ERR_INVALID, "manifest: more than %zu entries, the "
-                   "limit", max_entries);
-      goto out;
-    }
-    entries_reserve(m, m->n);
-    me = &m->v[m->n];
-    memset(me, 0, sizeof(*me));
-    /* Counted first so that release frees a half-decoded entry. */
-    m->n++;
-    rc = decode_entry(&o, m->n - 1, m, e);
+    rc = manifest_append_decoded(m, &o, max_entries, e);
     if (rc < 0)
       goto out;
-    if (me->type == MANIFEST_DIR) {
-      m->dirs++;
-    } else if (me->type == MANIFEST_LINK) {
-      m->links++;
-    } else {
-      /* 4M files of 2^50 bytes would not fit in 64 bits. */
-      if (m->bytes > UINT64_MAX - me->size) {
-        rc = entry_err(e, m->n - 1, me->path, "total size overflows");
-        goto out;
-      }
-      m->bytes += me->size;
-      m->files++;
-    }
   }
   if (rc < 0)
     goto out;

@@ -113,6 +113,48 @@ int manifest_decode_max(const char *text, size_t len, size_t max_entries,
                         struct manifest *m, struct err *e) WARN_UNUSED;
 /* Index of the entry with this path, or -1 (binary search). */
 ssize_t manifest_find(const struct manifest *m, const char *path);
+/* 1 when a and b are the same entry (then their JSON is the same). */
+int manifest_entry_same(const struct manifest_entry *a,
+                        const struct manifest_entry *b);
+
+/* ---- deltas: a version as the change from another ---- */
+
+/*
+ * A destination that holds version B and pulls version V fetches V's
+ * manifest as a delta against B (docs/SYNC.md "Manifest deltas"): runs
+ * of B's entries kept or dropped, and V's other entries as their JSON.
+ * The text is
+ *   "tenbin-manifest-delta 1 " B-id " " count "\n"
+ * then operations, each a line and, for N, len bytes of JSON after it:
+ *   "C n\n"        the next n entries of B are V's next entries
+ *   "S n\n"        the next n entries of B are not in V
+ *   "N n len\n"    V's next n entries, as they are in V's text, with
+ *                  the commas between them
+ * count is V's number of entries.
+ */
+#define MANIFEST_DELTA_MAGIC "tenbin-manifest-delta 1 "
+
+/* The delta of m against base (base_id its version), both valid, into
+ * *out (new, free()); ERR_TOO_LARGE when it would exceed max_len (the
+ * caller then sends m whole). */
+int manifest_delta_make(const struct manifest *base, const char *base_id,
+                        const struct manifest *m, size_t max_len,
+                        char **out, size_t *len, struct err *e)
+    WARN_UNUSED;
+/*
+ * Apply len bytes of delta against base (a valid manifest, base_id its
+ * version): V's canonical text into *text (new, free(); its SHA-256 is
+ * the caller's to check, for the delta proves nothing by itself), V into
+ * m (new contents; checked as manifest_decode checks, with at most
+ * max_entries entries) and into *from (new, free()) for each entry of m
+ * the index of the same entry in base, or UINT32_MAX for one the delta
+ * carried.  ERR_INVALID for a malformed delta, one against another
+ * base, or a V that is not valid.
+ */
+int manifest_delta_apply(const struct manifest *base, const char *base_id,
+                         const char *delta, size_t len, size_t max_entries,
+                         char **text, size_t *text_len, struct manifest *m,
+                         uint32_t **from, struct err *e) WARN_UNUSED;
 
 /* ---- source side: scanning and checks ---- */
 

@@ -1,11 +1,26 @@
 /*
- * Between manifest.c (scanning a tree) and manifest_large.c (cutting and
- * hashing one large file).
+ * Between manifest.c (scanning a tree, decoding), manifest_large.c
+ * (cutting and hashing one large file) and manifest_delta.c (a version
+ * as the change from another).
  */
 #ifndef TENBIN_SYNC_MANIFEST_INT_H
 #define TENBIN_SYNC_MANIFEST_INT_H
 
 #include "sync/manifest.h"
+#include "sync/manifest_text.h"
+
+/*
+ * Append to m (sorted and valid so far) one entry: decoded from o, or a
+ * deep copy of src, an entry of another valid manifest.  Either way the
+ * entry must sort after the last one and have its parent directory
+ * listed; o's fields are checked too.  0, or ERR_INVALID naming the
+ * entry (past max_entries as well); m then holds what was appended.
+ */
+int manifest_append_decoded(struct manifest *m, const struct mtext_entry *o,
+                            size_t max_entries, struct err *e) WARN_UNUSED;
+int manifest_append_copy(struct manifest *m,
+                         const struct manifest_entry *src,
+                         size_t max_entries, struct err *e) WARN_UNUSED;
 
 /*
  * Cut the file open at fd (me->size > MANIFEST_SEG_MIN bytes) into

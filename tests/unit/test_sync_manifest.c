@@ -3,7 +3,8 @@
  * tree (hashes checked against SHA-256 and XXH3 computed here, large
  * files' segments against chunk_cut), the canonical JSON and its id,
  * strict decoding of everything a peer could get wrong, hash reuse
- * (segments found again after an insert), and the checks file.
+ * (segments found again after an insert), manifest deltas (the exact
+ * text rebuilt, malformed or foreign ones refused), and the checks file.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -1553,6 +1554,262 @@ test_decode_of_many_entries_checks_every_parent(void **state)
   free(b.p);
 }
 
+/* ---- deltas ---- */
+
+#define LIT1 FILE_("c", 1, H0, "")
+
+static int
+entry_path_cmp(const void *a, const void *b)
+{
+  return strcmp(((const struct manifest_entry *)a)->path,
+                ((const struct manifest_entry *)b)->path);
+}
+
+/* Append an entry to m (callers add them in path order). */
+static struct manifest_entry *
+put_entry(struct manifest *m, const char *path, enum manifest_type type,
+          int fill)
+{
+  struct manifest_entry *me;
+
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 16;
+    m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
+  }
+  me = &m->v[m->n++];
+  memset(me, 0, sizeof(*me));
+  me->path = xstrdup(path);
+  me->type = type;
+  me->mode = type == MANIFEST_DIR ? 0755 : type == MANIFEST_FILE ? 0644 : 0;
+  if (type == MANIFEST_LINK) {
+    me->target = xstrdup("f00");
+  } else if (type == MANIFEST_FILE) {
+    me->size = 100 + (uint64_t)fill;
+    me->mtime_ns = 1700000000000000000LL + fill;
+    me->nsegs = 1;
+    memset(me->sha256, fill, 32);
+  }
+  return me;
+}
+
+/* Entry "big": two segments of SEG_MIN bytes, the second filled with
+ * fill. */
+static void
+put_big(struct manifest *m, int fill)
+{
+  struct manifest_entry *me = put_entry(m, "big", MANIFEST_FILE, 1);
+  uint64_t lens[2] = {SEG_MIN, SEG_MIN};
+
+  me->size = 2 * SEG_MIN;
+  manifest_set_segments(me, lens, 2);
+  me->segs = xcalloc(2, 32);
+  memset(me->segs[0], 0xab, 32);
+  memset(me->segs[1], fill, 32);
+  sha256_bin(me->segs, 64, me->sha256);
+}
+
+/* base: big, five dirs of 40 files, a link; v: one dir's mode changed,
+ * a file changed, one deleted, one renamed, a dir of files gone, files
+ * added, big's second segment changed. */
+static void
+two_versions(struct manifest *base, struct manifest *v)
+{
+  char path[64];
+
+  manifest_init(base);
+  manifest_init(v);
+  put_big(base, 0x01);
+  put_big(v, 0x02);
+  for (int d = 0; d < 5; d++) {
+    snprintf(path, sizeof(path), "d%d", d);
+    put_entry(base, path, MANIFEST_DIR, 0);
+    if (d != 2)
+      put_entry(v, path, MANIFEST_DIR, 0)->mode = d == 0 ? 0700 : 0755;
+    for (int i = 0; i < 40; i++) {
+      int fill = d * 40 + i + 2;
+
+      snprintf(path, sizeof(path), "d%d/f%02d", d, i);
+      put_entry(base, path, MANIFEST_FILE, fill);
+      if (d == 2 || (d == 1 && i == 7))
+        continue;               /* deleted */
+      if (d == 4 && i == 5)
+        snprintf(path, sizeof(path), "d4/g05"); /* renamed */
+      put_entry(v, path, MANIFEST_FILE, d == 1 && i == 3 ? 250 : fill);
+    }
+    if (d == 3) {
+      put_entry(v, "d3/new1", MANIFEST_FILE, 251);
+      put_entry(v, "d3/new2", MANIFEST_FILE, 252);
+    }
+    if (d == 0) {
+      put_entry(base, "d0/l", MANIFEST_LINK, 0);
+      put_entry(v, "d0/l", MANIFEST_LINK, 0);
+    }
+  }
+  /* d4/g05 was added after d4/f39: move it into order. */
+  qsort(v->v, v->n, sizeof(*v->v), entry_path_cmp);
+  for (size_t i = 0; i < v->n; i++) {
+    v->files += v->v[i].type == MANIFEST_FILE;
+    v->bytes += v->v[i].size;
+  }
+}
+
+static void
+test_delta_rebuilds_the_version_and_maps_its_kept_entries(void **state)
+{
+  struct manifest base, v, got;
+  char *btext = NULL, *vtext = NULL, *delta = NULL, *text = NULL;
+  char bid[MANIFEST_ID_HEX + 1], vid[MANIFEST_ID_HEX + 1];
+  size_t blen, vlen, dlen, tlen;
+  uint32_t *from = NULL;
+  struct err e = {0};
+  size_t carried = 0;
+
+  (void)state;
+  two_versions(&base, &v);
+  assert_int_equal(manifest_encode(&base, &btext, &blen, bid, &e), 0);
+  assert_int_equal(manifest_encode(&v, &vtext, &vlen, vid, &e), 0);
+  assert_int_equal(manifest_delta_make(&base, bid, &v, MANIFEST_MAX_TEXT,
+                                       &delta, &dlen, &e), 0);
+  /* Only the changed entries travel as JSON. */
+  assert_true(dlen * 4 < vlen);
+  manifest_init(&got);
+  if (manifest_delta_apply(&base, bid, delta, dlen, MANIFEST_MAX_ENTRIES,
+                           &text, &tlen, &got, &from, &e) != 0)
+    fail_msg("apply: %s", e.msg);
+  assert_int_equal(tlen, vlen);
+  assert_memory_equal(text, vtext, vlen);
+  assert_int_equal(got.n, v.n);
+  assert_int_equal(got.files, v.files);
+  assert_true(got.bytes == v.bytes);
+  for (size_t i = 0; i < v.n; i++) {
+    ssize_t j = manifest_find(&base, v.v[i].path);
+
+    assert_true(manifest_entry_same(&got.v[i], &v.v[i]));
+    if (j >= 0 && manifest_entry_same(&base.v[j], &v.v[i])) {
+      assert_int_equal(from[i], (uint32_t)j);
+    } else {
+      assert_int_equal(from[i], UINT32_MAX);
+      carried++;
+    }
+  }
+  /* big, d0 (mode), d1/f03, d3/new1, d3/new2, d4/g05 */
+  assert_int_equal(carried, 6);
+  free(text);
+  free(from);
+  manifest_release(&got);
+
+  /* Against itself: no entry travels. */
+  free(delta);
+  assert_int_equal(manifest_delta_make(&v, vid, &v, MANIFEST_MAX_TEXT,
+                                       &delta, &dlen, &e), 0);
+  assert_null(memchr(delta, '{', dlen));
+  if (manifest_delta_apply(&v, vid, delta, dlen, MANIFEST_MAX_ENTRIES,
+                           &text, &tlen, &got, &from, &e) != 0)
+    fail_msg("apply: %s", e.msg);
+  assert_memory_equal(text, vtext, vlen);
+  free(text);
+  free(from);
+  manifest_release(&got);
+  free(delta);
+  free(btext);
+  free(vtext);
+  manifest_release(&base);
+  manifest_release(&v);
+}
+
+/* tmpl with its "%s" replaced by id and its "%zu" by n. */
+static void
+fill_delta(char *out, size_t cap, const char *tmpl, const char *id,
+           size_t n)
+{
+  size_t len = 0;
+
+  while (*tmpl != '\0' && len + 80 < cap) {
+    if (strncmp(tmpl, "%s", 2) == 0) {
+      len += (size_t)snprintf(out + len, cap - len, "%s", id);
+      tmpl += 2;
+    } else if (strncmp(tmpl, "%zu", 3) == 0) {
+      len += (size_t)snprintf(out + len, cap - len, "%zu", n);
+      tmpl += 3;
+    } else {
+      out[len++] = *tmpl++;
+    }
+  }
+  out[len] = '\0';
+}
+
+static void
+test_delta_apply_refuses_malformed_foreign_and_invalid_deltas(void **state)
+{
+  static const char *const bad[][2] = {
+    {"", "malformed header"},
+    {"tenbin-manifest-delta 1 %s\n", "malformed header"},
+    {"tenbin-manifest-delta 2 %s 3\nC 3\n", "malformed header"},
+    {"tenbin-manifest-delta 1 %s 3\nC 3", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 3\nX 3\n", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 3\nC 03\n", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 3\nC 0\n", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 3\nC -1\n", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 4\nC 4\n", "past the base's 3 entries"},
+    {"tenbin-manifest-delta 1 %s 3\nS 2\nC 2\n", "past the base's"},
+    {"tenbin-manifest-delta 1 %s 2\nC 3\n", "more than the 2 entries"},
+    {"tenbin-manifest-delta 1 %s 3\nC 2\n", "2 entries, not the 3"},
+    /* the dir goes, its file stays */
+    {"tenbin-manifest-delta 1 %s 2\nS 1\nC 2\n", "parent directory 'a'"},
+    {"tenbin-manifest-delta 1 %s 3\nC 3\nN 1 99\n", "malformed operation"},
+    {"tenbin-manifest-delta 1 %s 5\nC 3\nN 2 %zu\n" LIT1,
+     "a run of 2 entries holds 1"},
+    {"tenbin-manifest-delta 1 %s 4\nC 3\nN 1 %zu\n" LIT1 "],\"x\":[" LIT1,
+     "unknown field"},
+    {"tenbin-manifest-delta 1 %s 4\nN 1 %zu\n" LIT1 "C 3\n", "not sorted"},
+  };
+  struct manifest base, got;
+  char *btext = NULL, bid[MANIFEST_ID_HEX + 1], d[1024];
+  char *text = NULL;
+  size_t blen, tlen;
+  uint32_t *from = NULL;
+  struct err e = {0};
+
+  (void)state;
+  manifest_init(&base);
+  assert_int_equal(decode(DOC(DIR_A "," FILE_("a/f", 1, H0, "") ","
+                              FILE_("b", 1, H1, "")), &base, &e), 0);
+  assert_int_equal(manifest_encode(&base, &btext, &blen, bid, &e), 0);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    fill_delta(d, sizeof(d), bad[i][0], bid, strlen(LIT1) +
+               (strstr(bad[i][0], "\"x\"") ? strlen("],\"x\":[" LIT1) : 0));
+    manifest_init(&got);
+    err_clear(&e);
+    if (manifest_delta_apply(&base, bid, d, strlen(d), MANIFEST_MAX_ENTRIES,
+                             &text, &tlen, &got, &from, &e) != ERR_INVALID)
+      fail_msg("case %zu applied", i);
+    assert_contains(e.msg, bad[i][1]);
+    assert_int_equal(got.n, 0);
+  }
+  /* Against another base. */
+  snprintf(d, sizeof(d), "tenbin-manifest-delta 1 %064d 3\nC 3\n", 7);
+  assert_int_equal(manifest_delta_apply(&base, bid, d, strlen(d),
+                                        MANIFEST_MAX_ENTRIES, &text, &tlen,
+                                        &got, &from, &e), ERR_INVALID);
+  assert_contains(e.msg, "against 000000000000, not");
+  /* More entries than the caller allows. */
+  snprintf(d, sizeof(d), "tenbin-manifest-delta 1 %s 3\nC 3\n", bid);
+  assert_int_equal(manifest_delta_apply(&base, bid, d, strlen(d), 2, &text,
+                                        &tlen, &got, &from, &e),
+                   ERR_INVALID);
+  /* And the same delta within bounds gives the base back. */
+  if (manifest_delta_apply(&base, bid, d, strlen(d), 3, &text, &tlen, &got,
+                           &from, &e) != 0)
+    fail_msg("apply: %s", e.msg);
+  assert_int_equal(tlen, blen);
+  assert_memory_equal(text, btext, blen);
+  free(text);
+  free(from);
+  manifest_release(&got);
+  free(btext);
+  manifest_release(&base);
+}
+
 /* ---- checks file ---- */
 
 static void
@@ -1729,6 +1986,10 @@ main(void)
     cmocka_unit_test(test_decode_accepts_the_right_two_level_hash),
     cmocka_unit_test(test_decode_enforces_text_and_entry_limits),
     cmocka_unit_test(test_decode_of_many_entries_checks_every_parent),
+    cmocka_unit_test(
+        test_delta_rebuilds_the_version_and_maps_its_kept_entries),
+    cmocka_unit_test(
+        test_delta_apply_refuses_malformed_foreign_and_invalid_deltas),
     T(test_checks_save_and_load_round_trip),
     T(test_checks_load_rejects_truncated_and_foreign_files),
     T(test_checks_load_rejects_a_flipped_byte),
