@@ -97,7 +97,12 @@ struct pull {
   char data[PATH_MAX];
 
   struct manifest m;
-  char *mtext;             /* the manifest as fetched, to store */
+  char *mtext;             /* the manifest's text, to store */
+  /* The version whose decoded manifest the manifest was asked as a
+   * delta against ("" for the whole text); after a delta that did not
+   * apply, whole is set and the manifest is fetched whole. */
+  char delta_base[MANIFEST_ID_HEX + 1];
+  int whole;
   size_t mlen;
   struct pull_file *files; /* room for files_cap: the link stage may */
   size_t nfiles, files_cap; /* add files while batches read these */
@@ -153,8 +158,13 @@ struct plan_local;
 struct plan_work {
   uv_work_t w;
   struct pull *p;
-  char *text;              /* the manifest as fetched (owned) */
-  size_t len;
+  char *text;              /* the manifest as fetched (owned), then its */
+  size_t len;              /* whole text when it came as a delta */
+  size_t fetched;          /* bytes of manifest or delta fetched */
+  int delta;               /* text is a delta against p->delta_base */
+  int refetch;             /* the delta did not apply: fetch it whole */
+  uint32_t *from;          /* after a delta: base index per entry of m, or
+                              UINT32_MAX (manifest_delta_apply) */
   struct plan_known known[PLAN_KNOWN_MAX]; /* spares their decoding */
   size_t nknown;
   int fresh;               /* staging was made now: nothing to resume */
@@ -252,8 +262,10 @@ void pull_prestage_cancel(struct agent *a);
  * basis_v (whose manifest is basis) as p's staging directory, keeping
  * what the new manifest pw->m has as it is: 1 taken, keep[i] set for
  * each file of pw->m already in place; 0 not (keep all zero, no staging
- * directory made). */
+ * directory made).  from: pw->from when pw->m came as a delta against
+ * basis, else NULL. */
 int pull_prestage_take(struct plan_work *pw, const char *basis_v,
-                       const struct manifest *basis, uint8_t *keep);
+                       const struct manifest *basis, const uint32_t *from,
+                       uint8_t *keep);
 
 #endif

@@ -302,17 +302,31 @@ same_entry(const struct manifest_entry *ve, const struct manifest_entry *we)
  * Turn the tree at dirfd, the basis vm's shape, into the part of m it
  * already holds: every entry of vm that m does not have as it is goes,
  * children before their directory (reverse path order), and keep[i] is
- * set for each file of m left in place.  That each is still there as
- * recorded is checked by the link stage, off the plan's path.
+ * set for each file of m left in place.  from (or NULL), as
+ * manifest_delta_apply gives it against vm, names the entries known to
+ * be the same, so only the others are looked up.  That each is still
+ * there as recorded is checked by the link stage, off the plan's path.
  */
 static int
 reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
-          uint8_t *keep)
+          const uint32_t *from, uint8_t *keep)
 {
+  uint8_t *same = xcalloc(vm->n > 0 ? vm->n : 1, 1);
+  int rc = 0;
+
+  for (size_t j = 0; from != NULL && j < m->n; j++) {
+    if (from[j] == UINT32_MAX)
+      continue;
+    same[from[j]] = 1;
+    keep[j] = m->v[j].type == MANIFEST_FILE;
+  }
   for (size_t i = vm->n; i-- > 0;) {
     const struct manifest_entry *ve = &vm->v[i];
-    ssize_t j = manifest_find(m, ve->path);
+    ssize_t j;
 
+    if (same[i])
+      continue;
+    j = manifest_find(m, ve->path);
     if (j >= 0 && same_entry(ve, &m->v[j])) {
       keep[j] = ve->type == MANIFEST_FILE;
       continue;
@@ -322,33 +336,36 @@ reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
         errno != ENOENT) {
       log_warn("prestage: cannot remove '%s': %s", ve->path,
                strerror(errno));
-      return -1;
+      rc = -1;
+      break;
     }
   }
-  return 0;
+  free(same);
+  return rc;
 }
 
 int
 pull_prestage_take(struct plan_work *pw, const char *basis_v,
-                   const struct manifest *basis, uint8_t *keep)
+                   const struct manifest *basis, const uint32_t *from,
+                   uint8_t *keep)
 {
   struct pull *p = pw->p;
-  char dir[PATH_MAX], from[PATH_MAX + 72], work[PATH_MAX + 4];
+  char dir[PATH_MAX], tree[PATH_MAX + 72], work[PATH_MAX + 4];
   int fd, rc;
 
   snprintf(work, sizeof(work), "%s.r", p->staging);
   if (remove_tree(work) < 0) /* a crashed reconciliation's */
     return 0;
   store_prestage_dir(p->a->store, p->name, dir, sizeof(dir));
-  snprintf(from, sizeof(from), "%s/%s", dir, basis_v);
+  snprintf(tree, sizeof(tree), "%s/%s", dir, basis_v);
   *strrchr(work, '/') = '\0';
   if (file_mkdirs(work, 0755, NULL) < 0)
     return 0;
   snprintf(work, sizeof(work), "%s.r", p->staging);
-  if (rename(from, work) < 0)
+  if (rename(tree, work) < 0)
     return 0; /* none, or a job took it */
   fd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  rc = fd >= 0 && reconcile(fd, basis, &pw->m, keep) == 0 &&
+  rc = fd >= 0 && reconcile(fd, basis, &pw->m, from, keep) == 0 &&
        rename(work, p->staging) == 0;
   if (fd >= 0)
     close(fd);

@@ -721,6 +721,33 @@ plan_fetch(struct plan_work *pw, int dirfd, const struct plan_local *l,
   return 0;
 }
 
+/* The manifest from a delta against p->delta_base, decoded here: its
+ * whole text replaces the delta in pw->text. */
+static int
+apply_delta(struct plan_work *pw)
+{
+  const struct manifest *base = known_find(pw, pw->p->delta_base);
+  char *text = NULL;
+  size_t len;
+  int rc;
+
+  if (base == NULL) {
+    pw->refetch = 1;
+    return err_set(&pw->e, ERR_SITE, "its base is no longer decoded here");
+  }
+  rc = manifest_delta_apply(base, pw->p->delta_base, pw->text, pw->len,
+                            MANIFEST_MAX_ENTRIES, &text, &len, &pw->m,
+                            &pw->from, &pw->e);
+  if (rc < 0) {
+    pw->refetch = 1;
+    return rc;
+  }
+  free(pw->text);
+  pw->text = text;
+  pw->len = len;
+  return 0;
+}
+
 void
 pull_plan_run(uv_work_t *w)
 {
@@ -731,14 +758,23 @@ pull_plan_run(uv_work_t *w)
   int rc;
 
   pw->dirfd = -1;
+  pw->man = &pw->m;
+  if (pw->delta) {
+    rc = apply_delta(pw);
+    if (rc < 0)
+      goto out;
+  }
   hash_sha256_hex(pw->text, pw->len, hex);
   if (strcmp(hex, p->v) != 0) {
+    /* A delta that gave other bytes is the source's to explain, but the
+     * whole manifest may still be right. */
+    pw->refetch = pw->delta;
     rc = err_set(&pw->e, ERR_SITE, "the source's manifest hashes to %.12s, "
                  "not to the version asked for", hex);
     goto out;
   }
-  pw->man = &pw->m;
-  rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
+  if (!pw->delta)
+    rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
   if (rc < 0) {
     err_prefix(&pw->e, "manifest from the source");
     goto out;
@@ -753,7 +789,10 @@ pull_plan_run(uv_work_t *w)
   keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
   if (pw->fresh && pw->local->nm > 0)
     (void)pull_prestage_take(pw, pw->local->vs[0].version,
-                             pw->local->m[0], keep);
+                             pw->local->m[0],
+                             strcmp(pw->local->vs[0].version,
+                                    p->delta_base) == 0 ? pw->from : NULL,
+                             keep);
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -808,6 +847,8 @@ pull_plan_release(struct plan_work *pw)
 {
   free(pw->text);
   pw->text = NULL;
+  free(pw->from);
+  pw->from = NULL;
   manifest_release(&pw->m);
   pull_files_free(pw->files, pw->nfiles);
   pw->files = NULL;

@@ -14,6 +14,7 @@
  * their bytes, so that the segments of one large file, spread over many
  * batches, carry its signature once.  Both caches are bounded.
  */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sync/agent_client.h"
 #include "sync/agent_int.h"
 #include "sync/delta.h"
 #include "sync/path.h"
@@ -109,6 +111,7 @@ struct serve_state {
   /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
    * answers (-1: all), to prove that destinations verify. */
   atomic_int corrupt_left;
+  int corrupt_deltas;          /* and in every manifest delta */
   atomic_ullong served_bytes;  /* DATA and DELTA payload answered */
   unsigned batches;            /* accepted and not answered yet */
   struct served *served;
@@ -155,6 +158,7 @@ int
 serve_new(struct agent *a)
 {
   a->serve = xcalloc(1, sizeof(*a->serve));
+  a->serve->corrupt_deltas = fault_armed("corrupt-manifest-deltas");
   if (fault_armed("corrupt-answers"))
     atomic_store(&a->serve->corrupt_left, 3);
   else if (fault_armed("corrupt-all-answers"))
@@ -260,20 +264,9 @@ manifest_same(const struct manifest *x, const struct manifest *y)
 {
   if (x->n != y->n)
     return 0;
-  for (size_t i = 0; i < x->n; i++) {
-    const struct manifest_entry *a = &x->v[i];
-    const struct manifest_entry *b = &y->v[i];
-
-    if (a->type != b->type || a->mode != b->mode ||
-        strcmp(a->path, b->path) != 0)
+  for (size_t i = 0; i < x->n; i++)
+    if (!manifest_entry_same(&x->v[i], &y->v[i]))
       return 0;
-    if (a->type == MANIFEST_FILE &&
-        (a->size != b->size || a->mtime_ns != b->mtime_ns ||
-         memcmp(a->sha256, b->sha256, 32) != 0))
-      return 0;
-    if (a->type == MANIFEST_LINK && strcmp(a->target, b->target) != 0)
-      return 0;
-  }
   return 1;
 }
 
@@ -634,24 +627,16 @@ serve_versions(struct agent *a, struct http_request *req, const char *name)
   agent_reply_json(req, 200, json_pack("{s:o}", "versions", list));
 }
 
-void
-serve_manifest(struct agent *a, struct http_request *req, const char *name,
+/* The manifest's text as stored, whole. */
+static void
+manifest_whole(struct agent *a, struct http_request *req, const char *name,
                const char *v)
 {
   char path[PATH_MAX];
   char *text = NULL;
   size_t len;
   struct err e = {0};
-  struct store_version sv;
 
-  /* A manifest is served only for a version held complete here: a
-   * replica's files exist, a source version's files are checked when
-   * read. */
-  if (!store_version_get(a->store, name, v, &sv)) {
-    agent_reply_errf(req, ERR_NOT_FOUND, "version %s@%.64s is not held "
-                     "here", name, v);
-    return;
-  }
   store_manifest_path(a->store, name, v, path, sizeof(path));
   if (file_read(path, MANIFEST_MAX_TEXT, &text, &len, &e) < 0) {
     agent_reply_err(req, &e);
@@ -659,6 +644,154 @@ serve_manifest(struct agent *a, struct http_request *req, const char *name,
   }
   http_request_add_header(req, "ETag", v);
   http_respond(req, 200, "application/json", text, len);
+}
+
+/* A manifest as a delta against a base the destination holds: both are
+ * taken from the served cache (so decoded once for the pulls of both),
+ * and the delta is made on the pool. */
+struct mdelta_work {
+  uv_work_t w;
+  struct agent *a;
+  struct http_request *req;
+  char name[72];
+  char v[MANIFEST_ID_HEX + 1];
+  char base[MANIFEST_ID_HEX + 1];
+  struct served *sv, *bsv;
+  char *out;
+  size_t len;
+  struct err e;
+  int rc;
+};
+
+static void served_get(struct agent *a, const char *name, const char *v,
+                       void (*cb)(struct agent *, struct served *,
+                                  const struct err *, void *),
+                       void *arg);
+static void served_put(struct agent *a, struct served *sv);
+
+/* The test-only fault "corrupt-manifest-deltas": one hex digit of the
+ * first file hash the delta carries changes, as damage on the way would;
+ * the delta still applies, to text of another hash. */
+static void
+corrupt_delta(char *d, size_t len)
+{
+  static const char key[] = "\"sha256\":\"";
+  char *p = memmem(d, len, key, sizeof(key) - 1);
+
+  if (p != NULL && (size_t)(p - d) + sizeof(key) < len) {
+    p += sizeof(key) - 1;
+    *p = *p == '0' ? '1' : '0';
+  }
+}
+
+/* Anything short of a delta answers the manifest whole. */
+static void
+mdelta_end(struct mdelta_work *mw)
+{
+  if (mw->out != NULL) {
+    if (mw->a->serve->corrupt_deltas)
+      corrupt_delta(mw->out, mw->len);
+    http_respond(mw->req, 200, "application/x-tenbin-manifest-delta",
+                 mw->out, mw->len);
+    mw->out = NULL;
+  } else {
+    manifest_whole(mw->a, mw->req, mw->name, mw->v);
+  }
+  if (mw->sv != NULL)
+    served_put(mw->a, mw->sv);
+  if (mw->bsv != NULL)
+    served_put(mw->a, mw->bsv);
+  free(mw);
+}
+
+static void
+mdelta_run(uv_work_t *w)
+{
+  struct mdelta_work *mw = w->data;
+
+  mw->rc = manifest_delta_make(&mw->bsv->m, mw->base, &mw->sv->m,
+                               MANIFEST_MAX_TEXT, &mw->out, &mw->len,
+                               &mw->e);
+}
+
+static void
+mdelta_done(uv_work_t *w, int status)
+{
+  struct mdelta_work *mw = w->data;
+  struct agent *a = mw->a;
+
+  (void)status;
+  if (mw->rc < 0)
+    log_warn("manifest %s@%.12s against %.12s: %s; sending it whole",
+             mw->name, mw->v, mw->base, err_msg(&mw->e));
+  mdelta_end(mw);
+  agent_work_done(a);
+}
+
+static void
+mdelta_got_base(struct agent *a, struct served *sv, const struct err *e,
+                void *arg)
+{
+  struct mdelta_work *mw = arg;
+
+  mw->bsv = sv;
+  if (e != NULL) {
+    mdelta_end(mw);
+    return;
+  }
+  mw->w.data = mw;
+  agent_queue(a, &mw->w, mdelta_run, mdelta_done);
+}
+
+static void
+mdelta_got_version(struct agent *a, struct served *sv, const struct err *e,
+                   void *arg)
+{
+  struct mdelta_work *mw = arg;
+
+  mw->sv = sv;
+  if (e != NULL) {
+    mdelta_end(mw);
+    return;
+  }
+  served_get(a, mw->name, mw->base, mdelta_got_base, mw);
+}
+
+void
+serve_manifest(struct agent *a, struct http_request *req, const char *name,
+               const char *v)
+{
+  const char *base = http_request_query(req, "base");
+  struct store_version held, bheld;
+  struct mdelta_work *mw;
+
+  /* A manifest is served only for a version held complete here: a
+   * replica's files exist, a source version's files are checked when
+   * read. */
+  if (!store_version_get(a->store, name, v, &held)) {
+    agent_reply_errf(req, ERR_NOT_FOUND, "version %s@%.64s is not held "
+                     "here", name, v);
+    return;
+  }
+  if (base != NULL && !agentc_valid_version(base)) {
+    agent_reply_errf(req, ERR_INVALID, "query 'base' must be a 64-digit "
+                     "lowercase hex version id");
+    return;
+  }
+  /* Deltas are made between versions published here (the served cache
+   * holds those); any other base gets the manifest whole. */
+  if (base == NULL || strcmp(base, v) == 0 || !held.source ||
+      !store_version_get(a->store, name, base, &bheld) || !bheld.source) {
+    manifest_whole(a, req, name, v);
+    return;
+  }
+  mw = xcalloc(1, sizeof(*mw));
+  mw->a = a;
+  mw->req = req;
+  snprintf(mw->name, sizeof(mw->name), "%s", name);
+  snprintf(mw->v, sizeof(mw->v), "%s", v);
+  snprintf(mw->base, sizeof(mw->base), "%s", base);
+  served_get(a, name, v, mdelta_got_version, mw);
 }
 
 /* ---- the served-version cache ---- */

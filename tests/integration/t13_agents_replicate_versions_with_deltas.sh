@@ -2,8 +2,9 @@
 # Two real tenbin-agents on loopback: a version published at the source
 # is pulled complete and identical (content, modes, mtimes, links), the
 # next version moves only changed blocks and new files, renamed and
-# unchanged files are hard links to the previous version, and bad input
-# is refused with the right status naming what is wrong.
+# unchanged files are hard links to the previous version, manifests
+# come as deltas against the destination's replicas, and bad input is
+# refused with the right status naming what is wrong.
 . "$(dirname "$0")/lib.sh"
 
 SRC="$T_DIR/src"
@@ -311,6 +312,49 @@ if diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VL" >/dev/null 2>&1 &&
   t_ok "the refetched file crossed the network and the replica is exact"
 else
   t_fail "refetch: $(printf '%s' "$st" | head -c 300)"
+fi
+
+# ---- manifests as deltas ----
+# B kept its newest replicas' manifests decoded, so it asked for each
+# next version's manifest as the change from one of them.
+t_expect "the pulls in a row fetched their manifests as deltas" \
+  "$(grep -c 'manifest [0-9]* bytes, a delta against' "$T_DIR/agent-B.log")" \
+  '^([6-9]|[1-9][0-9])$'
+mget() { # mget VERSION QUERY: the manifest's bytes as A answers them
+  curl -fsS -H "Authorization: Bearer $AGENT_TOKEN_A" \
+    "$AGENT_URL_A/v1/datasets/ds/versions/$1/manifest$2"
+}
+mget "$VL" "?base=$V2" >"$T_DIR/delta"
+mget "$VL" "" >"$T_DIR/whole"
+t_expect "a manifest against a version published here is a delta naming it" \
+  "$(head -n 1 "$T_DIR/delta")" "^tenbin-manifest-delta 1 $V2 [0-9]+\$"
+[ "$(wc -c <"$T_DIR/delta")" -lt "$(wc -c <"$T_DIR/whole")" ] &&
+  t_ok "the delta is smaller than the manifest" ||
+  t_fail "delta $(wc -c <"$T_DIR/delta") bytes, manifest $(wc -c <"$T_DIR/whole")"
+t_expect "against a version not published here the manifest comes whole" \
+  "$(mget "$VL" "?base=$(printf '%064d' 7)" | cmp - "$T_DIR/whole" && echo same)" \
+  '^same$'
+t_expect "a base that is not a version id gets 400 naming it" \
+  "$(t_agent A GET "/v1/datasets/ds/versions/$VL/manifest?base=v1")" \
+  "^400 .*query 'base'"
+
+# A delta damaged on the way applies to text of another hash: the pull
+# fetches the manifest whole and completes, exact.
+t_agent_stop A
+TENBIN_FAULT=corrupt-manifest-deltas t_agent_start A "$SRC"
+printf 'a damaged delta' >"$SRC/ds/round.txt"
+head -c 3000 /dev/urandom >"$SRC/ds/sub/new.bin"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+VD=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull B A ds "$VD" >/dev/null
+st=$(t_pull_wait B ds "$VD")
+if printf '%s' "$st" | grep -q '"state":"complete"' &&
+   diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VD" >/dev/null 2>&1 &&
+   grep -q "delta against .* did not apply (the source's manifest hashes to" \
+     "$T_DIR/agent-B.log"; then
+  t_ok "a damaged manifest delta is refetched whole and the replica is exact"
+else
+  t_fail "damaged delta: $(printf '%s' "$st" | head -c 300)"
 fi
 
 t_agent_stop A
