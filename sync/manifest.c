@@ -50,6 +50,7 @@ manifest_release(struct manifest *m)
   for (size_t i = 0; i < m->n; i++)
     entry_release(&m->v[i]);
   free(m->v);
+  free(m->span);
   manifest_init(m);
 }
 
@@ -80,6 +81,8 @@ manifest_copy(struct manifest *dst, const struct manifest *src)
   dst->v = src->n > 0 ? xmalloc(src->n * sizeof(*dst->v)) : NULL;
   for (size_t i = 0; i < src->n; i++)
     entry_copy(&dst->v[i], &src->v[i]);
+  dst->span = dup_bytes(src->span, src->span == NULL ? 0
+                        : src->n * sizeof(*src->span));
 }
 
 int
@@ -452,7 +455,14 @@ place_check(const struct manifest *m, size_t i, struct err *e)
   slash = strrchr(path, '/');
   if (slash != NULL) {
     size_t plen = (size_t)(slash - path);
-    ssize_t j = find_prefix(m, i, path, plen);
+    const char *prev = i > 0 ? m->v[i - 1].path : "";
+    ssize_t j;
+
+    /* Most entries follow a sibling, whose parent was found already. */
+    if (strncmp(prev, path, plen + 1) == 0 &&
+        strchr(prev + plen + 1, '/') == NULL)
+      return 0;
+    j = find_prefix(m, i, path, plen);
 
     if (j < 0)
       return entry_err(e, i, path, "parent directory '%.*s' is not listed "
@@ -540,6 +550,8 @@ entries_reserve(struct manifest *m, size_t i)
     return;
   m->cap = m->cap ? 2 * m->cap : 16;
   m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
+  if (m->span != NULL)
+    m->span = xrealloc(m->span, m->cap * sizeof(*m->span));
 }
 
 /* A new zeroed entry at the end of m, counted at once so that release
@@ -592,6 +604,15 @@ manifest_append_decoded(struct manifest *m, const struct mtext_entry *o,
   return rc < 0 ? rc : entry_count(m, e);
 }
 
+void
+manifest_set_span(struct manifest *m, size_t i, size_t off, size_t len)
+{
+  if (m->span == NULL)
+    m->span = xmalloc(m->cap * sizeof(*m->span));
+  m->span[i][0] = (uint32_t)off;
+  m->span[i][1] = (uint32_t)len;
+}
+
 int
 manifest_append_copy(struct manifest *m, const struct manifest_entry *src,
                      size_t max_entries, struct err *e)
@@ -633,6 +654,7 @@ manifest_decode_max(const char *text, size_t len, size_t max_entries,
     rc = manifest_append_decoded(m, &o, max_entries, e);
     if (rc < 0)
       goto out;
+    manifest_set_span(m, m->n - 1, o.off, o.len);
   }
   if (rc < 0)
     goto out;

@@ -66,6 +66,9 @@ struct manifest {
   struct manifest_entry *v; /* sorted by path (strcmp) */
   size_t n;
   size_t cap;
+  /* Decoded from text (manifest_decode, manifest_delta_apply): where
+   * each entry's JSON is in it, offset and length; else NULL. */
+  uint32_t (*span)[2];
   uint64_t bytes;           /* sum of file sizes */
   size_t files, dirs, links;
 };
@@ -143,15 +146,18 @@ int manifest_delta_make(const struct manifest *base, const char *base_id,
     WARN_UNUSED;
 /*
  * Apply len bytes of delta against base (a valid manifest, base_id its
- * version): V's canonical text into *text (new, free(); its SHA-256 is
- * the caller's to check, for the delta proves nothing by itself), V into
- * m (new contents; checked as manifest_decode checks, with at most
- * max_entries entries) and into *from (new, free()) for each entry of m
- * the index of the same entry in base, or UINT32_MAX for one the delta
- * carried.  ERR_INVALID for a malformed delta, one against another
- * base, or a V that is not valid.
+ * version): V's text into *text (new, free(); its SHA-256 is the
+ * caller's to check, for the delta proves nothing by itself), V into m
+ * (new contents, spans set; checked as manifest_decode checks, with at
+ * most max_entries entries) and into *from (new, free()) for each entry
+ * of m the index of the same entry in base, or UINT32_MAX for one the
+ * delta carried.  Kept entries' JSON is copied from base_text (btlen
+ * bytes) where base has spans into it, else written anew (canonical).
+ * ERR_INVALID for a malformed delta, one against another base, spans
+ * past base_text, or a V that is not valid.
  */
 int manifest_delta_apply(const struct manifest *base, const char *base_id,
+                         const char *base_text, size_t btlen,
                          const char *delta, size_t len, size_t max_entries,
                          char **text, size_t *text_len, struct manifest *m,
                          uint32_t **from, struct err *e) WARN_UNUSED;

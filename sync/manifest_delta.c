@@ -171,10 +171,11 @@ parse_count(const char *s, const char **end, uint64_t min, uint64_t max,
   return 0;
 }
 
-/* Append the n entries of lit (JSON, commas between them) to m. */
+/* Append the n entries of lit (JSON, commas between them), which is at
+ * offset at of m's text, to m. */
 static int
 append_literal(struct manifest *m, const char *lit, size_t len, size_t n,
-               size_t max_entries, struct err *e)
+               size_t at, size_t max_entries, struct err *e)
 {
   struct buf doc;
   struct mtext_reader r;
@@ -195,6 +196,7 @@ append_literal(struct manifest *m, const char *lit, size_t len, size_t n,
     rc = manifest_append_decoded(m, &o, max_entries, e);
     if (rc < 0)
       break;
+    manifest_set_span(m, m->n - 1, at + o.off - strlen(TEXT_HEAD), o.len);
   }
   if (rc == 0 && m->n - before != n)
     rc = err_set(e, ERR_INVALID, "manifest delta: a run of %zu entries "
@@ -204,8 +206,45 @@ append_literal(struct manifest *m, const char *lit, size_t len, size_t n,
   return rc;
 }
 
+/* Append base's entries [bi, bi + n) to the text t, with the commas
+ * between them: their bytes in base_text when base has spans into it,
+ * else written anew; where each went into spans.  ERR_INVALID when a
+ * span is past base_text, ERR_TOO_LARGE past t's limit. */
+static int
+copy_run(const struct manifest *base, const char *base_text, size_t btlen,
+         size_t bi, size_t n, struct buf *t, uint32_t (*spans)[2])
+{
+  if (base->span != NULL && base_text != NULL) {
+    const uint32_t(*sp)[2] = base->span + bi;
+    size_t from = sp[0][0], end = (size_t)sp[n - 1][0] + sp[n - 1][1];
+
+    if (end > btlen || from > end)
+      return ERR_INVALID;
+    for (size_t k = 0; k < n; k++) {
+      if (sp[k][0] < from || (size_t)sp[k][0] + sp[k][1] > end)
+        return ERR_INVALID;
+      spans[k][0] = (uint32_t)(t->len + sp[k][0] - from);
+      spans[k][1] = sp[k][1];
+    }
+    return buf_add(t, base_text + from, end - from) < 0 ? ERR_TOO_LARGE : 0;
+  }
+  for (size_t k = 0; k < n; k++) {
+    size_t at;
+
+    if (k > 0 && buf_add(t, ",", 1) < 0)
+      return ERR_TOO_LARGE;
+    at = t->len;
+    if (mtext_put_entry(t, &base->v[bi + k]) < 0)
+      return ERR_TOO_LARGE;
+    spans[k][0] = (uint32_t)at;
+    spans[k][1] = (uint32_t)(t->len - at);
+  }
+  return 0;
+}
+
 int
 manifest_delta_apply(const struct manifest *base, const char *base_id,
+                     const char *base_text, size_t btlen,
                      const char *delta, size_t len, size_t max_entries,
                      char **text, size_t *text_len, struct manifest *m,
                      uint32_t **from, struct err *e)
@@ -214,12 +253,19 @@ manifest_delta_apply(const struct manifest *base, const char *base_id,
   struct buf t;
   char line[160];
   uint32_t *map = NULL;
+  uint32_t (*spans)[2] = NULL;
+  size_t spans_cap = 0;
   uint64_t count;
   size_t pos = 0, bi = 0;
   int rc = 0;
 
   manifest_release(m);
   buf_init(&t, MANIFEST_MAX_TEXT);
+  /* Room for the version's text at once: it is about the kept part of
+   * the base's and what the delta carries. */
+  if (buf_grow(&t, btlen + len < MANIFEST_MAX_TEXT / 2 ? btlen + len + 64
+                                                        : 0) < 0)
+    goto too_large;
   if (next_line(delta, len, &pos, line, sizeof(line)) != 1 ||
       strncmp(line, MANIFEST_DELTA_MAGIC, magic) != 0 ||
       strlen(line) < magic + MANIFEST_ID_HEX + 2 ||
@@ -273,22 +319,35 @@ manifest_delta_apply(const struct manifest *base, const char *base_id,
     if (m->n > 0 && buf_add(&t, ",", 1) < 0)
       goto too_large;
     if (line[0] == 'N') {
+      size_t at = t.len;
+
       if (buf_add(&t, delta + pos, (size_t)lit_len) < 0)
         goto too_large;
-      rc = append_literal(m, delta + pos, (size_t)lit_len, (size_t)n,
+      rc = append_literal(m, delta + pos, (size_t)lit_len, (size_t)n, at,
                           max_entries, e);
       pos += (size_t)lit_len;
       for (size_t i = first; i < m->n; i++)
         map[i] = UINT32_MAX;
       continue;
     }
+    if (n > spans_cap) {
+      spans_cap = (size_t)n;
+      spans = xrealloc(spans, spans_cap * sizeof(*spans));
+    }
+    rc = copy_run(base, base_text, btlen, bi, (size_t)n, &t, spans);
+    if (rc == ERR_TOO_LARGE)
+      goto too_large;
+    if (rc < 0) {
+      rc = err_set(e, ERR_INVALID, "manifest delta: the base's text does "
+                   "not hold its entries %zu to %zu", bi,
+                   bi + (size_t)n - 1);
+      break;
+    }
     for (uint64_t k = 0; rc == 0 && k < n; k++, bi++) {
-      if (k > 0 && buf_add(&t, ",", 1) < 0)
-        goto too_large;
-      if (mtext_put_entry(&t, &base->v[bi]) < 0)
-        goto too_large;
       map[m->n] = (uint32_t)bi;
       rc = manifest_append_copy(m, &base->v[bi], max_entries, e);
+      if (rc == 0)
+        manifest_set_span(m, m->n - 1, spans[k][0], spans[k][1]);
     }
   }
   if (rc == 0 && m->n != count)
@@ -311,6 +370,7 @@ too_large:
 out:
   if (rc < 0)
     manifest_release(m);
+  free(spans);
   free(map);
   buf_release(&t);
   return rc;

@@ -18,6 +18,9 @@
  */
 int manifest_append_decoded(struct manifest *m, const struct mtext_entry *o,
                             size_t max_entries, struct err *e) WARN_UNUSED;
+/* Entry i (< m->n) of m is at [off, off + len) of its text. */
+void manifest_set_span(struct manifest *m, size_t i, size_t off,
+                       size_t len);
 int manifest_append_copy(struct manifest *m,
                          const struct manifest_entry *src,
                          size_t max_entries, struct err *e) WARN_UNUSED;

@@ -613,9 +613,11 @@ read_entry(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
   if (peek(r) != '{')
     return skip_value(r, 0, e);
   out->is_object = 1;
+  out->off = (size_t)(r->p - r->start);
   r->p++;
   if (peek(r) == '}') {
     r->p++;
+    out->len = (size_t)(r->p - r->start) - out->off;
     return 0;
   }
   for (;;) {
@@ -653,6 +655,7 @@ read_entry(struct mtext_reader *r, struct mtext_entry *out, struct err *e)
       return rc;
     break;
   }
+  out->len = (size_t)(r->p - r->start) - out->off;
   /* The scratch buffer no longer moves: offsets become pointers. */
   out->path = out->has & MTEXT_PATH ? r->scratch.data + stroff[0] : NULL;
   out->type = out->has & MTEXT_TYPE ? r->scratch.data + stroff[1] : NULL;

@@ -53,6 +53,7 @@ struct mtext_entry {
   size_t nsegs;
   const int64_t *lens;    /* seglens' integers; -1 for anything else */
   size_t nlens;
+  size_t off, len;        /* the entry's bytes in the text */
 };
 
 struct mtext_reader {

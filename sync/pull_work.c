@@ -726,18 +726,27 @@ plan_fetch(struct plan_work *pw, int dirfd, const struct plan_local *l,
 static int
 apply_delta(struct plan_work *pw)
 {
-  const struct manifest *base = known_find(pw, pw->p->delta_base);
-  char *text = NULL;
-  size_t len;
+  struct pull *p = pw->p;
+  const struct manifest *base = known_find(pw, p->delta_base);
+  char path[PATH_MAX];
+  char *text = NULL, *btext = NULL;
+  size_t len, btlen = 0;
   int rc;
 
   if (base == NULL) {
     pw->refetch = 1;
     return err_set(&pw->e, ERR_SITE, "its base is no longer decoded here");
   }
-  rc = manifest_delta_apply(base, pw->p->delta_base, pw->text, pw->len,
-                            MANIFEST_MAX_ENTRIES, &text, &len, &pw->m,
-                            &pw->from, &pw->e);
+  /* The base's kept entries are copied from its text as stored (written
+   * anew when it cannot be read). */
+  store_manifest_path(p->a->store, p->name, p->delta_base, path,
+                      sizeof(path));
+  if (file_read(path, MANIFEST_MAX_TEXT, &btext, &btlen, NULL) < 0)
+    btext = NULL;
+  rc = manifest_delta_apply(base, p->delta_base, btext, btlen, pw->text,
+                            pw->len, MANIFEST_MAX_ENTRIES, &text, &len,
+                            &pw->m, &pw->from, &pw->e);
+  free(btext);
   if (rc < 0) {
     pw->refetch = 1;
     return rc;

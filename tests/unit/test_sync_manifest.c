@@ -1673,8 +1673,9 @@ test_delta_rebuilds_the_version_and_maps_its_kept_entries(void **state)
   /* Only the changed entries travel as JSON. */
   assert_true(dlen * 4 < vlen);
   manifest_init(&got);
-  if (manifest_delta_apply(&base, bid, delta, dlen, MANIFEST_MAX_ENTRIES,
-                           &text, &tlen, &got, &from, &e) != 0)
+  if (manifest_delta_apply(&base, bid, NULL, 0, delta, dlen,
+                           MANIFEST_MAX_ENTRIES, &text, &tlen, &got, &from,
+                           &e) != 0)
     fail_msg("apply: %s", e.msg);
   assert_int_equal(tlen, vlen);
   assert_memory_equal(text, vtext, vlen);
@@ -1698,13 +1699,62 @@ test_delta_rebuilds_the_version_and_maps_its_kept_entries(void **state)
   free(from);
   manifest_release(&got);
 
+  /* A base decoded from its text lends the kept entries' bytes; the
+   * result knows where its entries are, as a decode would, so it can be
+   * the next base: back to the first version from it. */
+  {
+    struct manifest based, vdec, back;
+    char *rdelta = NULL, *btext2 = NULL;
+    size_t rlen, b2len;
+    uint32_t *from2 = NULL;
+
+    manifest_init(&based);
+    manifest_init(&vdec);
+    manifest_init(&back);
+    assert_int_equal(manifest_decode(btext, blen, &based, &e), 0);
+    if (manifest_delta_apply(&based, bid, btext, blen, delta, dlen,
+                             MANIFEST_MAX_ENTRIES, &text, &tlen, &got, &from,
+                             &e) != 0)
+      fail_msg("apply: %s", e.msg);
+    assert_int_equal(tlen, vlen);
+    assert_memory_equal(text, vtext, vlen);
+    assert_int_equal(manifest_decode(vtext, vlen, &vdec, &e), 0);
+    assert_non_null(got.span);
+    assert_memory_equal(got.span, vdec.span, v.n * sizeof(*got.span));
+    assert_int_equal(manifest_delta_make(&v, vid, &base, MANIFEST_MAX_TEXT,
+                                         &rdelta, &rlen, &e), 0);
+    if (manifest_delta_apply(&got, vid, text, tlen, rdelta, rlen,
+                             MANIFEST_MAX_ENTRIES, &btext2, &b2len, &back,
+                             &from2, &e) != 0)
+      fail_msg("apply back: %s", e.msg);
+    assert_int_equal(b2len, blen);
+    assert_memory_equal(btext2, btext, blen);
+    /* A base text that does not hold the spans is refused. */
+    manifest_release(&back);
+    free(from2);
+    from2 = NULL;
+    assert_int_equal(manifest_delta_apply(&got, vid, text, tlen / 2, rdelta,
+                                          rlen, MANIFEST_MAX_ENTRIES,
+                                          &btext2, &b2len, &back, &from2,
+                                          &e), ERR_INVALID);
+    assert_contains(e.msg, "does not hold its entries");
+    free(btext2);
+    free(rdelta);
+    free(text);
+    free(from);
+    manifest_release(&got);
+    manifest_release(&vdec);
+    manifest_release(&based);
+  }
+
   /* Against itself: no entry travels. */
   free(delta);
   assert_int_equal(manifest_delta_make(&v, vid, &v, MANIFEST_MAX_TEXT,
                                        &delta, &dlen, &e), 0);
   assert_null(memchr(delta, '{', dlen));
-  if (manifest_delta_apply(&v, vid, delta, dlen, MANIFEST_MAX_ENTRIES,
-                           &text, &tlen, &got, &from, &e) != 0)
+  if (manifest_delta_apply(&v, vid, NULL, 0, delta, dlen,
+                           MANIFEST_MAX_ENTRIES, &text, &tlen, &got, &from,
+                           &e) != 0)
     fail_msg("apply: %s", e.msg);
   assert_memory_equal(text, vtext, vlen);
   free(text);
@@ -1780,26 +1830,29 @@ test_delta_apply_refuses_malformed_foreign_and_invalid_deltas(void **state)
                (strstr(bad[i][0], "\"x\"") ? strlen("],\"x\":[" LIT1) : 0));
     manifest_init(&got);
     err_clear(&e);
-    if (manifest_delta_apply(&base, bid, d, strlen(d), MANIFEST_MAX_ENTRIES,
-                             &text, &tlen, &got, &from, &e) != ERR_INVALID)
+    if (manifest_delta_apply(&base, bid, btext, blen, d, strlen(d),
+                             MANIFEST_MAX_ENTRIES, &text, &tlen, &got, &from,
+                             &e) != ERR_INVALID)
       fail_msg("case %zu applied", i);
     assert_contains(e.msg, bad[i][1]);
     assert_int_equal(got.n, 0);
   }
   /* Against another base. */
   snprintf(d, sizeof(d), "tenbin-manifest-delta 1 %064d 3\nC 3\n", 7);
-  assert_int_equal(manifest_delta_apply(&base, bid, d, strlen(d),
-                                        MANIFEST_MAX_ENTRIES, &text, &tlen,
-                                        &got, &from, &e), ERR_INVALID);
+  assert_int_equal(manifest_delta_apply(&base, bid, btext, blen, d,
+                                        strlen(d), MANIFEST_MAX_ENTRIES,
+                                        &text, &tlen, &got, &from, &e),
+                   ERR_INVALID);
   assert_contains(e.msg, "against 000000000000, not");
   /* More entries than the caller allows. */
   snprintf(d, sizeof(d), "tenbin-manifest-delta 1 %s 3\nC 3\n", bid);
-  assert_int_equal(manifest_delta_apply(&base, bid, d, strlen(d), 2, &text,
-                                        &tlen, &got, &from, &e),
+  assert_int_equal(manifest_delta_apply(&base, bid, btext, blen, d,
+                                        strlen(d), 2, &text, &tlen, &got,
+                                        &from, &e),
                    ERR_INVALID);
   /* And the same delta within bounds gives the base back. */
-  if (manifest_delta_apply(&base, bid, d, strlen(d), 3, &text, &tlen, &got,
-                           &from, &e) != 0)
+  if (manifest_delta_apply(&base, bid, btext, blen, d, strlen(d), 3, &text,
+                           &tlen, &got, &from, &e) != 0)
     fail_msg("apply: %s", e.msg);
   assert_int_equal(tlen, blen);
   assert_memory_equal(text, btext, blen);
