@@ -1031,6 +1031,10 @@ struct scan_queue {
   unsigned busy;       /* threads listing one (they may add more) */
   int failed;          /* a thread failed: the others stop */
   atomic_size_t entries;
+  /* prev's one-segment files by inode, built before the threads start
+   * (read-only then): 1 + index into prev, 0 empty. */
+  uint32_t *by_ino;
+  size_t ino_mask;
 };
 
 struct scan {
@@ -1067,18 +1071,84 @@ scan_add(struct scan *sc, const char *path, enum manifest_type type)
   return it;
 }
 
-/* Reuse the hashes of prev when the stat identity is unchanged. */
+static size_t
+ino_slot(uint64_t dev, uint64_t ino, size_t mask)
+{
+  return (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ dev) & mask;
+}
+
+/* Index prev's one-segment files by inode, for files moved since. */
+static void
+index_inodes(struct scan_queue *q, const struct manifest *prev,
+             const struct manifest_checks *pcs)
+{
+  size_t cap = 16;
+
+  if (prev == NULL || pcs == NULL || pcs->n != prev->n)
+    return;
+  while (cap < 2 * prev->n)
+    cap *= 2;
+  q->by_ino = xcalloc(cap, sizeof(*q->by_ino));
+  q->ino_mask = cap - 1;
+  for (size_t i = 0; i < prev->n; i++) {
+    const struct manifest_check *pc = &pcs->v[i];
+    size_t k;
+
+    if (prev->v[i].type != MANIFEST_FILE || prev->v[i].nsegs != 1 ||
+        pc->xxh == NULL)
+      continue;
+    for (k = ino_slot(pc->dev, pc->ino, q->ino_mask); q->by_ino[k] != 0;
+         k = (k + 1) & q->ino_mask)
+      ;
+    q->by_ino[k] = (uint32_t)i + 1;
+  }
+}
+
+/*
+ * The previous entry that may hold its content when its stat identity
+ * changed: the same path, or else the same inode (a file moved within
+ * the tree; a rename changes the ctime).  scan_read keeps its SHA-256
+ * when the XXH3-128 it recorded matches, as a large file's segments do.
+ * j: prev's entry of the same path, or -1.
+ */
+static ssize_t
+scan_candidate(const struct scan *sc, const struct scan_item *it, ssize_t j)
+{
+  const struct scan_queue *q = sc->q;
+
+  if (j < 0 && q->by_ino != NULL) {
+    for (size_t k = ino_slot(it->ck.dev, it->ck.ino, q->ino_mask);
+         q->by_ino[k] != 0; k = (k + 1) & q->ino_mask) {
+      const struct manifest_check *pc = &sc->prev_checks->v[q->by_ino[k] - 1];
+
+      if (pc->ino == it->ck.ino && pc->dev == it->ck.dev) {
+        j = (ssize_t)q->by_ino[k] - 1;
+        break;
+      }
+    }
+  }
+  if (j < 0 || sc->prev->v[j].type != MANIFEST_FILE ||
+      sc->prev->v[j].nsegs != 1 || sc->prev->v[j].size != it->me.size ||
+      sc->prev_checks->v[j].xxh == NULL || it->me.size > READ_CHUNK)
+    return -1;
+  return j;
+}
+
+/* Reuse the hashes of prev when the stat identity is unchanged: 1 done;
+ * else 0 and *jp prev's entry of the path, or -1. */
 static int
-scan_reuse(struct scan *sc, struct scan_item *it)
+scan_reuse(struct scan *sc, struct scan_item *it, ssize_t *jp)
 {
   const struct manifest_entry *pe;
   const struct manifest_check *pc;
   ssize_t j;
 
+  *jp = -1;
   if (sc->prev == NULL || sc->prev_checks == NULL ||
       sc->prev_checks->n != sc->prev->n)
     return 0;
   j = manifest_find(sc->prev, it->me.path);
+  *jp = j;
   if (j < 0)
     return 0;
   pe = &sc->prev->v[j];
@@ -1129,10 +1199,59 @@ set_identity(struct scan_item *it, const struct stat *st)
   it->ck.nsegs = 1;
 }
 
-/* Read a file of one segment once, hashing it with SHA-256 and
- * XXH3-128. */
+/* 0 when fd, read to its size, has nothing more. */
 static int
-scan_read(struct scan *sc, int fd, struct scan_item *it)
+read_end(struct scan *sc, int fd, const struct scan_item *it)
+{
+  ssize_t r;
+
+  do {
+    r = read(fd, sc->buf, 1);
+  } while (r < 0 && errno == EINTR);
+  if (r != 0)
+    return err_set(sc->e, ERR_IO, "file '%.200s' grew while being read",
+                   it->me.path);
+  return 0;
+}
+
+/* scan_read of a file of at most READ_CHUNK bytes with a candidate. */
+static int
+scan_read_small(struct scan *sc, int fd, struct scan_item *it, ssize_t cand)
+{
+  struct manifest_entry *me = &it->me;
+  XXH128_canonical_t canon;
+  size_t got = 0;
+  ssize_t r;
+
+  while (got < me->size) {
+    r = read(fd, sc->buf + got, (size_t)me->size - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", me->path,
+                     strerror(errno));
+    if (r == 0)
+      return err_set(sc->e, ERR_IO, "file '%.200s' shrank while being "
+                     "read", me->path);
+    got += (size_t)r;
+  }
+  sc->st.bytes_hashed += got;
+  XXH128_canonicalFromHash(&canon, XXH3_128bits(sc->buf, got));
+  memcpy(it->ck.xxh[0], canon.digest, 16);
+  if (memcmp(canon.digest, sc->prev_checks->v[cand].xxh[0], 16) == 0) {
+    memcpy(me->sha256, sc->prev->v[cand].sha256, 32);
+    sc->st.segments_reused++;
+  } else {
+    hash_sha256(sc->buf, got, me->sha256);
+  }
+  return read_end(sc, fd, it);
+}
+
+/* Read a file of one segment once, hashing it with XXH3-128 and
+ * SHA-256, or keeping the SHA-256 of prev's entry cand (or -1) when the
+ * file fits the buffer and its XXH3-128 is the one recorded there. */
+static int
+scan_read(struct scan *sc, int fd, struct scan_item *it, ssize_t cand)
 {
   struct manifest_entry *me = &it->me;
   XXH128_canonical_t canon;
@@ -1141,6 +1260,8 @@ scan_read(struct scan *sc, int fd, struct scan_item *it)
   ssize_t r;
 
   it->ck.xxh = xcalloc(1, 16);
+  if (cand >= 0)
+    return scan_read_small(sc, fd, it, cand);
   EVP_DigestInit_ex(sc->seg_ctx, EVP_sha256(), NULL);
   XXH3_128bits_reset(sc->xs);
   while (left > 0) {
@@ -1163,13 +1284,7 @@ scan_read(struct scan *sc, int fd, struct scan_item *it)
   XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(sc->xs));
   memcpy(it->ck.xxh[0], canon.digest, 16);
   EVP_DigestFinal_ex(sc->seg_ctx, me->sha256, &mdlen);
-  do {
-    r = read(fd, sc->buf, 1);
-  } while (r < 0 && errno == EINTR);
-  if (r != 0)
-    return err_set(sc->e, ERR_IO, "file '%.200s' grew while being read",
-                   me->path);
-  return 0;
+  return read_end(sc, fd, it);
 }
 
 /* scan_read for a file that may be more than one segment. */
@@ -1190,7 +1305,7 @@ scan_read_large(struct scan *sc, int fd, struct scan_item *it)
     }
   }
   rc = manifest_scan_large(fd, &it->me, &it->ck, pe, pc, &sc->st, sc->e);
-  return rc == 1 ? scan_read(sc, fd, it) : rc;
+  return rc == 1 ? scan_read(sc, fd, it, -1) : rc;
 }
 
 static int
@@ -1199,6 +1314,7 @@ scan_file(struct scan *sc, int dirfd, const char *name, const char *path,
 {
   struct scan_item *it = scan_add(sc, path, MANIFEST_FILE);
   struct stat st, after;
+  ssize_t j;
   int fd, rc;
 
   set_identity(it, lst);
@@ -1206,7 +1322,7 @@ scan_file(struct scan *sc, int dirfd, const char *name, const char *path,
     return err_set(sc->e, ERR_INVALID, "file '%.200s': %llu bytes, more "
                    "than the limit of 2^50", path,
                    (unsigned long long)it->me.size);
-  if (scan_reuse(sc, it)) {
+  if (scan_reuse(sc, it, &j)) {
     sc->st.files_reused++;
     return 0;
   }
@@ -1233,7 +1349,8 @@ scan_file(struct scan *sc, int dirfd, const char *name, const char *path,
   if (it->me.size > MANIFEST_SEG_MIN)
     rc = scan_read_large(sc, fd, it);
   else
-    rc = scan_read(sc, fd, it);
+    rc = scan_read(sc, fd, it, sc->prev_checks != NULL
+                                   ? scan_candidate(sc, it, j) : -1);
   if (rc < 0)
     goto out;
   if (fstat(fd, &after) < 0 || after.st_size != st.st_size ||
@@ -1506,6 +1623,7 @@ manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
   pthread_mutex_init(&q.mu, NULL);
   pthread_cond_init(&q.cv, NULL);
   atomic_init(&q.entries, 0);
+  index_inodes(&q, prev, prev_checks);
   for (size_t t = 0; t < nt; t++)
     scan_thread_init(&sc[t], &q, topfd, strcmp(rel, ".") == 0, prev,
                      prev_checks);
@@ -1573,6 +1691,7 @@ out:
   for (size_t t = 0; t < nt; t++)
     scan_thread_release(&sc[t]);
   free(q.dirs);
+  free(q.by_ino);
   pthread_mutex_destroy(&q.mu);
   pthread_cond_destroy(&q.cv);
   close(topfd);

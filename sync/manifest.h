@@ -210,7 +210,10 @@ struct manifest_scan_stats {
  * them.  A file whose (dev, ino, size, mtime, ctime) equal those recorded
  * in prev/prev_checks (both may be NULL) keeps its recorded hashes;
  * others are read: a file of one segment once for its SHA-256 and
- * XXH3-128; a larger one is cut into segments by content, and a segment
+ * XXH3-128 (a file of at most 1 MiB found in prev at its path or, moved,
+ * by its inode keeps the recorded SHA-256 when its XXH3-128 is the one
+ * recorded there: a touch or a rename costs no SHA-256); a larger one
+ * is cut into segments by content, and a segment
  * that is one of prev's segments of that path (same fingerprints, at any
  * offset: unchanged, or shifted by an insert or a delete before it)
  * keeps prev's SHA-256 and checks without being hashed again; the

@@ -964,6 +964,71 @@ test_rescan_reuses_hashes_of_unchanged_files(void **state)
   assert_int_equal(st.bytes_hashed, sizeof(deep));
   assert_int_equal(m3.v[5].mtime_ns, 1000000000000000005LL);
   assert_memory_equal(m3.v[5].sha256, m1.v[5].sha256, 32);
+  /* ... but its XXH3-128 is the one recorded: no SHA-256 again. */
+  assert_int_equal(st.segments_reused, 1);
+  manifest_release(&m1);
+  manifest_release(&m2);
+  manifest_release(&m3);
+  manifest_checks_release(&c1);
+  manifest_checks_release(&c2);
+  manifest_checks_release(&c3);
+}
+
+static void
+test_rescan_of_moved_files_keeps_hashes_only_for_the_same_content(
+    void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, m3;
+  struct manifest_checks c1, c2, c3;
+  struct manifest_scan_stats st;
+  struct timespec keep[2];
+  struct stat sb;
+  char from[512], to[512], to2[512];
+  ssize_t j;
+  struct err e;
+  int fd;
+
+  make_small_tree(f);
+  manifest_init(&m1);
+  manifest_init(&m2);
+  manifest_init(&m3);
+  manifest_checks_init(&c1);
+  manifest_checks_init(&c2);
+  manifest_checks_init(&c3);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, &st, &e), 0);
+
+  /* Moved (a rename changes the ctime): found by inode, its XXH3-128
+   * matches, so its SHA-256 is kept. */
+  fx_path(f, "ds/dir/sub/deep.bin", from, sizeof(from));
+  fx_path(f, "ds/moved.bin", to, sizeof(to));
+  assert_int_equal(rename(from, to), 0);
+  assert_int_equal(scan(f, "ds", &m1, &c1, &m2, &c2, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 1);
+  assert_int_equal(st.segments_reused, 1);
+  j = manifest_find(&m2, "moved.bin");
+  assert_true(j >= 0);
+  assert_sha_of(m2.v[j].sha256, deep, sizeof(deep));
+
+  /* Changed in place with its mtime put back, then moved: the same
+   * inode, size and mtime, other bytes, so hashed again. */
+  assert_int_equal(stat(to, &sb), 0);
+  keep[0] = sb.st_atim;
+  keep[1] = sb.st_mtim;
+  fd = open(to, O_WRONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  deep[100] ^= 0xff;
+  assert_int_equal(pwrite(fd, deep + 100, 1, 100), 1);
+  assert_int_equal(close(fd), 0);
+  assert_int_equal(utimensat(AT_FDCWD, to, keep, 0), 0);
+  fx_path(f, "ds/moved2.bin", to2, sizeof(to2));
+  assert_int_equal(rename(to, to2), 0);
+  assert_int_equal(scan(f, "ds", &m2, &c2, &m3, &c3, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 1);
+  assert_int_equal(st.segments_reused, 0);
+  j = manifest_find(&m3, "moved2.bin");
+  assert_true(j >= 0);
+  assert_sha_of(m3.v[j].sha256, deep, sizeof(deep));
   manifest_release(&m1);
   manifest_release(&m2);
   manifest_release(&m3);
@@ -2025,6 +2090,7 @@ main(void)
     T(test_scan_of_many_directories_is_complete_and_sorted),
     T(test_same_tree_gives_same_id_and_one_byte_changes_it),
     T(test_rescan_reuses_hashes_of_unchanged_files),
+    T(test_rescan_of_moved_files_keeps_hashes_only_for_the_same_content),
     T(test_scan_refuses_a_link_pointing_outside),
     T(test_scan_refuses_an_absolute_link),
     T(test_scan_refuses_a_fifo_naming_it),
