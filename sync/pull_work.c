@@ -606,8 +606,13 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
   struct err ignore = {0};
   int ffd, tfd;
 
+  tbase = strrchr(e->path, '/');
+  tbase = tbase != NULL ? tbase + 1 : e->path;
   if (k->have == NULL) {
-    k->ok = staged_as(j->dirfd, e->path, e);
+    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
+                   tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
+    k->ok = tfd >= 0 ? staged_as(tfd, tbase, e)
+                     : staged_as(j->dirfd, e->path, e);
     return;
   }
   he = k->have->e;
@@ -616,8 +621,6 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
    * used only where they agree; else the bytes are copied locally. */
   if (he->mode == e->mode && he->mtime_ns == e->mtime_ns) {
     fbase = strrchr(from, '/') + 1;
-    tbase = strrchr(e->path, '/');
-    tbase = tbase != NULL ? tbase + 1 : e->path;
     ffd = link_dir(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
                    (size_t)(fbase - 1 - from));
     tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
@@ -1191,6 +1194,17 @@ open_staging(struct batch_req *br)
   return fd;
 }
 
+/* A new file at path in staging, for writing: never an inode that is
+ * there already (it may be shared with a replica), so an earlier
+ * attempt's goes first. */
+static int
+create_fresh(int dirfd, const char *path, struct err *e)
+{
+  if (unlinkat(dirfd, path, 0) < 0 && errno != ENOENT)
+    return err_set(e, ERR_IO, "cannot replace it: %s", strerror(errno));
+  return syncpath_openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL, 0600, e);
+}
+
 /* Patch or write one answered segment and verify it. */
 static int
 apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
@@ -1207,9 +1221,17 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
   if (of->part < 0) {
     char part[PATH_MAX];
 
-    part_name(e->path, "part", part, sizeof(part));
-    of->part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT | O_CLOEXEC,
-                               0600, &we);
+    /* A file of one segment is written under its own name: it counts
+     * as staged only once its mode and mtime are set, after it
+     * verified (staged_as); a large one under a part name, as its
+     * segments verify one by one. */
+    if (e->nsegs == 1) {
+      of->part = create_fresh(dirfd, e->path, &we);
+    } else {
+      part_name(e->path, "part", part, sizeof(part));
+      of->part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT |
+                                 O_CLOEXEC, 0600, &we);
+    }
     if (of->part < 0)
       goto fatal;
   }
@@ -1241,16 +1263,9 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
   if (e->nsegs > 1) {
     if (mark_segment(dirfd, e, of, f->seg, &we) < 0)
       goto fatal;
-  } else {
-    char part[PATH_MAX];
-
-    part_name(e->path, "part", part, sizeof(part));
-    if (ftruncate(of->part, (off_t)e->size) < 0 ||
-        set_meta(of->part, e) < 0 ||
-        renameat(dirfd, part, dirfd, e->path) < 0) {
-      err_set(&we, ERR_IO, "%s", strerror(errno));
-      goto fatal;
-    }
+  } else if (set_meta(of->part, e) < 0) {
+    err_set(&we, ERR_IO, "%s", strerror(errno));
+    goto fatal;
   }
   br->result[i] = SEG_OK;
   return 0;
