@@ -399,6 +399,7 @@ links_done(uv_work_t *w, int status)
     p->files_done += pw->files_done;
     p->bytes_done += pw->bytes_done;
     p->bytes_linked += pw->bytes_linked;
+    p->mstored = pw->stored;
     /* Files that could be neither linked nor copied: fetched after all,
      * into the room plan_done kept, so no batch sees the table move. */
     if (pw->nfiles > 0) {
@@ -447,6 +448,7 @@ plan_done(uv_work_t *w, int status)
   pw->man = &p->m;
   p->mtext = pw->text;
   p->mlen = pw->len;
+  p->mstored = 0;
   pw->text = NULL;
   p->files_cap = pw->nfiles + pw->nlinks;
   p->files = p->files_cap > 0

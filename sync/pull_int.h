@@ -103,6 +103,7 @@ struct pull {
    * apply, whole is set and the manifest is fetched whole. */
   char delta_base[MANIFEST_ID_HEX + 1];
   int whole;
+  int mstored;             /* mtext is in the store already */
   size_t mlen;
   struct pull_file *files; /* room for files_cap: the link stage may */
   size_t nfiles, files_cap; /* add files while batches read these */
@@ -163,6 +164,7 @@ struct plan_work {
   size_t fetched;          /* bytes of manifest or delta fetched */
   int delta;               /* text is a delta against p->delta_base */
   int refetch;             /* the delta did not apply: fetch it whole */
+  int stored;              /* the link stage stored the manifest */
   uint32_t *from;          /* after a delta: base index per entry of m, or
                               UINT32_MAX (manifest_delta_apply) */
   struct plan_known known[PLAN_KNOWN_MAX]; /* spares their decoding */

@@ -846,12 +846,33 @@ out:
   pw->rc = rc;
 }
 
+/* The verified manifest's text into the store. */
+static int
+store_manifest(const struct pull *p, struct err *e)
+{
+  struct store *s = p->a->store;
+  char path[PATH_MAX];
+  int rc;
+
+  store_manifest_path(s, p->name, p->v, path, sizeof(path));
+  *strrchr(path, '/') = '\0';
+  rc = file_mkdirs(path, 0755, e);
+  if (rc < 0)
+    return rc;
+  store_manifest_path(s, p->name, p->v, path, sizeof(path));
+  return store_write_file(path, p->mtext, p->mlen, e);
+}
+
 void
 pull_links_run(uv_work_t *w)
 {
   struct plan_work *pw = w->data;
 
   pw->rc = plan_links(pw, pw->dirfd, pw->local);
+  /* The manifest too, while the batches run: the finish then has only
+   * the rename (and the sync) left. */
+  if (pw->rc == 0)
+    pw->stored = store_manifest(pw->p, NULL) == 0;
 }
 
 void
@@ -1487,16 +1508,13 @@ pull_finish_run(uv_work_t *w)
       goto out;
     }
   }
-  /* The manifest first: a complete replica always has its manifest. */
-  store_manifest_path(s, p->name, p->v, path, sizeof(path));
-  *strrchr(path, '/') = '\0';
-  rc = file_mkdirs(path, 0755, &fw->e);
-  if (rc < 0)
-    goto out;
-  store_manifest_path(s, p->name, p->v, path, sizeof(path));
-  rc = store_write_file(path, p->mtext, p->mlen, &fw->e);
-  if (rc < 0)
-    goto out;
+  /* The manifest first: a complete replica always has its manifest (a
+   * manifest alone is no replica, so the link stage may store it). */
+  if (!p->mstored) {
+    rc = store_manifest(p, &fw->e);
+    if (rc < 0)
+      goto out;
+  }
   if (store_fsync_publish(s) && syncfs(dirfd) < 0) {
     rc = err_set(&fw->e, ERR_IO, "cannot sync '%s': %s", p->staging,
                  strerror(errno));
