@@ -1199,6 +1199,26 @@ set_identity(struct scan_item *it, const struct stat *st)
   it->ck.nsegs = 1;
 }
 
+/* Up to want (> 0) more bytes of the file: their count, or ERR_IO
+ * naming it (a file that ends before its size shrank). */
+static ssize_t
+read_more(struct scan *sc, int fd, const struct scan_item *it, void *buf,
+          size_t want)
+{
+  ssize_t r;
+
+  do {
+    r = read(fd, buf, want);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0)
+    return err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", it->me.path,
+                   strerror(errno));
+  if (r == 0)
+    return err_set(sc->e, ERR_IO, "file '%.200s' shrank while being read",
+                   it->me.path);
+  return r;
+}
+
 /* 0 when fd, read to its size, has nothing more. */
 static int
 read_end(struct scan *sc, int fd, const struct scan_item *it)
@@ -1224,15 +1244,9 @@ scan_read_small(struct scan *sc, int fd, struct scan_item *it, ssize_t cand)
   ssize_t r;
 
   while (got < me->size) {
-    r = read(fd, sc->buf + got, (size_t)me->size - got);
-    if (r < 0 && errno == EINTR)
-      continue;
+    r = read_more(sc, fd, it, sc->buf + got, (size_t)me->size - got);
     if (r < 0)
-      return err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", me->path,
-                     strerror(errno));
-    if (r == 0)
-      return err_set(sc->e, ERR_IO, "file '%.200s' shrank while being "
-                     "read", me->path);
+      return (int)r;
     got += (size_t)r;
   }
   sc->st.bytes_hashed += got;
@@ -1267,15 +1281,9 @@ scan_read(struct scan *sc, int fd, struct scan_item *it, ssize_t cand)
   while (left > 0) {
     size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
 
-    r = read(fd, sc->buf, want);
-    if (r < 0 && errno == EINTR)
-      continue;
+    r = read_more(sc, fd, it, sc->buf, want);
     if (r < 0)
-      return err_set(sc->e, ERR_IO, "cannot read '%.200s': %s", me->path,
-                     strerror(errno));
-    if (r == 0)
-      return err_set(sc->e, ERR_IO, "file '%.200s' shrank while being "
-                     "read", me->path);
+      return (int)r;
     EVP_DigestUpdate(sc->seg_ctx, sc->buf, (size_t)r);
     XXH3_128bits_update(sc->xs, sc->buf, (size_t)r);
     left -= (uint64_t)r;

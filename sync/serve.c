@@ -785,33 +785,28 @@ mdelta_done(uv_work_t *w, int status)
   agent_work_done(a);
 }
 
+/* Each version loaded (with a reference), the version first: then the
+ * delta is made on the pool. */
 static void
-mdelta_got_base(struct agent *a, struct served *sv, const struct err *e,
-                void *arg)
+mdelta_got(struct agent *a, struct served *sv, const struct err *e,
+           void *arg)
 {
   struct mdelta_work *mw = arg;
 
-  mw->bsv = sv;
+  if (mw->sv == NULL)
+    mw->sv = sv;
+  else
+    mw->bsv = sv;
   if (e != NULL) {
     mdelta_end(mw);
+    return;
+  }
+  if (mw->bsv == NULL) {
+    served_get(a, mw->name, mw->base, mdelta_got, mw);
     return;
   }
   mw->w.data = mw;
   agent_queue(a, &mw->w, mdelta_run, mdelta_done);
-}
-
-static void
-mdelta_got_version(struct agent *a, struct served *sv, const struct err *e,
-                   void *arg)
-{
-  struct mdelta_work *mw = arg;
-
-  mw->sv = sv;
-  if (e != NULL) {
-    mdelta_end(mw);
-    return;
-  }
-  served_get(a, mw->name, mw->base, mdelta_got_base, mw);
 }
 
 void
@@ -848,7 +843,7 @@ serve_manifest(struct agent *a, struct http_request *req, const char *name,
   snprintf(mw->name, sizeof(mw->name), "%s", name);
   snprintf(mw->v, sizeof(mw->v), "%s", v);
   snprintf(mw->base, sizeof(mw->base), "%s", base);
-  served_get(a, name, v, mdelta_got_version, mw);
+  served_get(a, name, v, mdelta_got, mw);
 }
 
 /* ---- the served-version cache ---- */
