@@ -8,7 +8,8 @@
  * hundred entries.  The delta names runs of the base's entries by
  * count, so the destination copies them decoded (checking only their
  * order and parents among the new neighbours) and decodes only the
- * entries it carries; it writes the whole text again to check its hash
+ * entries it carries; it rebuilds the whole text, each kept run's bytes
+ * copied from the base's stored text in one piece, to check its hash
  * and to store it.
  */
 #include <inttypes.h>
