@@ -688,22 +688,36 @@ apply_done(uv_work_t *w, int status)
       f->sig = SIG_NONE;
       requeue(p, &br->segs[i], 1);
       break;
-    case SEG_CORRUPT:
+    case SEG_CORRUPT: {
+      /* Counted per segment: a large file on a flaky link may see many
+       * damaged answers, each of another segment. */
+      uint8_t *tries = &f->attempts;
+
+      if (e->nsegs > 1) {
+        if (f->seg_attempts == NULL)
+          f->seg_attempts = xcalloc(e->nsegs, 1);
+        tries = &f->seg_attempts[br->segs[i].seg];
+      }
       p->retries++;
-      if (++f->attempts >= PULL_MAX_ATTEMPTS) {
-        pull_fail(p, "file '%s' did not verify after %d attempts", e->path,
-                  PULL_MAX_ATTEMPTS);
+      if (++*tries >= PULL_MAX_ATTEMPTS) {
+        if (e->nsegs > 1)
+          pull_fail(p, "file '%s' segment %u did not verify after %d "
+                    "attempts", e->path, br->segs[i].seg, PULL_MAX_ATTEMPTS);
+        else
+          pull_fail(p, "file '%s' did not verify after %d attempts",
+                    e->path, PULL_MAX_ATTEMPTS);
         goto out;
       }
       /* The last attempt goes without delta: a bad basis cannot spoil
        * it. */
-      if (f->attempts == PULL_MAX_ATTEMPTS - 1)
+      if (*tries == PULL_MAX_ATTEMPTS - 1)
         f->full = 1;
       if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
         f->sig = SIG_NONE;
       br->segs[i].local = 0;
       requeue(p, &br->segs[i], 1);
       break;
+    }
     default: /* no answer frame for it */
       if (br->sigmode[i] == WIRE_SIG && f->sig == SIG_SENDING)
         f->sig = SIG_NONE;

@@ -35,7 +35,7 @@ enum sig_state { SIG_NONE = 0, SIG_SENDING, SIG_ACKED };
 struct pull_file {
   uint32_t entry;          /* index in the manifest */
   uint32_t segs_left;      /* segments not yet verified */
-  uint8_t attempts;        /* failed verifications so far */
+  uint8_t attempts;        /* failed verifications so far (one segment) */
   uint8_t full;            /* send literally, without a delta */
   uint8_t sig;             /* enum sig_state */
   uint8_t sig_sha[32];     /* SHA-256 of the signature bytes sent */
@@ -49,6 +49,7 @@ struct pull_file {
    * (basis_segfp[basis_nsegs] entries), with the basis' segments. */
   uint8_t (*fp)[16];
   uint8_t (*basis_fp)[16];
+  uint8_t *seg_attempts;   /* per segment, once one failed, or NULL */
   uint32_t basis_nsegs;
   uint64_t *basis_segoff;  /* basis_nsegs + 1 each, as in its manifest */
   uint64_t *basis_segfp;

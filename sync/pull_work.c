@@ -33,6 +33,7 @@ pull_files_free(struct pull_file *v, size_t n)
     free(v[i].basis);
     free(v[i].fp);
     free(v[i].basis_fp);
+    free(v[i].seg_attempts);
     free(v[i].basis_segoff);
     free(v[i].basis_segfp);
   }

@@ -113,6 +113,11 @@ struct serve_state {
    * answers (-1: all), to prove that destinations verify. */
   atomic_int corrupt_left;
   int corrupt_deltas;          /* and in every manifest delta */
+  /* or in the first answer of each (file, segment), recorded here */
+  int corrupt_each;
+  pthread_mutex_t corrupt_mu;
+  uint64_t *corrupted;
+  size_t ncorrupted;
   atomic_ullong served_bytes;  /* DATA and DELTA payload answered */
   unsigned batches;            /* accepted and not answered yet */
   struct served *served;
@@ -160,8 +165,10 @@ serve_new(struct agent *a)
 {
   a->serve = xcalloc(1, sizeof(*a->serve));
   a->serve->corrupt_deltas = fault_armed("corrupt-manifest-deltas");
+  a->serve->corrupt_each = fault_armed("corrupt-each-segment-once");
+  pthread_mutex_init(&a->serve->corrupt_mu, NULL);
   if (fault_armed("corrupt-answers"))
-    atomic_store(&a->serve->corrupt_left, 3);
+    atomic_store(&a->serve->corrupt_left, 2);
   else if (fault_armed("corrupt-all-answers"))
     atomic_store(&a->serve->corrupt_left, -1);
   return 0;
@@ -173,11 +180,28 @@ serve_served_bytes(const struct agent *a)
   return atomic_load(&a->serve->served_bytes);
 }
 
-/* The fault switch: 1 when this answer is to be corrupted. */
+/* The fault switch: 1 when this answer (segment seg of file) is to be
+ * corrupted. */
 static int
-corrupt_this(struct serve_state *st)
+corrupt_this(struct serve_state *st, uint32_t file, uint32_t seg)
 {
   int left = atomic_load(&st->corrupt_left);
+
+  if (st->corrupt_each) {
+    uint64_t key = (uint64_t)file << 32 | seg;
+    int fresh = 1;
+
+    pthread_mutex_lock(&st->corrupt_mu);
+    for (size_t i = 0; fresh && i < st->ncorrupted; i++)
+      fresh = st->corrupted[i] != key;
+    if (fresh) {
+      st->corrupted = xrealloc(st->corrupted, (st->ncorrupted + 1) *
+                                                  sizeof(*st->corrupted));
+      st->corrupted[st->ncorrupted++] = key;
+    }
+    pthread_mutex_unlock(&st->corrupt_mu);
+    return fresh;
+  }
 
   while (left != 0) {
     if (left < 0)
@@ -231,6 +255,8 @@ serve_free(struct agent *a)
     st->last = lp->next;
     last_free(lp);
   }
+  free(st->corrupted);
+  pthread_mutex_destroy(&st->corrupt_mu);
   free(st);
   a->serve = NULL;
 }
@@ -1294,7 +1320,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     h[2] = (uint8_t)(plen >> 16);
     h[3] = (uint8_t)(plen >> 24);
     atomic_fetch_add(&bw->a->serve->served_bytes, plen);
-    if (plen > 0 && corrupt_this(bw->a->serve))
+    if (plen > 0 && corrupt_this(bw->a->serve, f->file, f->seg))
       h[4 + plen / 2] ^= 0x5a;
   }
   return 0;

@@ -148,6 +148,24 @@ st=$(t_pull_wait D ds "$V" 120)
 t_expect "corrupted answers are retried and the pull completes" "$st" \
   '"state":"complete".*"retries":[1-9]'
 same_tree "$T_DIR/d/.tenbin/data/ds/$V" "what was published after corruption is intact"
+# Attempts are counted per segment: every segment's first answer damaged
+# (big.bin's several among them) still completes, each retried once.
+t_agent_stop A
+TENBIN_FAULT=corrupt-each-segment-once t_agent_start A "$SRC"
+t_agent_start H2 "$T_DIR/h2"
+t_pull H2 A ds "$V" >/dev/null
+st=$(t_pull_wait H2 ds "$V" 120)
+nseg=$(t_agent A GET "/v1/datasets/ds/versions/$V/manifest" |
+  sed 's/^[0-9]* //' | jq '[.entries[] | select(.type == "file" and .size > 0) |
+    ((.segments // [0]) | length)] | add')
+if printf '%s' "$st" | grep -q '"state":"complete"' &&
+   [ "$(printf '%s' "$st" | jq -r .retries)" -ge "$nseg" ] && [ "$nseg" -gt 3 ]; then
+  t_ok "a damaged first answer for each of $nseg segments is retried per segment and completes"
+else
+  t_fail "per-segment attempts: $nseg segments, $(printf '%s' "$st" | head -c 300)"
+fi
+same_tree "$T_DIR/h2/.tenbin/data/ds/$V" "what was published after a damaged answer per segment is intact"
+t_agent_stop H2
 t_agent_stop A
 TENBIN_FAULT=corrupt-all-answers t_agent_start A "$SRC"
 t_agent_start E "$T_DIR/e"
