@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sync/agent_client.h"
 #include "sync/agent_int.h"
 #include "sync/path.h"
 #include "util/alloc.h"
@@ -82,14 +83,6 @@ authorized(const struct agent *a, struct http_request *req)
   return strlen(h) == want && hash_equal(h, a->token, want);
 }
 
-static int
-valid_version(const char *v)
-{
-  uint8_t bin[32];
-
-  return strlen(v) == MANIFEST_ID_HEX && hash_unhex(v, bin, 32) == 0;
-}
-
 /*
  * Split "/v1/datasets/NAME/REST..." into the name and the rest; the
  * segments are copied into parts (at most 4).  Returns the count.
@@ -156,7 +149,7 @@ handle(struct http_request *req, void *arg)
                      "[A-Za-z0-9][A-Za-z0-9._-]{0,63}", p[2]);
     return;
   }
-  if (n >= 5 && !valid_version(p[4])) {
+  if (n >= 5 && !agentc_valid_version(p[4])) {
     agent_reply_errf(req, ERR_INVALID, "version '%.70s' is not a "
                      "64-digit lowercase hex id", p[4]);
     return;

@@ -319,8 +319,8 @@ load_last(struct store *s, const char *name, const char *rel,
   return ok;
 }
 
-/* Write pw's checks beside its version (the folder may be new). */
-/* Save pw's checks as those of version v (a version id, or PENDING). */
+/* Save pw's checks as those of version v (a version id, or PENDING);
+ * the folder may be new. */
 static int
 save_checks(struct store *s, struct publish_work *pw, const char *v,
             struct err *e)
