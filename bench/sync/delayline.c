@@ -14,18 +14,24 @@
  * syntax in bits/s: 1gbit, 500mbit, 100kbit or a bare number.
  *
  * Unlike a proxy, the endpoints' TCP sees the delay itself: slow start,
- * window growth and every request/answer round trip pay the RTT.  Give
- * the devices a large MTU (64000): at 1 Gbit/s that is ~2,000 packets a
- * second, a few percent of a core here, where 1500 would be 80,000.
+ * window growth and every request/answer round trip pay the RTT.  The
+ * devices keep the MTU of an Internet path (1500), so TCP's segments and
+ * its congestion window are those of one, but carry TCP segmentation
+ * offload: the kernel hands over up to 64 KiB of segments at once (with
+ * a virtio_net_hdr saying how to cut them), which go across as one, so
+ * 1 Gbit/s is a few thousand packets a second, not 80,000.  The rate
+ * counts the bytes of every segment cut, headers included.
  *
  * It prints "ready" on stdout once both devices exist, and its counts
  * on stderr when SIGTERM or SIGINT ends it.  Linux only; needs root.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -37,7 +43,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DL_MTU_MAX 65536
+/* A packet with its virtio_net_hdr: GSO packets are up to 64 KiB (more
+ * with BIG TCP, which a tun device does not take). */
+#define DL_PKT_MAX (256 * 1024)
+#define DL_VNET_LEN ((int)sizeof(struct virtio_net_hdr))
 #define DL_READS_PER_WAKE 64
 
 /* A packet in flight: owned by its direction's queue until written. */
@@ -142,10 +151,19 @@ dl_open_tun(const char *ns, const char *name)
     goto out;
   }
   memset(&ifr, 0, sizeof(ifr));
-  ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+  ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
   memcpy(ifr.ifr_name, name, strlen(name));
   if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
     fprintf(stderr, "delayline: cannot create %s in %s: %s\n", name, ns,
+            strerror(errno));
+    goto out;
+  }
+  /* Segmentation and checksums left to the receiving side's stack, as
+   * a virtio NIC would: packets pass as they were written. */
+  if (ioctl(fd, TUNSETVNETHDRSZ, &(int){DL_VNET_LEN}) < 0 ||
+      ioctl(fd, TUNSETOFFLOAD, (unsigned int)(TUN_F_CSUM | TUN_F_TSO4 |
+                                              TUN_F_TSO6)) < 0) {
+    fprintf(stderr, "delayline: cannot set offloads on %s: %s\n", name,
             strerror(errno));
     goto out;
   }
@@ -160,6 +178,32 @@ out:
   return rc;
 }
 
+/* The bytes that a packet read from a tun device (its virtio_net_hdr
+ * first) puts on the wire: a GSO packet is cut into segments of
+ * gso_size bytes, each with the IP and TCP headers again. */
+static uint64_t
+dl_wire_len(const unsigned char *p, size_t len)
+{
+  const struct virtio_net_hdr *h = (const void *)p;
+  const unsigned char *ip = p + DL_VNET_LEN;
+  size_t iplen = len - (size_t)DL_VNET_LEN, hdrs, payload;
+  unsigned gso = le16toh(h->gso_size);
+
+  if (h->gso_type == VIRTIO_NET_HDR_GSO_NONE || gso == 0 || iplen < 60)
+    return iplen;
+  if ((ip[0] >> 4) == 4)
+    hdrs = (size_t)(ip[0] & 15) * 4;
+  else
+    hdrs = 40; /* IPv6 without extension headers: what TCP sends here */
+  if (hdrs + 20 > iplen)
+    return iplen;
+  hdrs += (size_t)(ip[hdrs + 12] >> 4) * 4;
+  if (hdrs >= iplen)
+    return iplen;
+  payload = iplen - hdrs;
+  return payload + (payload + gso - 1) / gso * hdrs;
+}
+
 /* Read what d's input holds (a bounded number, so the other direction
  * and the deliveries wait little): each packet is queued or dropped. */
 static void
@@ -167,11 +211,11 @@ dl_take(struct dl_dir *d, uint64_t rate, uint64_t delay_ns,
         uint64_t queue_ns, unsigned char *buf)
 {
   for (int i = 0; i < DL_READS_PER_WAKE; i++) {
-    ssize_t r = read(d->in, buf, DL_MTU_MAX);
-    uint64_t now, start;
+    ssize_t r = read(d->in, buf, DL_PKT_MAX);
+    uint64_t now, start, wire;
     struct dl_pkt *p;
 
-    if (r <= 0)
+    if (r <= DL_VNET_LEN)
       return; /* EAGAIN: drained; an error shows as no more packets */
     now = dl_now();
     start = d->free_ns > now ? d->free_ns : now;
@@ -185,8 +229,9 @@ dl_take(struct dl_dir *d, uint64_t rate, uint64_t delay_ns,
       continue;
     }
     /* Bits over bits per second, in ns; 128-bit so no rate overflows. */
-    d->free_ns = start + (uint64_t)((unsigned __int128)r * 8 * 1000000000u /
-                                    rate);
+    wire = dl_wire_len(buf, (size_t)r);
+    d->free_ns = start + (uint64_t)((unsigned __int128)wire * 8 *
+                                    1000000000u / rate);
     p->due_ns = d->free_ns + delay_ns;
     p->len = (size_t)r;
     p->next = NULL;
@@ -197,7 +242,7 @@ dl_take(struct dl_dir *d, uint64_t rate, uint64_t delay_ns,
       d->head = p;
     d->tail = p;
     d->packets++;
-    d->bytes += (uint64_t)r;
+    d->bytes += wire;
   }
 }
 
@@ -267,7 +312,7 @@ main(int argc, char **argv)
   fb = dl_open_tun(argv[3], argv[4]);
   if (fb < 0)
     goto out;
-  buf = malloc(DL_MTU_MAX);
+  buf = malloc(DL_PKT_MAX);
   if (buf == NULL)
     goto out;
   dir[0].in = fa, dir[0].out = fb;
