@@ -279,6 +279,7 @@ main(int argc, char **argv)
 {
   struct dl_dir dir[2];
   struct sigaction sa;
+  sigset_t stops, in_poll;
   unsigned char *buf = NULL;
   uint64_t rate, delay_ns, queue_ns;
   long delay_ms, queue_ms = 20;
@@ -305,6 +306,14 @@ main(int argc, char **argv)
   sa.sa_handler = dl_on_signal;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  /* Delivered only inside ppoll, so a stop cannot slip in between the
+   * loop's test and a wait with no timeout. */
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  sigprocmask(SIG_BLOCK, &stops, &in_poll);
+  sigdelset(&in_poll, SIGTERM);
+  sigdelset(&in_poll, SIGINT);
 
   fa = dl_open_tun(argv[1], argv[2]);
   if (fa < 0)
@@ -338,7 +347,7 @@ main(int argc, char **argv)
       tsp = &ts;
     }
     /* ppoll: a timeout in ns (poll's ms would add up to 1 ms of delay). */
-    if (ppoll(pfd, 2, tsp, NULL) < 0) {
+    if (ppoll(pfd, 2, tsp, &in_poll) < 0) {
       if (errno == EINTR)
         continue;
       fprintf(stderr, "delayline: poll: %s\n", strerror(errno));
