@@ -619,6 +619,20 @@ test_scan_cuts_a_large_file_by_content_into_two_level_segments(void **state)
 }
 
 /* The manifest and checks of two scans are the same, byte for byte. */
+/* The three scans (and their checks) of a rescan test. */
+static void
+release_scans(struct manifest *m1, struct manifest *m2, struct manifest *m3,
+              struct manifest_checks *c1, struct manifest_checks *c2,
+              struct manifest_checks *c3)
+{
+  manifest_release(m1);
+  manifest_release(m2);
+  manifest_release(m3);
+  manifest_checks_release(c1);
+  manifest_checks_release(c2);
+  manifest_checks_release(c3);
+}
+
 static void
 assert_same_scan(const struct manifest *a, const struct manifest_checks *ca,
                  const struct manifest *b, const struct manifest_checks *cb)
@@ -763,12 +777,7 @@ test_rescan_after_an_insert_reuses_the_segments_it_shifted(void **state)
     fail_msg("scan: %s", e.msg);
   assert_same_scan(&m2, &c2, &m3, &c3);
   free(data);
-  manifest_release(&m1);
-  manifest_release(&m2);
-  manifest_release(&m3);
-  manifest_checks_release(&c1);
-  manifest_checks_release(&c2);
-  manifest_checks_release(&c3);
+  release_scans(&m1, &m2, &m3, &c1, &c2, &c3);
 }
 
 /* A large file touched (new mtime, same bytes) is read again, every
@@ -822,12 +831,7 @@ test_rescan_of_a_touched_large_file_reuses_every_segment(void **state)
   assert_int_equal(st.segments_reused, 0);
   assert_same_scan(&m2, &c2, &m3, &c3);
   free(data);
-  manifest_release(&m1);
-  manifest_release(&m2);
-  manifest_release(&m3);
-  manifest_checks_release(&c1);
-  manifest_checks_release(&c2);
-  manifest_checks_release(&c3);
+  release_scans(&m1, &m2, &m3, &c1, &c2, &c3);
 }
 
 /* Directories are listed by several threads; the entries still come
@@ -966,12 +970,7 @@ test_rescan_reuses_hashes_of_unchanged_files(void **state)
   assert_memory_equal(m3.v[5].sha256, m1.v[5].sha256, 32);
   /* ... but its XXH3-128 is the one recorded: no SHA-256 again. */
   assert_int_equal(st.segments_reused, 1);
-  manifest_release(&m1);
-  manifest_release(&m2);
-  manifest_release(&m3);
-  manifest_checks_release(&c1);
-  manifest_checks_release(&c2);
-  manifest_checks_release(&c3);
+  release_scans(&m1, &m2, &m3, &c1, &c2, &c3);
 }
 
 static void
@@ -1029,12 +1028,7 @@ test_rescan_of_moved_files_keeps_hashes_only_for_the_same_content(
   j = manifest_find(&m3, "moved2.bin");
   assert_true(j >= 0);
   assert_sha_of(m3.v[j].sha256, deep, sizeof(deep));
-  manifest_release(&m1);
-  manifest_release(&m2);
-  manifest_release(&m3);
-  manifest_checks_release(&c1);
-  manifest_checks_release(&c2);
-  manifest_checks_release(&c3);
+  release_scans(&m1, &m2, &m3, &c1, &c2, &c3);
 }
 
 static void
