@@ -995,93 +995,195 @@ compute_spliced(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
   return 0;
 }
 
-/* compute_spliced of [off, off+len), checked against want (the bytes
- * already read and verified): ERR_CONFLICT when the file changed since. */
+/*
+ * The command of a delta being built that may still grow: a COPY while
+ * the next one follows it in the basis, a LITERAL while the next bytes
+ * follow it in the same buffer, or bytes to delta with librsync while
+ * they follow each other (with the XXH3-128 of them as read and checked
+ * here: librsync reads them again, and must read the same).
+ */
+enum pend_kind { PEND_NONE, PEND_COPY, PEND_LITERAL, PEND_SEARCH };
+
+struct pending {
+  enum pend_kind kind;
+  uint64_t off, len; /* COPY: in the basis; else in the new file */
+  const uint8_t *lit;
+  XXH3_state_t *xs;  /* PEND_SEARCH's sum; NULL when none can come */
+};
+
 static int
-spliced_as(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
-           const uint8_t *want, struct buf *out, struct err *e)
+pend_flush(struct delta_sig *sig, int fd, struct pending *pd,
+           struct buf *out, struct err *e)
 {
   XXH128_canonical_t c;
   uint8_t x[16];
-  int rc;
+  int rc = 0;
 
-  if (len == 0)
-    return 0;
-  rc = compute_spliced(sig, fd, off, len, out, x, e);
-  XXH128_canonicalFromHash(&c, XXH3_128bits(want, (size_t)len));
-  if (rc == 0 && memcmp(x, c.digest, 16) != 0)
-    rc = err_set(e, ERR_CONFLICT, "bytes at %llu changed while read",
-                 (unsigned long long)off);
+  switch (pd->kind) {
+  case PEND_NONE:
+    break;
+  case PEND_COPY:
+    rc = delta_put_copy(out, pd->off, pd->len, e);
+    break;
+  case PEND_LITERAL:
+    rc = delta_put_literal(out, pd->lit, (size_t)pd->len, e);
+    break;
+  case PEND_SEARCH:
+    rc = compute_spliced(sig, fd, pd->off, pd->len, out, x, e);
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(pd->xs));
+    if (rc == 0 && memcmp(x, c.digest, 16) != 0)
+      rc = err_set(e, ERR_CONFLICT, "bytes at %llu changed while read",
+                   (unsigned long long)pd->off);
+    break;
+  }
+  pd->kind = PEND_NONE;
   return rc;
 }
 
-/*
- * A fingerprint block the table could not place, in a segment rewritten
- * in place (the common case for the whole-signature path: inserts and
- * deletes go with range signatures), is mostly the basis' bytes at the
- * same offsets.  librsync would search all of it, ~50 MB/s over the new
- * part; instead each signature block wholly inside it is compared with
- * the basis block at its offset by the signature's own strong sum (MD4),
- * equal ones become COPYs and the others literals, and only the partial
- * blocks at its two ends go through librsync (with a block of context,
- * so an unchanged part still matches).  Every byte sent is checked
- * against the block's published fingerprint fp.  1 done (appended to
- * out), 0 not a case for it (nothing appended), negative on errors
- * (ERR_CONFLICT: the file changed since it was published).
- */
+/* Add n bytes at off (p: their bytes, for LITERAL and SEARCH). */
 static int
-block_in_place(struct delta_sig *sig, int fd, uint64_t boff, uint64_t blen,
-               const uint8_t fp[16], struct buf *out, struct err *e)
+pend_add(struct delta_sig *sig, int fd, struct pending *pd,
+         enum pend_kind kind, uint64_t off, const uint8_t *p, uint64_t n,
+         struct buf *out, struct err *e)
 {
-  uint64_t bl = sig->block_len, a, z;
-  uint8_t *p = NULL, *eq = NULL;
-  XXH128_canonical_t c;
-  size_t at = out->len, nb, found = 0;
   int rc = 0;
 
-  /* the basis' last block may be short: only whole ones before it */
+  if (pd->kind != kind || pd->off + pd->len != off) {
+    rc = pend_flush(sig, fd, pd, out, e);
+    pd->kind = kind;
+    pd->off = off;
+    pd->len = 0;
+    pd->lit = p;
+    if (kind == PEND_SEARCH)
+      XXH3_128bits_reset(pd->xs);
+  }
+  if (kind == PEND_SEARCH)
+    XXH3_128bits_update(pd->xs, p, (size_t)n);
+  pd->len += n;
+  return rc;
+}
+
+/* The length of fingerprint block k of a range of len bytes. */
+static uint64_t
+fp_len(uint64_t len, uint64_t k)
+{
+  uint64_t rest = len - k * MANIFEST_FP_BLOCK;
+
+  return rest < MANIFEST_FP_BLOCK ? rest : MANIFEST_FP_BLOCK;
+}
+
+/* Bytes read at once while comparing in place: a multiple of every
+ * block length (powers of two up to DELTA_MAX_BLOCK). */
+#define IN_PLACE_READ DELTA_MAX_BLOCK
+
+/*
+ * A run of fingerprint blocks [roff, roff+rlen) that the table could not
+ * place is, in the common case, mostly the basis' bytes at the same
+ * offsets: a segment rewritten in place, or one whose start moved
+ * because a rewrite moved a cut (its blocks count from its start, so
+ * none matches; inserts and deletes go with range signatures).  librsync
+ * would search it at ~50-200 MB/s, and a search per fingerprint block
+ * pays a block of context at each end.  Instead each block of the
+ * signature's grid that overlaps the run is read whole (also past the
+ * run's ends) and compared with the basis block at its offset by the
+ * signature's own strong sum (MD4): an equal one is a COPY of its part
+ * in the run; a different one inside the run is sent literally; a part
+ * at either end of the run, or past the basis' whole blocks, goes
+ * through librsync (with a block of context: it may be shifted data).
+ * Every byte of the run is checked against its block's published
+ * fingerprint fp[k] as it is read (ERR_CONFLICT, *bad = k: the file
+ * changed since it was published).  Commands go through *pd, left
+ * pending only as a COPY.  1 done, 0 when no block was equal (out and
+ * *pd as they were: moved data, librsync's case), negative on errors.
+ */
+static int
+run_in_place(struct delta_sig *sig, int fd, uint64_t roff, uint64_t rlen,
+             const uint8_t (*fp)[16], struct pending *pd, struct buf *out,
+             uint64_t *bad, struct err *e)
+{
+  uint64_t bl = sig->block_len, end = roff + rlen;
+  uint64_t whole = (sig->nblocks - 1) * bl; /* before the short last one */
+  uint64_t fpend = roff, k = 0, size, c0 = roff / bl * bl;
+  struct pending was = *pd;
+  XXH3_state_t *xs = NULL;
+  size_t at = out->len, found = 0;
+  uint8_t *p = NULL;
+  struct stat st;
+  int rc = 0;
+
   if (sig->strong == NULL || sig->nblocks < 2)
     return 0;
-  a = (boff + bl - 1) / bl * bl;
-  z = (boff + blen) / bl * bl;
-  if (z > (sig->nblocks - 1) * bl)
-    z = (sig->nblocks - 1) * bl;
-  if (a >= z)
-    return 0;
-  nb = (size_t)((z - a) / bl);
-  p = xmalloc((size_t)blen);
-  rc = delta_read_exact(fd, p, (size_t)blen, boff, e);
-  if (rc < 0)
-    goto out;
-  XXH128_canonicalFromHash(&c, XXH3_128bits(p, (size_t)blen));
-  if (memcmp(c.digest, fp, 16) != 0) {
-    rc = err_set(e, ERR_CONFLICT, "block at %llu differs",
-                 (unsigned long long)boff);
-    goto out;
-  }
-  eq = xmalloc(nb);
-  for (size_t k = 0; k < nb; k++) {
-    unsigned char md[16];
+  if (fstat(fd, &st) < 0)
+    return err_set(e, ERR_IO, "delta: fstat: %s", strerror(errno));
+  size = (uint64_t)st.st_size;
+  if (size < end)
+    return err_set(e, ERR_CONFLICT, "file shorter than published");
+  p = xmalloc(IN_PLACE_READ);
+  xs = XXH3_createState();
+  if (xs == NULL)
+    abort(); /* the alloc.h policy for small allocations */
+  for (uint64_t c = c0; rc == 0 && c < end; c += IN_PLACE_READ) {
+    uint64_t cz = end - c < IN_PLACE_READ ? end : c + IN_PLACE_READ;
+    /* the grid blocks over [c, cz), the last short at the file's end */
+    uint64_t cl = (cz - c + bl - 1) / bl * bl;
 
-    rs_mdfour(md, p + (a - boff) + k * bl, (size_t)bl);
-    eq[k] = memcmp(md, sig->strong + ((a / bl) + k) * sig->strong_len,
-                   sig->strong_len) == 0;
-    found += eq[k];
-  }
-  if (found == 0)
-    goto out; /* rewritten whole, or moved: librsync's case */
-  rc = spliced_as(sig, fd, boff, a - boff, p, out, e);
-  if (rc == 0)
-    rc = delta_put_runs(out, eq, nb, bl, a, bl, p + (a - boff), e);
-  if (rc == 0)
-    rc = spliced_as(sig, fd, z, boff + blen - z, p + (z - boff), out, e);
-  if (rc == 0)
-    rc = 1;
+    if (cl > size - c)
+      cl = size - c;
+    rc = delta_read_exact(fd, p, (size_t)cl, c, e);
+    /* the part in the run, against each fingerprint block it is in */
+    for (uint64_t q = c > roff ? c : roff; rc == 0 && q < cz;) {
+      uint64_t stop;
 
-out:
-  if (rc <= 0)
+      if (q == fpend) {
+        XXH3_128bits_reset(xs);
+        fpend = end - q < MANIFEST_FP_BLOCK ? end : q + MANIFEST_FP_BLOCK;
+      }
+      stop = cz < fpend ? cz : fpend;
+      XXH3_128bits_update(xs, p + (q - c), (size_t)(stop - q));
+      q = stop;
+      if (q == fpend) {
+        XXH128_canonical_t h;
+
+        XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
+        if (memcmp(h.digest, fp[k], 16) != 0) {
+          *bad = k;
+          rc = err_set(e, ERR_CONFLICT, "block at %llu differs",
+                       (unsigned long long)(roff + k * MANIFEST_FP_BLOCK));
+        }
+        k++;
+      }
+    }
+    for (uint64_t g = c; rc == 0 && g < cz; g += bl) {
+      uint64_t gl = c + cl - g < bl ? c + cl - g : bl;
+      uint64_t a = g > roff ? g : roff, z = g + gl < end ? g + gl : end;
+      const uint8_t *gp = p + (g - c);
+      enum pend_kind kind = PEND_SEARCH;
+      unsigned char md[16];
+
+      if (gl == bl && g + bl <= whole) {
+        rs_mdfour(md, gp, (size_t)bl);
+        if (memcmp(md, sig->strong + (g / bl) * sig->strong_len,
+                   sig->strong_len) == 0)
+          kind = PEND_COPY;
+        else if (a == g && z == g + bl)
+          kind = PEND_LITERAL;
+      }
+      found += kind == PEND_COPY;
+      rc = pend_add(sig, fd, pd, kind, a, gp + (a - g), z - a, out, e);
+    }
+    /* the buffer is read again */
+    if (rc == 0 && pd->kind == PEND_LITERAL)
+      rc = pend_flush(sig, fd, pd, out, e);
+  }
+  if (rc == 0 && pd->kind != PEND_COPY)
+    rc = pend_flush(sig, fd, pd, out, e);
+  if (rc == 0)
+    rc = found > 0 ? 1 : 0;
+  if (rc <= 0) {
     buf_truncate(out, at);
-  free(eq);
+    *pd = was;
+  }
+  XXH3_freeState(xs);
   free(p);
   return rc;
 }
@@ -1092,71 +1194,67 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
                      const uint8_t (*fp)[16], struct buf *out,
                      uint64_t *bad, struct err *e)
 {
-  uint64_t nb = manifest_nfp(len), run_pos = 0, run_len = 0;
+  uint64_t nb = manifest_nfp(len);
+  struct pending pd = {PEND_NONE, 0, 0, NULL, XXH3_createState()};
   size_t at = out->len;
   int rc = 0;
 
-  if (len > UINT32_MAX)
-    return err_set(e, ERR_INTERNAL, "delta: range of %llu bytes",
-                   (unsigned long long)len);
-  rc = delta_put_magic(out, e);
-  if (rc < 0)
+  if (pd.xs == NULL)
+    abort(); /* the alloc.h policy for small allocations */
+  if (len > UINT32_MAX) {
+    rc = err_set(e, ERR_INTERNAL, "delta: range of %llu bytes",
+                 (unsigned long long)len);
     goto out;
-  for (uint64_t i = 0; i < nb; i++) {
-    uint64_t boff = off + i * MANIFEST_FP_BLOCK;
-    uint64_t blen = len - i * MANIFEST_FP_BLOCK < MANIFEST_FP_BLOCK
-                        ? len - i * MANIFEST_FP_BLOCK : MANIFEST_FP_BLOCK;
-    uint8_t x[16];
+  }
+  rc = delta_put_magic(out, e);
+  for (uint64_t i = 0, j; rc == 0 && i < nb; i = j) {
+    uint64_t rbad = 0;
 
+    for (j = i + 1; j < nb && (from[j] == DELTA_READ) == (from[i] ==
+                                                            DELTA_READ);
+         j++)
+      ;
     if (from[i] != DELTA_READ) {
-      /* One COPY for blocks that follow each other in the basis too. */
-      if (run_len > 0 && run_pos + run_len == from[i]) {
-        run_len += blen;
-        continue;
-      }
-      if (run_len > 0) {
-        rc = delta_put_copy(out, run_pos, run_len, e);
-        if (rc < 0)
-          goto out;
-      }
-      run_pos = from[i];
-      run_len = blen;
+      /* blocks found by fingerprint: COPYs, unread */
+      for (uint64_t k = i; rc == 0 && k < j; k++)
+        rc = pend_add(sig, fd, &pd, PEND_COPY, from[k], NULL,
+                      fp_len(len, k), out, e);
       continue;
     }
-    if (run_len > 0) {
-      rc = delta_put_copy(out, run_pos, run_len, e);
-      if (rc < 0)
-        goto out;
-      run_len = 0;
-    }
-    /* A block the fingerprints could not place: blocks count from the
-     * segment's start, so a rewritten MiB of the file usually straddles
-     * two of them, each part old and part new.  Compared in place, or
-     * else delta'd whole (a probe of its first quarter that gave up
-     * would send the old part literally). */
-    rc = block_in_place(sig, fd, boff, blen, fp[i], out, e);
+    rc = run_in_place(sig, fd, off + i * MANIFEST_FP_BLOCK,
+                      (j < nb ? j * MANIFEST_FP_BLOCK : len) -
+                          i * MANIFEST_FP_BLOCK,
+                      fp + i, &pd, out, &rbad, e);
+    if (rc == ERR_CONFLICT)
+      *bad = i + rbad;
     if (rc == 1) {
       rc = 0;
       continue;
     }
     if (rc == 0)
-      rc = compute_spliced(sig, fd, boff, blen, out, x, e);
-    if (rc == 0 && memcmp(x, fp[i], 16) != 0)
-      rc = err_set(e, ERR_CONFLICT, "block %llu differs",
-                   (unsigned long long)i);
-    if (rc == ERR_CONFLICT)
-      *bad = i;
-    if (rc < 0)
-      goto out;
+      rc = pend_flush(sig, fd, &pd, out, e);
+    /* Nothing in place: delta'd block by block, as librsync finds it. */
+    for (uint64_t k = i; rc == 0 && k < j; k++) {
+      uint8_t x[16];
+
+      rc = compute_spliced(sig, fd, off + k * MANIFEST_FP_BLOCK,
+                           fp_len(len, k), out, x, e);
+      if (rc == 0 && memcmp(x, fp[k], 16) != 0) {
+        *bad = k;
+        rc = err_set(e, ERR_CONFLICT, "block %llu differs",
+                     (unsigned long long)k);
+      }
+    }
   }
-  if (run_len > 0)
-    rc = delta_put_copy(out, run_pos, run_len, e);
+  if (rc == 0)
+    rc = pend_flush(sig, fd, &pd, out, e);
   if (rc == 0)
     rc = delta_put_end(out, e);
 
 out:
   if (rc < 0)
     buf_truncate(out, at);
+  XXH3_freeState(pd.xs);
   return rc;
 }
 

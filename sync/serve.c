@@ -1232,7 +1232,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
   unsigned nfound = 0;
-  int ranged, inplace;
+  int ranged, inplace, by_blocks;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -1273,6 +1273,12 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     rc = delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e);
   if (bf->loaded != NULL && !ranged && !inplace)
     nfound = blocks_from(bf, me, ck, f->seg, len, from);
+  /* Block by block even with none found by fingerprint: those count
+   * from the segment's start, and a rewrite that moved a cut moves the
+   * start of the segments after it, whose bytes are still the old
+   * file's at the same offsets.  Compared in place they need no
+   * librsync search (several times slower where it matches at all). */
+  by_blocks = nfound > 0 || (bf->loaded != NULL && fpp != NULL);
   if (rc < 0 || inplace) {
     /* done, or failed: below */
   } else if (ranged) {
@@ -1281,7 +1287,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     rc = delta_compute(bf->range, bf->fd, off, len, &bw->out, xxh, fpp, &e);
     if (rc == 0)
       rc = delta_rebase(&bw->out, at + WIRE_HDR_LEN, bf->range_off, &e);
-  } else if (nfound > 0)
+  } else if (by_blocks)
     rc = delta_compute_blocks(bf->loaded, bf->fd, off, len, from,
                               (const uint8_t (*)[16])ck->fp +
                                   manifest_seg_fp(me, f->seg),
@@ -1304,8 +1310,8 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     bw->out.len = at;
     goto fail;
   }
-  /* With blocks skipped, each block read was checked on its own. */
-  if (nfound == 0 && !read_as_published(me, ck, f->seg, len, xxh, fpp)) {
+  /* Block by block, each block read was checked on its own. */
+  if (!by_blocks && !read_as_published(me, ck, f->seg, len, xxh, fpp)) {
     bw->out.len = at;
     err_set(&e, ERR_CONFLICT, "file '%s' changed since version %.12s was "
             "published (segment %u differs)", me->path, sv->v, f->seg);

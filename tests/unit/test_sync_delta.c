@@ -1436,6 +1436,92 @@ test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite(
   free(basis);
 }
 
+/*
+ * A run compared in place reads the signature blocks it overlaps whole,
+ * also past its ends: a byte changed there (outside the segment) is no
+ * conflict, and the part inside still patches to the published bytes;
+ * a byte changed inside the run's first partial block is ERR_CONFLICT
+ * naming block 0; data moved by a few bytes (nothing equal in place)
+ * still goes through librsync, as a small delta; and a run that ends at
+ * the file's end, past the basis' last whole block, patches too.
+ */
+static void
+test_in_place_runs_check_their_own_bytes_and_search_moved_data(
+    void **state)
+{
+  const size_t n = 16 * MIB, off = 3 * MIB + 12345, len = 4 * MIB;
+  const size_t tail = 2 * MIB + 777, n2 = n + 777;
+  const uint64_t R = DELTA_READ;
+  uint64_t from[4] = {R, R, R, R}, bad = 99;
+  uint8_t *basis = malloc(n2), *new = malloc(n2), fp[4][16];
+  struct delta_sig *ds;
+  struct buf d;
+  struct err e = {0};
+  int bfd, nfd;
+
+  (void)state;
+  fill_random(basis, n2, 61);
+  memcpy(new, basis, n2);
+  fill_random(new + 4 * MIB, 100 * KIB, 62);
+  for (size_t i = 0; i < 4; i++)
+    fp_of(new + off + i * MIB, MIB, fp[i]);
+  bfd = file_with(basis, n);
+  ds = load_sig_of(bfd, n, NULL);
+  buf_init(&d, 16 * MIB);
+
+  /* changed just before the run, in the block it starts in */
+  new[off - 10] ^= 1;
+  nfd = file_with(new, n);
+  assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                        &bad, &e), 0);
+  assert_true(literal_bytes((const uint8_t *)d.data, d.len) < 200 * KIB);
+  close(patch_checked(bfd, &d, new + off, len));
+  close(nfd);
+  new[off - 10] ^= 1;
+
+  /* changed inside the run's first partial block */
+  new[off + 10] ^= 1;
+  nfd = file_with(new, n);
+  buf_reset(&d);
+  assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                        &bad, &e), ERR_CONFLICT);
+  assert_int_equal(bad, 0);
+  assert_int_equal(d.len, 0);
+  close(nfd);
+  new[off + 10] ^= 1;
+
+  /* the run's bytes are the basis' moved by 1000: found by searching */
+  memcpy(new + off, basis + off + 1000, len);
+  for (size_t i = 0; i < 4; i++)
+    fp_of(new + off + i * MIB, MIB, fp[i]);
+  nfd = file_with(new, n);
+  buf_reset(&d);
+  assert_int_equal(delta_compute_blocks(ds, nfd, off, len, from, fp, &d,
+                                        &bad, &e), 0);
+  assert_true(literal_bytes((const uint8_t *)d.data, d.len) < 64 * KIB);
+  close(patch_checked(bfd, &d, new + off, len));
+  close(nfd);
+
+  /* a run to the end of a file longer than the basis */
+  memcpy(new, basis, n2);
+  fill_random(new + n2 - tail + 5000, 3000, 63);
+  for (size_t i = 0; i < 3; i++)
+    fp_of(new + n2 - tail + i * MIB, i < 2 ? MIB : 777, fp[i]);
+  nfd = file_with(new, n2);
+  buf_reset(&d);
+  assert_int_equal(delta_compute_blocks(ds, nfd, n2 - tail, tail, from, fp,
+                                        &d, &bad, &e), 0);
+  assert_true(literal_bytes((const uint8_t *)d.data, d.len) < 64 * KIB);
+  close(patch_checked(bfd, &d, new + n2 - tail, tail));
+  close(nfd);
+
+  buf_release(&d);
+  delta_sig_free(ds);
+  close(bfd);
+  free(new);
+  free(basis);
+}
+
 /* ---- setup ---- */
 
 static int
@@ -1489,6 +1575,8 @@ main(void)
     cmocka_unit_test(test_segments_patch_in_parallel_threads_on_shared_fds),
     cmocka_unit_test(test_write_to_a_full_device_names_no_space),
     cmocka_unit_test(test_write_past_the_file_size_limit_names_it),
+    cmocka_unit_test(
+        test_in_place_runs_check_their_own_bytes_and_search_moved_data),
     cmocka_unit_test(
         test_inplace_edit_of_a_small_file_sends_only_the_blocks_it_touched),
     cmocka_unit_test(test_inplace_declines_shifted_grown_or_rewritten_files),
