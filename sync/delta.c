@@ -44,6 +44,7 @@
 #include "sync/delta_int.h"
 #include "sync/manifest.h"
 #include "util/alloc.h"
+#include "util/mapread.h"
 
 #define DELTA_MIN_BLOCK ((size_t)2 << 10)
 #define DELTA_MAX_BLOCK ((size_t)1 << 20)
@@ -1452,38 +1453,43 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
 
 /* Read len bytes of in at off through one buffer, summing them, and
  * write them at out_off of out when out >= 0. */
+struct sum_copy {
+  struct sums *sums;
+  int out;          /* -1: sums only */
+  uint64_t out_off; /* where the next bytes go in out */
+  struct err *e;
+};
+
+static int
+sum_copy_chunk(void *arg, const uint8_t *p, size_t n)
+{
+  struct sum_copy *sc = arg;
+  int rc = sums_update(sc->sums, p, n, sc->e);
+
+  if (rc == 0 && sc->out >= 0)
+    rc = write_exact(sc->out, p, n, sc->out_off, sc->e);
+  sc->out_off += n;
+  return rc;
+}
+
+/* Sums of [off, off+len) of in, written to out at out_off too unless
+ * out < 0: read through a mapping (mapread.h), so the bytes are copied
+ * once, page cache to page cache, not twice through a buffer. */
 static int
 sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
           uint8_t *sha, uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
-  char *p = NULL;
-  size_t cap;
+  struct sum_copy sc = {&sums, out, out_off, e};
   int rc;
 
   rc = sums_begin(&sums, sha, fp, NULL, e);
-  if (rc < 0)
-    goto out;
-  cap = io_len(len);
-  p = xmalloc(cap);
-  while (len > 0) {
-    size_t n = len < cap ? (size_t)len : cap;
-
-    rc = delta_read_exact(in, p, n, off, e);
-    if (rc == 0)
-      rc = sums_update(&sums, p, n, e);
-    if (rc == 0 && out >= 0)
-      rc = write_exact(out, p, n, out_off, e);
-    if (rc < 0)
-      goto out;
-    off += n;
-    out_off += n;
-    len -= n;
-  }
-  rc = sums_end(&sums, sha, e);
-
-out:
-  free(p);
+  if (rc == 0)
+    rc = mapread(in, off, len, sum_copy_chunk, &sc, e);
+  if (rc == ERR_CONFLICT)
+    rc = e->code = ERR_IO; /* short, as for every read here */
+  if (rc == 0)
+    rc = sums_end(&sums, sha, e);
   sums_release(&sums);
   return rc;
 }

@@ -38,11 +38,14 @@
 
 #include "sync/chunk.h"
 #include "util/alloc.h"
+#include "util/mapread.h"
 
 #define READ_CHUNK ((size_t)MANIFEST_FP_BLOCK)
 #define LARGE_THREADS_MAX 8
 #define SEG_FP_MAX (MANIFEST_SEG_MAX / MANIFEST_FP_BLOCK)
 
+_Static_assert(MAPREAD_CHUNK == MANIFEST_FP_BLOCK,
+               "a mapped read hands over one fingerprint block at a time");
 _Static_assert(MANIFEST_SEG_MAX % MANIFEST_FP_BLOCK == 0,
                "a segment holds whole fingerprint blocks");
 
@@ -104,32 +107,40 @@ struct large {
   uint64_t cut_ahead;              /* segments whose cut a region found */
 };
 
+struct block_sums {
+  uint8_t (*fp)[16];
+  EVP_MD_CTX *ctx;
+};
+
+/* One fingerprint block's bytes (MAPREAD_CHUNK is one). */
+static int
+sum_block(void *arg, const uint8_t *p, size_t n)
+{
+  struct block_sums *b = arg;
+  XXH128_canonical_t c;
+
+  if (b->ctx != NULL)
+    EVP_DigestUpdate(b->ctx, p, n);
+  XXH128_canonicalFromHash(&c, XXH3_128bits(p, n));
+  memcpy(*b->fp++, c.digest, 16);
+  return 0;
+}
+
 /*
- * Read [off, off+len) through buf and put the XXH3-128 of each
- * fingerprint block (from off) into fp and, with ctx, the SHA-256 of it
- * all into ctx.  0, or the errno of a failed read (-1 for a short one).
+ * Read [off, off+len) (through a mapping: mapread.h) and put the
+ * XXH3-128 of each fingerprint block (from off) into fp and, with ctx,
+ * the SHA-256 of it all into ctx.  0, EIO when a read failed, or -1
+ * when the file is shorter or shrank while read.
  */
 static int
-read_blocks(int fd, uint8_t *buf, uint64_t off, uint64_t len,
-            uint8_t (*fp)[16], EVP_MD_CTX *ctx)
+read_blocks(int fd, uint64_t off, uint64_t len, uint8_t (*fp)[16],
+            EVP_MD_CTX *ctx)
 {
-  while (len > 0) {
-    size_t want = len < READ_CHUNK ? (size_t)len : READ_CHUNK;
-    ssize_t r = pread(fd, buf, want, (off_t)off);
-    XXH128_canonical_t c;
+  struct block_sums b = {fp, ctx};
+  struct err e = {0};
+  int rc = mapread(fd, off, len, sum_block, &b, &e);
 
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0 || (size_t)r != want)
-      return r < 0 ? errno : -1;
-    if (ctx != NULL)
-      EVP_DigestUpdate(ctx, buf, want);
-    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, want));
-    memcpy(*fp++, c.digest, 16);
-    off += want;
-    len -= want;
-  }
-  return 0;
+  return rc == 0 ? 0 : rc == ERR_CONFLICT ? -1 : EIO;
 }
 
 /* ---- running items on one thread per core ---- */
@@ -220,7 +231,7 @@ candidate(struct large *lg, uint64_t off, uint32_t *from)
   uint64_t want = size - off < READ_CHUNK ? size - off : READ_CHUNK;
   uint8_t fp[1][16];
   struct first key = {fp[0], 0}, *hit;
-  int rc = read_blocks(lg->fd, lg->buf, off, want, fp, NULL);
+  int rc = read_blocks(lg->fd, off, want, fp, NULL);
 
   *from = CUT;
   if (rc != 0)
@@ -321,11 +332,12 @@ verify_link(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx)
   uint64_t len;
   uint32_t j = l->from;
 
+  (void)buf; /* mapped, not read into it */
   (void)ctx;
   if (l->state != UNTRIED || j == CUT)
     return;
   len = lg->pe->segoff[j + 1] - lg->pe->segoff[j];
-  l->state = read_blocks(lg->fd, buf, l->off, len, fp, NULL) == 0 &&
+  l->state = read_blocks(lg->fd, l->off, len, fp, NULL) == 0 &&
                      memcmp(fp, lg->pc->fp[lg->pe->segfp[j]],
                             (size_t)manifest_nfp(len) * 16) == 0
                  ? GOOD : BAD;
@@ -621,10 +633,11 @@ hash_seg(struct large *lg, size_t k, uint8_t *buf, EVP_MD_CTX *ctx)
   XXH128_canonical_t canon;
   unsigned int mdlen = 0;
 
+  (void)buf; /* mapped, not read into it */
   if (s->from != CUT)
     return;
   EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-  s->err = read_blocks(lg->fd, buf, s->off, s->len, fp, ctx);
+  s->err = read_blocks(lg->fd, s->off, s->len, fp, ctx);
   if (s->err != 0)
     return;
   EVP_DigestFinal_ex(ctx, lg->me->segs[k], &mdlen);
