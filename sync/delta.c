@@ -1486,8 +1486,6 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
   rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc == 0)
     rc = mapread(in, off, len, sum_copy_chunk, &sc, e);
-  if (rc == ERR_CONFLICT)
-    rc = e->code = ERR_IO; /* short, as for every read here */
   if (rc == 0)
     rc = sums_end(&sums, sha, e);
   sums_release(&sums);
@@ -1498,7 +1496,11 @@ int
 delta_hash_range(int fd, uint64_t off, uint64_t len, uint8_t sha[32],
                  uint8_t (*fp)[16], struct err *e)
 {
-  return sum_range(fd, -1, off, off, len, sha, fp, e);
+  int rc = sum_range(fd, -1, off, off, len, sha, fp, e);
+
+  if (rc == ERR_CONFLICT)
+    rc = e->code = ERR_IO; /* short, as for every read here */
+  return rc;
 }
 
 int
@@ -1506,6 +1508,7 @@ delta_copy(int in, uint64_t in_off, int out, uint64_t out_off,
            uint64_t len, uint8_t sha[32], uint8_t (*fp)[16], struct err *e)
 {
   struct stat st;
+  int rc;
 
   /* A short old file is a failed verification, not a write error. */
   if (fstat(in, &st) < 0)
@@ -1514,5 +1517,9 @@ delta_copy(int in, uint64_t in_off, int out, uint64_t out_off,
     return err_set(e, ERR_INVALID, "old file has %llu bytes, fewer than "
                    "the %llu expected", (unsigned long long)st.st_size,
                    (unsigned long long)(in_off + len));
-  return sum_range(in, out, in_off, out_off, len, sha, fp, e);
+  rc = sum_range(in, out, in_off, out_off, len, sha, fp, e);
+  /* shrank while read: a failed verification too */
+  if (rc == ERR_CONFLICT)
+    rc = e->code = ERR_INVALID;
+  return rc;
 }

@@ -137,7 +137,7 @@ int delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
     WARN_UNUSED;
 /* Copy len bytes of in at in_off to out_off of out (a segment equal to
  * one of the old file's, wherever it sat there).  ERR_INVALID when in is
- * shorter; write errors as delta_patch. */
+ * shorter or shrinks while read; write errors as delta_patch. */
 int delta_copy(int in, uint64_t in_off, int out, uint64_t out_off,
                uint64_t len, uint8_t sha[32], uint8_t (*fp)[16],
                struct err *e) WARN_UNUSED;
