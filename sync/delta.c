@@ -1009,7 +1009,7 @@ struct pending {
   enum pend_kind kind;
   uint64_t off, len; /* COPY: in the basis; else in the new file */
   const uint8_t *lit;
-  XXH3_state_t *xs;  /* PEND_SEARCH's sum; NULL when none can come */
+  XXH3_state_t *xs;  /* PEND_SEARCH's sum */
 };
 
 static int
@@ -1209,13 +1209,13 @@ delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
   }
   rc = delta_put_magic(out, e);
   for (uint64_t i = 0, j; rc == 0 && i < nb; i = j) {
+    int unread = from[i] != DELTA_READ;
     uint64_t rbad = 0;
 
-    for (j = i + 1; j < nb && (from[j] == DELTA_READ) == (from[i] ==
-                                                            DELTA_READ);
-         j++)
+    /* [i, j): a run of blocks found, or of blocks to read */
+    for (j = i + 1; j < nb && (from[j] != DELTA_READ) == unread; j++)
       ;
-    if (from[i] != DELTA_READ) {
+    if (unread) {
       /* blocks found by fingerprint: COPYs, unread */
       for (uint64_t k = i; rc == 0 && k < j; k++)
         rc = pend_add(sig, fd, &pd, PEND_COPY, from[k], NULL,
@@ -1451,8 +1451,6 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
   return rc;
 }
 
-/* Read len bytes of in at off through one buffer, summing them, and
- * write them at out_off of out when out >= 0. */
 struct sum_copy {
   struct sums *sums;
   int out;          /* -1: sums only */
