@@ -186,6 +186,44 @@ fp_complete(const struct pull_file *f, uint64_t nfp)
   return 1;
 }
 
+/* ---- the queues of segments ---- */
+
+static void
+segq_release(struct segq *q)
+{
+  free(q->v);
+  memset(q, 0, sizeof(*q));
+}
+
+/* Room for n more at the back (front 0: compacted first). */
+static void
+segq_room(struct segq *q, size_t n, int front)
+{
+  if (front ? q->head >= n : q->head + q->len + n <= q->cap)
+    return;
+  if (q->len + n > q->cap) {
+    q->cap = 2 * (q->len + n);
+    q->v = xrealloc(q->v, q->cap * sizeof(*q->v));
+  }
+  memmove(q->v + (front ? n : 0), q->v + q->head, q->len * sizeof(*q->v));
+  q->head = front ? n : 0;
+}
+
+static void
+segq_push_front(struct segq *q, const struct pull_seg *s)
+{
+  segq_room(q, 1, 1);
+  q->v[--q->head] = *s;
+  q->len++;
+}
+
+static void
+segq_push_back(struct segq *q, const struct pull_seg *s)
+{
+  segq_room(q, 1, 0);
+  q->v[q->head + q->len++] = *s;
+}
+
 /* Sign what crossed the network, so the next version's deltas need no
  * signature work at transfer time, and record its fingerprints so that
  * its local copies need no SHA-256 and its deltas skip equal blocks. */
@@ -273,9 +311,8 @@ finish_done(uv_work_t *w, int status)
     pull_files_free(p->files, p->nfiles);
     p->files = NULL;
     p->nfiles = 0;
-    free(p->queue);
-    p->queue = NULL;
-    p->qhead = p->qlen = p->qcap = 0;
+    segq_release(&p->fetch);
+    segq_release(&p->copy);
     trim_known(a, p->name);
   }
   free(fw);
@@ -288,7 +325,8 @@ maybe_finish(struct pull *p)
   struct finish_work *fw;
 
   if (p->state != PULL_RUNNING || p->cancelled || !p->planned ||
-      p->qlen > 0 || p->batches > 0 || p->work > 0)
+      p->fetch.len > 0 || p->copy.len > 0 || p->batches > 0 ||
+      p->work > 0)
     return;
   fw = xcalloc(1, sizeof(*fw));
   fw->p = p;
@@ -457,10 +495,8 @@ plan_done(uv_work_t *w, int status)
   p->nfiles = pw->nfiles;
   pw->files = NULL;
   pw->nfiles = 0;
-  p->queue = pw->queue;
-  p->qlen = pw->qlen;
-  p->qcap = pw->qlen;
-  p->qhead = 0;
+  append(p, pw->queue, pw->qlen);
+  free(pw->queue);
   pw->queue = NULL;
   pw->qlen = 0;
   p->files_total = p->m.files;
@@ -473,7 +509,8 @@ plan_done(uv_work_t *w, int status)
   p->planned = 1;
   log_info("pull %s@%.12s: %zu files to fetch (%zu segments), %zu to link, "
            "%zu kept from the prestaged tree, %llu files resumed; manifest "
-           "%zu bytes%s%.12s", p->name, p->v, p->nfiles, p->qlen,
+           "%zu bytes%s%.12s", p->name, p->v, p->nfiles,
+           p->fetch.len + p->copy.len,
            pw->nlinks, pw->kept, (unsigned long long)p->files_resumed,
            pw->fetched, pw->delta ? ", a delta against " : "",
            pw->delta ? p->delta_base : "");
@@ -590,45 +627,26 @@ batch_free(struct batch_req *br)
   free(br);
 }
 
-/* Put a batch's segments back at the front of the queue. */
+static struct segq *
+queue_of(struct pull *p, const struct pull_seg *s)
+{
+  return s->local ? &p->copy : &p->fetch;
+}
+
+/* Put a batch's segments back at the front of their queues, in order. */
 static void
 requeue(struct pull *p, const struct pull_seg *segs, size_t n)
 {
-  if (n == 0)
-    return;
-  if (p->qhead >= n) {
-    p->qhead -= n;
-  } else {
-    size_t need = p->qlen + n;
-
-    if (need > p->qcap) {
-      p->qcap = need * 2;
-      p->queue = xrealloc(p->queue, p->qcap * sizeof(*p->queue));
-    }
-    memmove(p->queue + n, p->queue + p->qhead, p->qlen * sizeof(*p->queue));
-    p->qhead = 0;
-  }
-  memcpy(p->queue + p->qhead, segs, n * sizeof(*segs));
-  p->qlen += n;
+  for (size_t i = n; i > 0; i--)
+    segq_push_front(queue_of(p, &segs[i - 1]), &segs[i - 1]);
 }
 
-/* Put segments at the back of the queue. */
+/* Put segments at the back of their queues. */
 static void
 append(struct pull *p, const struct pull_seg *segs, size_t n)
 {
-  if (n == 0)
-    return;
-  if (p->qhead + p->qlen + n > p->qcap) {
-    if (p->qlen > 0 && p->qhead > 0)
-      memmove(p->queue, p->queue + p->qhead, p->qlen * sizeof(*p->queue));
-    p->qhead = 0;
-    if (p->qlen + n > p->qcap) {
-      p->qcap = 2 * (p->qlen + n);
-      p->queue = xrealloc(p->queue, p->qcap * sizeof(*p->queue));
-    }
-  }
-  memcpy(p->queue + p->qhead + p->qlen, segs, n * sizeof(*segs));
-  p->qlen += n;
+  for (size_t i = 0; i < n; i++)
+    segq_push_back(queue_of(p, &segs[i]), &segs[i]);
 }
 
 static void
@@ -637,6 +655,7 @@ batch_end(struct pull *p, struct batch_req *br)
   struct agent *a = p->a;
 
   p->batches--;
+  p->copying -= br->local;
   batch_free(br);
   if (!p->cancelled && p->state == PULL_RUNNING) {
     pump(p);
@@ -849,22 +868,23 @@ prep_done(uv_work_t *w, int status)
  * a 2 * parallel'th took the bench's tree of small files 0.39-0.53 s to
  * pull over a 20 ms RTT, a parallel'th 0.34-0.38 s (loopback unchanged,
  * 0.16-0.18 s).  A segment of a file whose signature is on its way
- * waits (the batch stops there).
+ * waits (the batch stops there).  NULL when none can go now.
  */
 static struct batch_req *
-take_batch(struct pull *p, int *local)
+take_fetches(struct pull *p)
 {
   struct batch_req *br = NULL;
   uint64_t bytes = 0;
   size_t cap = 0;
-  size_t frames = p->qlen / p->a->parallel;
+  struct segq *q = &p->fetch;
+  size_t frames = q->len / p->a->parallel;
 
   frames = frames < PULL_MIN_FRAMES   ? PULL_MIN_FRAMES
            : frames > PULL_MAX_FRAMES ? PULL_MAX_FRAMES
                                       : frames;
 
-  while (p->qlen > 0) {
-    struct pull_seg s = p->queue[p->qhead];
+  while (q->len > 0) {
+    struct pull_seg s = q->v[q->head];
     struct pull_file *f = &p->files[s.file];
     const struct manifest_entry *e = &p->m.v[f->entry];
     int multi = e->nsegs > 1;
@@ -872,17 +892,14 @@ take_batch(struct pull *p, int *local)
     uint8_t mode = 0;
 
     manifest_seg_range(e, s.seg, &off, &len);
-    if (br != NULL && ((int)s.local != *local ||
-                       bytes + len > p->a->batch_bytes ||
-                       br->nsegs == frames))
+    if (br != NULL &&
+        (bytes + len > p->a->batch_bytes || br->nsegs == frames))
       break;
-    if (!s.local && multi && f->sig == SIG_SENDING && f->basis != NULL &&
-        !f->full)
+    if (multi && f->sig == SIG_SENDING && f->basis != NULL && !f->full)
       break;
     if (br == NULL) {
       br = xcalloc(1, sizeof(*br));
       br->p = p;
-      *local = (int)s.local;
     }
     if (br->nsegs == cap) {
       cap = cap == 0 ? 16 : cap * 2;
@@ -890,7 +907,7 @@ take_batch(struct pull *p, int *local)
       br->sigmode = xrealloc(br->sigmode, cap);
       br->sigref = xrealloc(br->sigref, cap * 32);
     }
-    if (!s.local && f->basis != NULL && !f->full) {
+    if (f->basis != NULL && !f->full) {
       if (s.rfrom != UINT32_MAX) {
         mode = WIRE_SIGRANGE;
       } else if (!multi) {
@@ -907,15 +924,34 @@ take_batch(struct pull *p, int *local)
     br->sigmode[br->nsegs] = mode;
     br->nsegs++;
     bytes += len;
-    p->qhead++;
-    p->qlen--;
-    /* The carrier of a signature goes alone: its answer acks it.  A
-     * local segment goes alone too, so that copies run in parallel. */
-    if ((mode == WIRE_SIG && multi) || s.local)
+    q->head++;
+    q->len--;
+    /* The carrier of a signature goes alone: its answer acks it. */
+    if (mode == WIRE_SIG && multi)
       break;
   }
-  if (p->qlen == 0)
-    p->qhead = 0;
+  if (q->len == 0)
+    q->head = 0;
+  return br;
+}
+
+/* One local copy off its queue (each goes alone, so that copies run in
+ * parallel). */
+static struct batch_req *
+take_copy(struct pull *p)
+{
+  struct segq *q = &p->copy;
+  struct batch_req *br = xcalloc(1, sizeof(*br));
+
+  br->p = p;
+  br->local = 1;
+  br->segs = xmalloc(sizeof(*br->segs));
+  br->sigmode = xcalloc(1, 1);
+  br->sigref = xmalloc(32);
+  br->segs[0] = q->v[q->head++];
+  br->nsegs = 1;
+  if (--q->len == 0)
+    q->head = 0;
   return br;
 }
 
@@ -923,17 +959,23 @@ static void
 pump(struct pull *p)
 {
   while (p->state == PULL_RUNNING && !p->cancelled && p->planned &&
-         p->batches < p->a->parallel &&
          !uv_is_active((uv_handle_t *)&p->retry)) {
-    int local = 0;
-    struct batch_req *br = take_batch(p, &local);
+    struct batch_req *br = NULL;
 
+    /* Fetches first (they wait on the network), copies in the slots
+     * they leave: --parallel in all. */
+    if (p->batches >= p->a->parallel)
+      break;
+    br = take_fetches(p);
+    if (br == NULL && p->copy.len > 0)
+      br = take_copy(p);
     if (br == NULL)
       break;
     p->batches++;
+    p->copying += br->local;
     p->work++;
     br->w.data = br;
-    if (local) {
+    if (br->local) {
       br->result = xcalloc(br->nsegs, 1);
       agent_queue(p->a, &br->w, pull_local_run, apply_done);
     } else {
@@ -964,9 +1006,8 @@ pull_reset(struct pull *p)
   pull_files_free(p->files, p->nfiles);
   p->files = NULL;
   p->nfiles = 0;
-  free(p->queue);
-  p->queue = NULL;
-  p->qhead = p->qlen = p->qcap = 0;
+  segq_release(&p->fetch);
+  segq_release(&p->copy);
   p->planned = 0;
   p->state = PULL_RUNNING;
   p->error[0] = '\0';

@@ -75,6 +75,12 @@ struct pull_seg {
   uint32_t rfrom, rto;
 };
 
+/* A FIFO of segments: taken at the front, retried ones put back there. */
+struct segq {
+  struct pull_seg *v;
+  size_t head, len, cap;
+};
+
 struct pull_waiter {
   struct http_request *req;
   struct pull *p;
@@ -108,9 +114,13 @@ struct pull {
   size_t mlen;
   struct pull_file *files; /* room for files_cap: the link stage may */
   size_t nfiles, files_cap; /* add files while batches read these */
-  struct pull_seg *queue;  /* FIFO of segments to fetch */
-  size_t qhead, qlen, qcap;
+  /* Segments to fetch from the source, and to copy from the old file
+   * here: apart, so that the fetches go out in full batches at once
+   * (each costs a round trip) while the copies use the cores, instead
+   * of taking turns in file order. */
+  struct segq fetch, copy;
   unsigned batches;        /* batches being prepared, sent or applied */
+  unsigned copying;        /* of them, local copies */
   unsigned work;           /* this pull's items on the pool */
 
   uint64_t files_total, files_done, files_resumed;
@@ -205,6 +215,7 @@ struct batch_req {
   size_t answer_len;
   /* apply results, one per seg */
   int8_t *result;          /* enum seg_result */
+  int local;               /* local copies, not a request */
   char msg[ERR_MSG_SIZE];  /* the first CONFLICT or fatal message */
   int fatal;               /* ERR_* of a write error that stops the pull */
   uint64_t literal;        /* DATA and DELTA payload bytes */
