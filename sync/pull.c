@@ -195,18 +195,23 @@ segq_release(struct segq *q)
   memset(q, 0, sizeof(*q));
 }
 
-/* Room for n more at the back (front 0: compacted first). */
+/* Room for n more at the front, or at the back.  Moved, the queue goes
+ * in the middle of an array at least twice its size: room at both ends,
+ * so that segments put back one at a time cost no move each. */
 static void
 segq_room(struct segq *q, size_t n, int front)
 {
+  size_t at;
+
   if (front ? q->head >= n : q->head + q->len + n <= q->cap)
     return;
-  if (q->len + n > q->cap) {
-    q->cap = 2 * (q->len + n);
+  if (q->len + n > q->cap / 2) {
+    q->cap = 2 * (q->len + n) + 16;
     q->v = xrealloc(q->v, q->cap * sizeof(*q->v));
   }
-  memmove(q->v + (front ? n : 0), q->v + q->head, q->len * sizeof(*q->v));
-  q->head = front ? n : 0;
+  at = (q->cap - q->len) / 2;
+  memmove(q->v + at, q->v + q->head, q->len * sizeof(*q->v));
+  q->head = at;
 }
 
 static void
@@ -637,6 +642,12 @@ queue_of(struct pull *p, const struct pull_seg *s)
 static void
 requeue(struct pull *p, const struct pull_seg *segs, size_t n)
 {
+  size_t copies = 0;
+
+  for (size_t i = 0; i < n; i++)
+    copies += segs[i].local != 0;
+  segq_room(&p->copy, copies, 1);
+  segq_room(&p->fetch, n - copies, 1);
   for (size_t i = n; i > 0; i--)
     segq_push_front(queue_of(p, &segs[i - 1]), &segs[i - 1]);
 }
