@@ -1278,7 +1278,8 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
    * start of the segments after it, whose bytes are still the old
    * file's at the same offsets.  Compared in place they need no
    * librsync search (several times slower where it matches at all). */
-  by_blocks = nfound > 0 || (bf->loaded != NULL && fpp != NULL);
+  by_blocks = !ranged && !inplace &&
+              (nfound > 0 || (bf->loaded != NULL && fpp != NULL));
   if (rc < 0 || inplace) {
     /* done, or failed: below */
   } else if (ranged) {
