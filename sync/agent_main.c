@@ -251,6 +251,8 @@ main(int argc, char **argv)
   uv_loop_init(&m.loop);
   if (agent_start(&m.loop, &cfg, &m.agent, &e) < 0) {
     fprintf(stderr, "tenbin-agent: %s\n", err_msg(&e));
+    /* What the failed start closes (its HTTP client) closes on the loop. */
+    uv_run(&m.loop, UV_RUN_DEFAULT);
     goto out;
   }
   if (port_file != NULL) {
