@@ -212,6 +212,44 @@ st=$(t_pull_wait G chg "$VC")
 t_expect "a file changed after publish fails the replica naming it" "$st" \
   "\"state\":\"failed\".*y\\.bin.*changed since"
 
+# ---- a large file changed after publishing, inside a block sent ----
+# The rewritten MiB of a 24 MiB file goes as a delta whose blocks the
+# source reads and checks against their published fingerprints; a byte
+# changed there after publishing is named, never sent.
+mkdir -p "$SRC/lchg"
+head -c $((24 << 20)) /dev/urandom >"$SRC/lchg/l.bin"
+out=$(t_agent A POST /v1/datasets/lchg/versions -d '{"path":"lchg"}')
+VL1=$(printf '%s' "${out#* }" | jq -r .version)
+t_agent_start L "$T_DIR/l"
+t_pull L A lchg "$VL1" >/dev/null
+t_expect "the large file's first version is replicated" \
+  "$(t_pull_wait L lchg "$VL1")" '"state":"complete"'
+head -c $((1 << 20)) /dev/urandom |
+  dd of="$SRC/lchg/l.bin" bs=1M seek=10 conv=notrunc status=none
+out=$(t_agent A POST /v1/datasets/lchg/versions -d '{"path":"lchg"}')
+VL2=$(printf '%s' "${out#* }" | jq -r .version)
+printf 'changed!' |
+  dd of="$SRC/lchg/l.bin" bs=1 seek=$(((10 << 20) + 4096)) conv=notrunc \
+    status=none
+t_pull L A lchg "$VL2" >/dev/null
+t_expect "a large file changed after publish in a delta'd block fails, named" \
+  "$(t_pull_wait L lchg "$VL2")" '"state":"failed".*l\.bin.*changed since'
+
+# ---- an agent that cannot listen says so and exits, leaking nothing ----
+mkdir -p "$T_DIR/busy"
+rc=0
+out=$("$TENBIN_BIN/tenbin-agent" --root "$T_DIR/busy" \
+  --listen "127.0.0.1:$(cat "$T_DIR/agent-A.port")" \
+  --token-file "$T_DIR/agent-A.token" 2>&1) || rc=$?
+t_expect "an agent whose port is taken exits 1" "$rc" '^1$'
+t_expect "an agent whose port is taken says it cannot listen there" "$out" \
+  "cannot listen on '127\\.0\\.0\\.1' port"
+if printf '%s' "$out" | grep -q LeakSanitizer; then
+  t_fail "an agent that failed to start leaked (ASan): $out"
+else
+  t_ok "an agent that failed to start leaked nothing"
+fi
+
 # ---- a damaged old replica: its segments are not copied blindly ----
 # A segment equal to the old version's is copied locally and checked
 # against the XXH3-128 recorded when the old one was verified; a byte
