@@ -242,8 +242,8 @@ out=$("$TENBIN_BIN/tenbin-agent" --root "$T_DIR/busy" \
   --listen "127.0.0.1:$(cat "$T_DIR/agent-A.port")" \
   --token-file "$T_DIR/agent-A.token" 2>&1) || rc=$?
 t_expect "an agent whose port is taken exits 1" "$rc" '^1$'
-t_expect "an agent whose port is taken says it cannot listen there" "$out" \
-  "cannot listen on '127\\.0\\.0\\.1' port"
+t_expect "an agent whose port is taken says it cannot listen there" \
+  "$out" "cannot listen on '127\\.0\\.0\\.1' port"
 if printf '%s' "$out" | grep -q LeakSanitizer; then
   t_fail "an agent that failed to start leaked (ASan): $out"
 else
