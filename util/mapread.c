@@ -93,8 +93,8 @@ guard_installed(void)
 static int
 short_file(uint64_t size, uint64_t want, struct err *e)
 {
-  return err_set(e, ERR_CONFLICT, "the file has %llu bytes, fewer than the %llu "
-                 "to read", (unsigned long long)size,
+  return err_set(e, ERR_CONFLICT, "the file has %llu bytes, fewer than "
+                 "the %llu to read", (unsigned long long)size,
                  (unsigned long long)want);
 }
 
@@ -140,8 +140,8 @@ map_window(int fd, uint64_t off, uint64_t len,
     guard = outer;
   } else {
     guard = outer;
-    rc = err_set(e, ERR_CONFLICT, "the file shrank while bytes %llu-%llu were "
-                 "read", (unsigned long long)off,
+    rc = err_set(e, ERR_CONFLICT, "the file shrank while bytes "
+                 "%llu-%llu were read", (unsigned long long)off,
                  (unsigned long long)(off + len));
   }
   munmap(m, mlen);
