@@ -1,13 +1,25 @@
 /*
- * Between manifest.c (scanning a tree, decoding), manifest_large.c
- * (cutting and hashing one large file) and manifest_delta.c (a version
- * as the change from another).
+ * Between manifest.c (encoding, decoding, checks), manifest_scan.c
+ * (scanning a tree), manifest_large.c (cutting and hashing one large
+ * file) and manifest_delta.c (a version as the change from another).
  */
 #ifndef TENBIN_SYNC_MANIFEST_INT_H
 #define TENBIN_SYNC_MANIFEST_INT_H
 
 #include "sync/manifest.h"
 #include "sync/manifest_text.h"
+
+/* Free what entry me owns / make de a deep copy of se (new contents). */
+void manifest_entry_release(struct manifest_entry *me);
+void manifest_entry_copy(struct manifest_entry *de,
+                         const struct manifest_entry *se);
+/* dst a deep copy of src (new contents). */
+void manifest_check_copy(struct manifest_check *dst,
+                         const struct manifest_check *src);
+/* s with bytes outside printable ASCII as \xNN, for messages. */
+void manifest_escape(const char *s, char *out, size_t outlen);
+/* ts in nanoseconds, saturated past the year 2262. */
+int64_t manifest_ns(const struct timespec *ts);
 
 /*
  * Append to m (sorted and valid so far) one entry: decoded from o, or a
