@@ -402,8 +402,8 @@ publish_run(uv_work_t *w)
   if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
     prev = &disk;
   rc = manifest_scan(store_rootfd(s), pw->rel, prev ? &prev->m : NULL,
-                     prev ? &prev->c : NULL, &pw->m, &pw->c, &pw->stats,
-                     &pw->e);
+                     prev ? &prev->c : NULL, NULL, &pw->m, &pw->c,
+                     &pw->stats, &pw->e);
   if (rc < 0)
     goto out;
   pw->files = pw->m.files;
