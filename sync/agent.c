@@ -197,6 +197,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   a->loop = loop;
   a->token = xstrdup(cfg->token);
   a->parallel = cfg->parallel > 0 ? cfg->parallel : 4;
+  a->watch = cfg->watch;
   a->batch_bytes = cfg->batch_bytes > 0 ? cfg->batch_bytes
                                         : (size_t)16 << 20;
   if (a->batch_bytes > ((size_t)64 << 20))

@@ -28,6 +28,8 @@ struct agent_config {
   unsigned parallel;     /* batches in flight per pull; 0: 4 */
   size_t batch_bytes;    /* segment data asked per batch; 0: 16 MiB */
   int fsync_publish;     /* sync a replica's data before publishing it */
+  int watch;             /* republish from what inotify saw change
+                            (sync/watch.h has what it cannot see) */
 };
 
 /* Open the store, listen and serve.  *out is new: agent_close(). */

@@ -31,6 +31,7 @@ struct agent {
   char *token;
   unsigned parallel;
   size_t batch_bytes;
+  int watch;                   /* watch published trees (watch.h) */
   struct serve_state *serve;   /* source side caches */
   struct pull *pulls;          /* destination side, a list */
   unsigned background;         /* signature and prestage jobs */

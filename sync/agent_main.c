@@ -3,7 +3,7 @@
  *
  *   tenbin-agent --root DIR [--listen ADDR:PORT] [--token-file FILE]
  *                [--port-file FILE] [--parallel N] [--no-fsync]
- *                [--log-level LEVEL]
+ *                [--watch] [--log-level LEVEL]
  *
  * The token comes from --token-file or TENBIN_AGENT_TOKEN; peers and
  * tenbind present it as a bearer token.
@@ -48,7 +48,8 @@ usage(FILE *f)
           "usage: tenbin-agent --root DIR [--listen ADDR:PORT] "
           "[--token-file FILE]\n"
           "                    [--port-file FILE] [--parallel N] "
-          "[--no-fsync] [--log-level LEVEL]\n"
+          "[--no-fsync] [--watch]\n"
+          "                    [--log-level LEVEL]\n"
           "\n"
           "  --root DIR         the dataset root it serves (store in "
           "DIR/.tenbin)\n"
@@ -60,6 +61,12 @@ usage(FILE *f)
           "  --parallel N       batches in flight per pull (default 4)\n"
           "  --no-fsync         publish replicas without syncing them to "
           "disk first\n"
+          "  --watch            republish a tree from the changes inotify "
+          "saw, not a full\n"
+          "                     scan (not for trees written through mmap "
+          "or hard links\n"
+          "                     from outside; never on network "
+          "filesystems)\n"
           "  --log-level LEVEL  debug, info, warn or error\n",
           DEFAULT_LISTEN);
 }
@@ -145,6 +152,7 @@ main(int argc, char **argv)
       {"port-file", required_argument, NULL, 'p'},
       {"parallel", required_argument, NULL, 'j'},
       {"no-fsync", no_argument, NULL, 'n'},
+      {"watch", no_argument, NULL, 'w'},
       {"log-level", required_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -198,6 +206,9 @@ main(int argc, char **argv)
     }
     case 'n':
       cfg.fsync_publish = 0;
+      break;
+    case 'w':
+      cfg.watch = 1;
       break;
     case 'v':
       if (log_parse_level(optarg, &level) < 0) {

@@ -30,6 +30,7 @@
 #include "sync/agent_int.h"
 #include "sync/delta.h"
 #include "sync/path.h"
+#include "sync/watch.h"
 #include "sync/wire.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -101,6 +102,7 @@ struct last_publish {
   char v[MANIFEST_ID_HEX + 1];
   struct manifest m;
   struct manifest_checks c;
+  struct watch *watch;         /* changes since m's scan, or NULL */
   int busy;
   uint64_t used;
   struct last_publish *next;
@@ -279,6 +281,12 @@ struct publish_work {
   struct manifest sm;
   struct manifest_checks sc;
   int seed;
+  /* --watch: what the scan adds its directories to (a new instance, or
+   * extending last's watch), and the changes taken from last's watch. */
+  struct watch_build *wb;
+  int wb_extends;
+  struct watch_changes changes;
+  int by_changes;              /* the scan looked at changes alone */
   struct manifest_scan_stats stats;
   uint64_t files, dirs, links, bytes;
   struct err e;
@@ -389,6 +397,7 @@ publish_run(uv_work_t *w)
   struct last_publish disk;
   const struct last_publish *prev = pw->last;
   struct publish_side side = {0};
+  const struct manifest_dir_hook *hook;
   char path[PATH_MAX];
   char *text = NULL;
   size_t len;
@@ -401,9 +410,22 @@ publish_run(uv_work_t *w)
    * republish then reads only the files whose stat identity changed. */
   if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
     prev = &disk;
-  rc = manifest_scan(store_rootfd(s), pw->rel, prev ? &prev->m : NULL,
-                     prev ? &prev->c : NULL, NULL, &pw->m, &pw->c,
-                     &pw->stats, &pw->e);
+  hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
+  rc = 0;
+  if (pw->by_changes) {
+    rc = manifest_scan_changes(store_rootfd(s), pw->rel, &prev->m, &prev->c,
+                               pw->changes.v, pw->changes.n, hook, &pw->m,
+                               &pw->c, &pw->stats, &pw->e);
+    if (rc == ERR_CONFLICT) {
+      log_warn("publish %s from '%s': %s; scanning it whole", pw->name,
+               pw->rel, err_msg(&pw->e));
+      pw->by_changes = 0;
+    }
+  }
+  if (!pw->by_changes)
+    rc = manifest_scan(store_rootfd(s), pw->rel, prev ? &prev->m : NULL,
+                       prev ? &prev->c : NULL, hook, &pw->m, &pw->c,
+                       &pw->stats, &pw->e);
   if (rc < 0)
     goto out;
   pw->files = pw->m.files;
@@ -486,16 +508,18 @@ last_find(struct serve_state *st, const char *name, const char *rel)
 static void
 last_free(struct last_publish *lp)
 {
+  if (lp->watch != NULL)
+    watch_close(lp->watch, NULL, NULL);
   manifest_release(&lp->m);
   manifest_checks_release(&lp->c);
   free(lp);
 }
 
-/* Keep pw's new manifest as the last publish of its path. */
-static void
+/* Keep pw's new manifest as the last publish of its path (returned). */
+static struct last_publish *
 last_store(struct serve_state *st, struct publish_work *pw)
 {
-  struct last_publish *lp = pw->last;
+  struct last_publish *lp = pw->last, *kept;
   size_t n = 0;
 
   if (lp == NULL) {
@@ -513,6 +537,7 @@ last_store(struct serve_state *st, struct publish_work *pw)
   manifest_checks_init(&pw->c);
   memcpy(lp->v, pw->v, sizeof(lp->v));
   lp->used = ++st->clock;
+  kept = lp;
   for (struct last_publish *x = st->last; x != NULL; x = x->next)
     n++;
   while (n-- > LAST_PUBLISH_MAX) {
@@ -528,6 +553,7 @@ last_store(struct serve_state *st, struct publish_work *pw)
     *victim = lp->next;
     last_free(lp);
   }
+  return kept;
 }
 
 /* Forget a cached served version (its checks were just replaced). */
@@ -574,9 +600,48 @@ served_seed(struct serve_state *st, struct publish_work *pw)
   served_trim(st);
 }
 
+/*
+ * --watch: take the changes seen since the last publish of the path,
+ * when its watch saw them all, and have the scan add the directories it
+ * lists to that watch; else a new watch, built by a full scan.
+ */
+static void
+watch_prepare(struct publish_work *pw)
+{
+  struct last_publish *lp = pw->last;
+  char label[sizeof(pw->name) + sizeof(pw->rel) + 16];
+
+  if (lp != NULL && lp->watch != NULL &&
+      watch_take(lp->watch, &pw->changes) == 0) {
+    pw->by_changes = 1;
+    pw->wb = watch_extend(lp->watch);
+    pw->wb_extends = 1;
+    return;
+  }
+  snprintf(label, sizeof(label), "%s from '%s'", pw->name, pw->rel);
+  pw->wb = watch_build_new(label, strcmp(pw->rel, ".") == 0);
+}
+
+/* After pw's publish, lp (its path's last publish) is watched from its
+ * scan on: by the watch it extended, the one it built, or none. */
+static void
+watch_finish(struct agent *a, struct last_publish *lp,
+             struct publish_work *pw)
+{
+  if (pw->wb_extends) {
+    watch_extended(lp->watch, pw->wb);
+  } else {
+    if (lp->watch != NULL)
+      watch_close(lp->watch, NULL, NULL);
+    lp->watch = pw->wb != NULL ? watch_start(a->loop, pw->wb) : NULL;
+  }
+  pw->wb = NULL;
+}
+
 static void
 publish_work_free(struct publish_work *pw)
 {
+  watch_changes_release(&pw->changes);
   manifest_release(&pw->m);
   manifest_checks_release(&pw->c);
   manifest_release(&pw->sm);
@@ -597,6 +662,7 @@ publish_done(uv_work_t *w, int status)
   if (pw->last != NULL)
     pw->last->busy = 0;
   if (pw->rc < 0) {
+    watch_build_free(pw->wb);
     log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
              err_msg(&pw->e));
     agent_reply_err(pw->req, &pw->e);
@@ -604,7 +670,7 @@ publish_done(uv_work_t *w, int status)
     agent_work_done(a);
     return;
   }
-  last_store(a->serve, pw);
+  watch_finish(a, last_store(a->serve, pw), pw);
   served_drop(a->serve, pw->name, pw->v);
   if (pw->seed)
     served_seed(a->serve, pw);
@@ -613,18 +679,21 @@ publish_done(uv_work_t *w, int status)
   else
     snprintf(dir, sizeof(dir), "%s/%s", store_root(a->store), pw->rel);
   log_info("published %s@%.12s from '%s': %llu files, %llu bytes "
-           "(%llu hashed, %llu reused)", pw->name, pw->v, pw->rel,
+           "(%llu hashed, %llu reused; %s)", pw->name, pw->v, pw->rel,
            (unsigned long long)pw->files, (unsigned long long)pw->bytes,
            (unsigned long long)pw->stats.files_hashed,
-           (unsigned long long)pw->stats.files_reused);
-  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I}", "version",
-                pw->v, "files", (json_int_t)pw->files, "dirs",
+           (unsigned long long)pw->stats.files_reused,
+           pw->by_changes ? "the watched changes looked at" : "scanned whole");
+  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:s, s:I}",
+                "version", pw->v, "files", (json_int_t)pw->files, "dirs",
                 (json_int_t)pw->dirs, "links", (json_int_t)pw->links,
                 "bytes", (json_int_t)pw->bytes, "path", dir,
                 "files_hashed", (json_int_t)pw->stats.files_hashed,
                 "files_reused", (json_int_t)pw->stats.files_reused,
                 "segments_reused",
-                (json_int_t)pw->stats.segments_reused);
+                (json_int_t)pw->stats.segments_reused, "scan",
+                pw->by_changes ? "changes" : "full", "changes",
+                (json_int_t)(pw->by_changes ? pw->changes.n : 0));
   agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
   publish_work_free(pw);
   agent_work_done(a);
@@ -678,6 +747,8 @@ serve_publish(struct agent *a, struct http_request *req, const char *name)
   pw->last = last_find(a->serve, name, pw->rel);
   if (pw->last != NULL)
     pw->last->busy = 1;
+  if (a->watch)
+    watch_prepare(pw);
   pw->w.data = pw;
   json_decref(body);
   agent_queue(a, &pw->w, publish_run, publish_done);
