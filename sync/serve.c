@@ -287,6 +287,7 @@ struct publish_work {
   int wb_extends;
   struct watch_changes changes;
   int by_changes;              /* the scan looked at changes alone */
+  int unchanged;               /* none: last's manifest and checks hold */
   struct manifest_scan_stats stats;
   uint64_t files, dirs, links, bytes;
   struct err e;
@@ -410,6 +411,20 @@ publish_run(uv_work_t *w)
    * republish then reads only the files whose stat identity changed. */
   if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
     prev = &disk;
+  if (pw->by_changes && pw->changes.n == 0) {
+    /* The watch saw nothing change: the last version again, its
+     * manifest and checks as they are. */
+    memcpy(pw->v, prev->v, sizeof(pw->v));
+    pw->existed = 1;
+    pw->unchanged = 1;
+    pw->files = prev->m.files;
+    pw->dirs = prev->m.dirs;
+    pw->links = prev->m.links;
+    pw->bytes = prev->m.bytes;
+    pw->stats.files_reused = prev->m.files;
+    rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+    goto out;
+  }
   hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
   rc = 0;
   if (pw->by_changes) {
@@ -529,13 +544,15 @@ last_store(struct serve_state *st, struct publish_work *pw)
     lp->next = st->last;
     st->last = lp;
   }
-  manifest_release(&lp->m);
-  manifest_checks_release(&lp->c);
-  lp->m = pw->m;
-  lp->c = pw->c;
-  manifest_init(&pw->m);
-  manifest_checks_init(&pw->c);
-  memcpy(lp->v, pw->v, sizeof(lp->v));
+  if (!pw->unchanged) {
+    manifest_release(&lp->m);
+    manifest_checks_release(&lp->c);
+    lp->m = pw->m;
+    lp->c = pw->c;
+    manifest_init(&pw->m);
+    manifest_checks_init(&pw->c);
+    memcpy(lp->v, pw->v, sizeof(lp->v));
+  }
   lp->used = ++st->clock;
   kept = lp;
   for (struct last_publish *x = st->last; x != NULL; x = x->next)
@@ -671,7 +688,8 @@ publish_done(uv_work_t *w, int status)
     return;
   }
   watch_finish(a, last_store(a->serve, pw), pw);
-  served_drop(a->serve, pw->name, pw->v);
+  if (!pw->unchanged)
+    served_drop(a->serve, pw->name, pw->v);
   if (pw->seed)
     served_seed(a->serve, pw);
   if (strcmp(pw->rel, ".") == 0)

@@ -3,8 +3,9 @@
 # is pulled complete and identical (content, modes, mtimes, links), the
 # next version moves only changed blocks and new files, renamed and
 # unchanged files are hard links to the previous version, manifests
-# come as deltas against the destination's replicas, and bad input is
-# refused with the right status naming what is wrong.
+# come as deltas against the destination's replicas, bad input is
+# refused with the right status naming what is wrong, and with --watch a
+# republish looks only at what changed and finds what a full scan finds.
 . "$(dirname "$0")/lib.sh"
 
 SRC="$T_DIR/src"
@@ -361,6 +362,48 @@ if printf '%s' "$st" | grep -q '"state":"complete"' &&
 else
   t_fail "damaged delta: $(printf '%s' "$st" | head -c 300)"
 fi
+
+# ---- --watch: a republish looks only at what inotify saw change ----
+W="$T_DIR/watched"
+cp -a "$SRC/ds" "$T_DIR/watched-ds"
+mkdir -p "$W" && mv "$T_DIR/watched-ds" "$W/ds"
+t_agent_start C "$W" --watch
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "with --watch the first publish scans the tree whole" "$out" \
+  '^201 .*"scan":"full"'
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a watched republish of an unchanged tree looks at nothing" \
+  "$out" '^200 .*"scan":"changes","changes":0'
+printf 'edited' >"$W/ds/a.txt"
+rm "$W/ds/empty"
+chmod 0700 "$W/ds/sub"
+mkdir -p "$W/ds/fresh/deeper"
+printf 'new' >"$W/ds/fresh/deeper/n.txt"
+ln -s ../a.txt "$W/ds/fresh/l"
+mv "$W/ds/new.bin" "$W/ds/sub/renamed.bin"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a watched republish looks only at the paths that changed" \
+  "$out" '^201 .*"files_hashed":3,.*"scan":"changes","changes":6'
+VW=$(printf '%s' "${out#* }" | jq -r .version)
+# The same tree scanned whole, by an agent that watches nothing yet,
+# must name the same version.
+t_agent_stop C
+t_agent_start C "$W"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "the version a watch built is the one a full scan finds" "$out" \
+  "^200 .*\"version\":\"$VW\".*\"scan\":\"full\""
+t_agent_stop C
+t_agent_start C "$W" --watch
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+mv "$W/ds/fresh" "$W/ds/moved"
+printf 'in the moved directory' >"$W/ds/moved/deeper/n.txt"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a renamed directory makes the next publish scan the tree whole" \
+  "$out" '^201 .*"scan":"full"'
+t_expect "and the agent says why" \
+  "$(grep -c 'watch of w from .ds. lost (a directory was renamed' \
+     "$T_DIR/agent-C.log")" '^1$'
+t_agent_stop C
 
 t_agent_stop A
 t_agent_stop B
