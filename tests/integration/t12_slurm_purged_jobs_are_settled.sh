@@ -18,9 +18,11 @@ wait_purged() {
 
 # run_and_purge: submit a job that succeeds and one that fails, take
 # slurmrestd away until Slurm has forgotten both, then bring it back.
+# The jobs run long enough that slurmrestd is gone before they end, even
+# on a slow machine (with 1 s, a busy CI host saw them end first).
 run_and_purge() {
-  ok=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 1; echo fine')
-  bad=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 1; exit 7')
+  ok=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 5; echo fine')
+  bad=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 5; exit 7')
   t_wait_state "$ok" running 60 >/dev/null || true
   t_wait_state "$bad" running 60 >/dev/null || true
   ok_rid=$(curl -fsS "$T_URL/v1/jobs/$ok" | jq -r .remote_id)
