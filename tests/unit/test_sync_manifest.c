@@ -621,6 +621,19 @@ test_scan_cuts_a_large_file_by_content_into_two_level_segments(void **state)
 /* The manifest and checks of two scans are the same, byte for byte. */
 /* The three scans (and their checks) of a rescan test. */
 static void
+init_scans(struct manifest *m1, struct manifest *m2, struct manifest *m3,
+           struct manifest_checks *c1, struct manifest_checks *c2,
+           struct manifest_checks *c3)
+{
+  manifest_init(m1);
+  manifest_init(m2);
+  manifest_init(m3);
+  manifest_checks_init(c1);
+  manifest_checks_init(c2);
+  manifest_checks_init(c3);
+}
+
+static void
 release_scans(struct manifest *m1, struct manifest *m2, struct manifest *m3,
               struct manifest_checks *c1, struct manifest_checks *c2,
               struct manifest_checks *c3)
@@ -800,12 +813,7 @@ test_rescan_of_a_touched_large_file_reuses_every_segment(void **state)
   fill_random(data, size, 9);
   put_dir(f, "big");
   put_file(f, "big/f.bin", data, size);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&m3);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&c3);
+  init_scans(&m1, &m2, &m3, &c1, &c2, &c3);
   assert_int_equal(scan(f, "big", NULL, NULL, &m1, &c1, NULL, &e), 0);
   n = assert_large_entry(f, "big/f.bin", &m1.v[0], &c1.v[0], data, size);
 
@@ -941,12 +949,7 @@ test_rescan_reuses_hashes_of_unchanged_files(void **state)
   struct err e;
 
   make_small_tree(f);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&m3);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&c3);
+  init_scans(&m1, &m2, &m3, &c1, &c2, &c3);
   assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, &st, &e), 0);
   assert_int_equal(st.files_hashed, 4);
 
@@ -989,12 +992,7 @@ test_rescan_of_moved_files_keeps_hashes_only_for_the_same_content(
   int fd;
 
   make_small_tree(f);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&m3);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&c3);
+  init_scans(&m1, &m2, &m3, &c1, &c2, &c3);
   assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, &st, &e), 0);
 
   /* Moved (a rename changes the ctime): found by inode, its XXH3-128
@@ -1380,12 +1378,7 @@ test_scan_of_changes_matches_a_full_scan(void **state)
       put_file(f, rel, rel, strlen(rel));
     }
   }
-  manifest_init(&prev);
-  manifest_init(&inc);
-  manifest_init(&full);
-  manifest_checks_init(&prev_c);
-  manifest_checks_init(&inc_c);
-  manifest_checks_init(&full_c);
+  init_scans(&prev, &inc, &full, &prev_c, &inc_c, &full_c);
   assert_int_equal(scan(f, "ds", NULL, NULL, &prev, &prev_c, NULL, &e), 0);
   for (unsigned round = 0; round < 200; round++) {
     ch.n = 0;
@@ -1437,12 +1430,7 @@ test_scan_of_a_directory_chmod_reads_nothing_beneath(void **state)
   ssize_t j;
 
   make_small_tree(f);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&unused);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&unused_c);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
   assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, NULL, &e), 0);
   fx_path(f, "ds/dir", p, sizeof(p));
   assert_int_equal(chmod(p, 0711), 0);
@@ -1472,12 +1460,7 @@ test_scan_of_changes_refuses_a_list_that_missed_a_directory(void **state)
   struct err e;
 
   make_small_tree(f);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&unused);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&unused_c);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
   assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, NULL, &e), 0);
   put_dir(f, "ds/new");
   put_file(f, "ds/new/f", "f", 1);
@@ -1515,12 +1498,7 @@ test_scan_hook_sees_each_directory_listed(void **state)
   struct err e;
 
   make_small_tree(f);
-  manifest_init(&m1);
-  manifest_init(&m2);
-  manifest_init(&unused);
-  manifest_checks_init(&c1);
-  manifest_checks_init(&c2);
-  manifest_checks_init(&unused_c);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
   assert_int_equal(manifest_scan(f->rootfd, "ds", NULL, NULL, &hook, &m1,
                                  &c1, NULL, &e),
                    0);
