@@ -30,9 +30,17 @@ t_crash
 # The shim dies while tenbind is down, before it can record anything;
 # its job follows it (parent-death signal).  Killing the job first would
 # let the shim record the job's death, a true end rather than a vanishing.
-shim=$(cut -d' ' -f1 "$T_STATE/jobs/$id/shim.pid")
-job=$(pgrep -P "$shim" || true)
-kill -KILL "$shim"
+# "running" is recorded once the shim is spawned, which may be before it
+# has written shim.pid or forked the job: wait for both.
+shim= job=
+for _ in $(seq 1 100); do
+  shim=$(cut -d' ' -f1 "$T_STATE/jobs/$id/shim.pid" 2>/dev/null || true)
+  [ -n "$shim" ] && job=$(pgrep -P "$shim" || true)
+  [ -n "$job" ] && break
+  sleep 0.05
+done
+t_expect "the shim recorded itself and forked the job" "$shim:$job" '^[0-9]+:[0-9]+$'
+[ -n "$shim" ] && kill -KILL "$shim"
 for _ in $(seq 1 50); do
   [ -n "$job" ] && kill -0 "$job" 2>/dev/null || break
   sleep 0.1
