@@ -30,6 +30,7 @@
  * small files, 8 at 2 GiB, 12 at 2^50.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,43 @@ delta_read_exact(int fd, void *p, size_t n, uint64_t off, struct err *e)
   return 0;
 }
 
+/*
+ * Writers of one file take turns here.  The kernel serializes buffered
+ * writes to an inode on its lock anyway, and its waiters spin while the
+ * writer runs: with several segments of one large file copied at once
+ * (case b of bench/sync: 2 GiB, 1 MiB inserted) the destination spent
+ * 0.75-0.85 s of CPU on a 0.45-0.5 s pull, 0.57-0.66 s with the turns
+ * and the same wall time.  Waiting here sleeps, and leaves the core to
+ * the hashing of other segments.  Striped by inode: two files may share
+ * a lock, never one file two.
+ */
+#define WRITE_LOCKS 64
+
+static pthread_mutex_t write_locks[WRITE_LOCKS];
+static pthread_once_t write_locks_once = PTHREAD_ONCE_INIT;
+
+static void
+write_locks_init(void)
+{
+  for (size_t i = 0; i < WRITE_LOCKS; i++)
+    pthread_mutex_init(&write_locks[i], NULL);
+}
+
+/* The lock of fd's inode, or NULL when it cannot be known (the write
+ * then goes unlocked, as it would have). */
+static pthread_mutex_t *
+write_lock_of(int fd)
+{
+  struct stat st;
+  uint64_t h;
+
+  if (fstat(fd, &st) < 0)
+    return NULL;
+  pthread_once(&write_locks_once, write_locks_init);
+  h = ((uint64_t)st.st_ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)st.st_dev;
+  return &write_locks[(h >> 32) % WRITE_LOCKS];
+}
+
 /* pwrite all n bytes at off, naming the two errors an operator can act
  * on (a full disk, a file size limit) in words. */
 static int
@@ -152,6 +190,21 @@ write_exact(int fd, const void *p, size_t n, uint64_t off, struct err *e)
     put += (size_t)w;
   }
   return 0;
+}
+
+/* write_exact in fd's turn: lock from write_lock_of, or NULL. */
+static int
+write_turn(int fd, pthread_mutex_t *lock, const void *p, size_t n,
+           uint64_t off, struct err *e)
+{
+  int rc;
+
+  if (lock != NULL)
+    pthread_mutex_lock(lock);
+  rc = write_exact(fd, p, n, off, e);
+  if (lock != NULL)
+    pthread_mutex_unlock(lock);
+  return rc;
 }
 
 /* ---- hashes ---- */
@@ -1349,6 +1402,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
   struct sums sums = {0};
   rs_buffers_t bufs = {0};
   rs_job_t *job = NULL;
+  pthread_mutex_t *lock = write_lock_of(out_fd);
   char *ob = NULL;
   size_t oblen;
   uint64_t written = 0;
@@ -1396,7 +1450,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
       rc = sums_update(&sums, ob, produced, e);
       if (rc < 0)
         goto out;
-      rc = write_exact(out_fd, ob, produced, out_off + written, e);
+      rc = write_turn(out_fd, lock, ob, produced, out_off + written, e);
       if (rc < 0)
         goto out;
       written += produced;
@@ -1444,7 +1498,7 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
   if (rc == 0)
     rc = sums_update(&sums, data, len, e);
   if (rc == 0)
-    rc = write_exact(out_fd, data, len, out_off, e);
+    rc = write_turn(out_fd, write_lock_of(out_fd), data, len, out_off, e);
   if (rc == 0)
     rc = sums_end(&sums, sha, e);
   sums_release(&sums);
@@ -1454,6 +1508,7 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
 struct sum_copy {
   struct sums *sums;
   int out;          /* -1: sums only */
+  pthread_mutex_t *lock; /* out's write lock, or NULL */
   uint64_t out_off; /* where the next bytes go in out */
   struct err *e;
 };
@@ -1465,7 +1520,7 @@ sum_copy_chunk(void *arg, const uint8_t *p, size_t n)
   int rc = sums_update(sc->sums, p, n, sc->e);
 
   if (rc == 0 && sc->out >= 0)
-    rc = write_exact(sc->out, p, n, sc->out_off, sc->e);
+    rc = write_turn(sc->out, sc->lock, p, n, sc->out_off, sc->e);
   sc->out_off += n;
   return rc;
 }
@@ -1478,7 +1533,8 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
           uint8_t *sha, uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
-  struct sum_copy sc = {&sums, out, out_off, e};
+  struct sum_copy sc = {&sums, out, out >= 0 ? write_lock_of(out) : NULL,
+                        out_off, e};
   int rc;
 
   rc = sums_begin(&sums, sha, fp, NULL, e);
