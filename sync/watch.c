@@ -58,6 +58,7 @@ struct watch_build {
 struct change_slot {
   char *path; /* NULL: empty */
   uint64_t h;
+  uint64_t seq; /* the watch's seq when last noted */
   unsigned flags;
 };
 
@@ -74,6 +75,12 @@ struct watch {
   unsigned extending;   /* builds adding to the instance */
   uint8_t *pending;     /* their events, as read */
   size_t plen;
+  uint64_t seq;         /* changes noted, ever */
+  uv_timer_t quiet;     /* fires quiet_ms after the last change */
+  uint64_t quiet_ms;
+  void (*quiet_cb)(void *arg);
+  void *quiet_arg;
+  int open_handles;     /* poll and quiet, until closed */
   void (*close_cb)(void *arg);
   void *close_arg;
 };
@@ -262,6 +269,7 @@ note_change(struct watch *w, const char *path, unsigned flags)
        k = (k + 1) & (w->cap - 1)) {
     if (w->set[k].h == h && strcmp(w->set[k].path, path) == 0) {
       w->set[k].flags |= flags;
+      w->set[k].seq = ++w->seq;
       return;
     }
   }
@@ -271,6 +279,7 @@ note_change(struct watch *w, const char *path, unsigned flags)
   }
   w->set[k].path = xstrdup(path);
   w->set[k].h = h;
+  w->set[k].seq = ++w->seq;
   w->set[k].flags = flags;
   w->used++;
 }
@@ -353,8 +362,18 @@ apply_event(struct watch *w, const struct inotify_event *ev)
 }
 
 static void
+on_quiet(uv_timer_t *t)
+{
+  struct watch *w = t->data;
+
+  if (!w->lost && w->quiet_cb != NULL)
+    w->quiet_cb(w->quiet_arg);
+}
+
+static void
 apply_events(struct watch *w, const uint8_t *p, size_t len)
 {
+  uint64_t seq = w->seq;
   size_t off = 0;
 
   while (off + sizeof(struct inotify_event) <= len) {
@@ -363,6 +382,9 @@ apply_events(struct watch *w, const uint8_t *p, size_t len)
     apply_event(w, ev);
     off += sizeof(*ev) + ev->len;
   }
+  /* Once per read, not per event: a quiet period starts again. */
+  if (w->seq != seq && w->quiet_cb != NULL && !w->lost)
+    uv_timer_start(&w->quiet, on_quiet, w->quiet_ms, 0);
 }
 
 /* Read every event queued now. */
@@ -453,6 +475,9 @@ watch_start(uv_loop_t *loop, struct watch_build *b)
   }
   build_release(b);
   w->poll.data = w;
+  uv_timer_init(loop, &w->quiet);
+  w->quiet.data = w;
+  w->open_handles = 2;
   uv_poll_start(&w->poll, UV_READABLE, on_readable);
   /* Changes during the scan are queued already. */
   drain(w);
@@ -511,6 +536,44 @@ watch_take(struct watch *w, struct watch_changes *out)
   return 0;
 }
 
+int
+watch_peek(struct watch *w, uint64_t since, struct watch_changes *out,
+           uint64_t *upto)
+{
+  size_t k = 0;
+
+  memset(out, 0, sizeof(*out));
+  drain(w);
+  *upto = w->seq;
+  if (w->lost)
+    return ERR_CONFLICT;
+  out->v = xmalloc((w->used > 0 ? w->used : 1) * sizeof(*out->v));
+  for (size_t i = 0; i < w->cap; i++) {
+    if (w->set[i].path == NULL || w->set[i].seq <= since)
+      continue;
+    out->v[k].path = xstrdup(w->set[i].path);
+    out->v[k++].flags = w->set[i].flags;
+  }
+  out->n = k;
+  qsort(out->v, out->n, sizeof(*out->v), change_cmp);
+  return 0;
+}
+
+uint64_t
+watch_seq(const struct watch *w)
+{
+  return w->seq;
+}
+
+void
+watch_on_quiet(struct watch *w, uint64_t ms, void (*cb)(void *arg),
+               void *arg)
+{
+  w->quiet_ms = ms;
+  w->quiet_cb = cb;
+  w->quiet_arg = arg;
+}
+
 void
 watch_changes_release(struct watch_changes *c)
 {
@@ -529,6 +592,8 @@ on_closed(uv_handle_t *h)
   void (*cb)(void *) = w->close_cb;
   void *arg = w->close_arg;
 
+  if (--w->open_handles > 0)
+    return;
   close(w->fd);
   set_clear(w);
   for (size_t i = 0; i < w->ndirs; i++)
@@ -545,5 +610,7 @@ watch_close(struct watch *w, void (*cb)(void *arg), void *arg)
 {
   w->close_cb = cb;
   w->close_arg = arg;
+  w->quiet_cb = NULL;
   uv_close((uv_handle_t *)&w->poll, on_closed);
+  uv_close((uv_handle_t *)&w->quiet, on_closed);
 }

@@ -30,6 +30,7 @@
 #define TENBIN_SYNC_WATCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "sync/manifest.h"
@@ -70,6 +71,20 @@ struct watch_changes {
  * (out empty): scan the whole tree. */
 int watch_take(struct watch *w, struct watch_changes *out);
 void watch_changes_release(struct watch_changes *c);
+/*
+ * The changes noted after seq `since` (0: all since the last take),
+ * copied into out (new contents), leaving the set as it is: what a draft
+ * of the next publish looks at (serve.c).  *upto: the seq they reach,
+ * the next peek's since.  0, or ERR_CONFLICT when the watch is lost.
+ */
+int watch_peek(struct watch *w, uint64_t since, struct watch_changes *out,
+               uint64_t *upto);
+/* Changes noted so far, ever (grows with each; never reset by a take). */
+uint64_t watch_seq(const struct watch *w);
+/* cb(arg) on the loop once ms have passed without a change after one,
+ * until the watch is lost or closed; cb NULL: never. */
+void watch_on_quiet(struct watch *w, uint64_t ms, void (*cb)(void *arg),
+                    void *arg);
 /* Changes were taken and then not used: the next scan must be whole. */
 void watch_lose(struct watch *w, const char *why);
 

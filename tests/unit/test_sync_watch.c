@@ -310,6 +310,95 @@ test_watch_is_lost_when_a_publish_fails_after_taking(void **state)
   assert_int_equal(watch_take(f->w, &ch), ERR_CONFLICT);
 }
 
+/* A draft of the next publish peeks: it gets the changes after the seq
+ * it last reached, a path changed again among them, and the publish's
+ * take still gets every change. */
+static void
+test_watch_peek_gives_changes_after_a_seq_and_leaves_them_for_the_take(
+    void **state)
+{
+  struct fx *f = *state;
+  struct watch_changes ch;
+  uint64_t s1, s2, s3;
+
+  make_tree(f);
+  start(f, "ds");
+  put(f, "ds/a", "a again");
+  assert_int_equal(watch_peek(f->w, 0, &ch, &s1), 0);
+  assert_int_equal(ch.n, 1);
+  assert_change(&ch, 0, "a", MANIFEST_CHANGED_ENTRY);
+  assert_true(s1 > 0);
+  assert_int_equal(watch_seq(f->w), s1);
+  watch_changes_release(&ch);
+
+  assert_int_equal(watch_peek(f->w, s1, &ch, &s2), 0);
+  assert_int_equal(ch.n, 0);
+  assert_int_equal(s2, s1);
+  watch_changes_release(&ch);
+
+  put(f, "ds/d/c", "c again");
+  put(f, "ds/a", "a a third time");
+  assert_int_equal(watch_peek(f->w, s1, &ch, &s3), 0);
+  assert_true(s3 > s1);
+  assert_int_equal(ch.n, 2);
+  assert_change(&ch, 0, "a", MANIFEST_CHANGED_ENTRY);
+  assert_change(&ch, 1, "d/c", MANIFEST_CHANGED_ENTRY);
+  watch_changes_release(&ch);
+
+  assert_int_equal(watch_take(f->w, &ch), 0);
+  assert_int_equal(ch.n, 2);
+  watch_changes_release(&ch);
+  /* The seq goes on counting after a take. */
+  put(f, "ds/b", "b again");
+  assert_int_equal(watch_peek(f->w, s3, &ch, &s2), 0);
+  assert_int_equal(ch.n, 1);
+  assert_change(&ch, 0, "b", MANIFEST_CHANGED_ENTRY);
+  watch_changes_release(&ch);
+}
+
+static void
+count_quiet(void *arg)
+{
+  (*(int *)arg)++;
+}
+
+/* The quiet callback comes once after a burst of changes, not per
+ * change, and again only after another change; a lost watch has none. */
+static void
+test_watch_calls_back_once_a_burst_of_changes_has_gone_quiet(void **state)
+{
+  struct fx *f = *state;
+  int quiet = 0;
+  char rel[64];
+
+  make_tree(f);
+  start(f, "ds");
+  watch_on_quiet(f->w, 30, count_quiet, &quiet);
+  for (int i = 0; i < 20; i++) {
+    snprintf(rel, sizeof(rel), "ds/x%d", i);
+    put(f, rel, "x");
+  }
+  while (quiet == 0)
+    uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(quiet, 1);
+  /* Nothing armed now: the loop has only the idle poll left. */
+  usleep(100 * 1000);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(quiet, 1);
+
+  put(f, "ds/a", "again");
+  while (quiet == 1)
+    uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(quiet, 2);
+
+  watch_lose(f->w, "test");
+  put(f, "ds/b", "after the loss");
+  usleep(100 * 1000);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(quiet, 2);
+}
+
 /* The agent's store at the top of its root is not the dataset's. */
 static void
 test_watch_of_the_root_ignores_the_store(void **state)
@@ -338,6 +427,8 @@ main(void)
     T(test_watch_is_lost_when_the_event_queue_overflows),
     T(test_watch_is_lost_when_a_publish_fails_after_taking),
     T(test_watch_of_the_root_ignores_the_store),
+    T(test_watch_peek_gives_changes_after_a_seq_and_leaves_them_for_the_take),
+    T(test_watch_calls_back_once_a_burst_of_changes_has_gone_quiet),
   };
 #undef T
 
