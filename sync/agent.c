@@ -113,8 +113,9 @@ static void
 healthz(struct agent *a, struct http_request *req)
 {
   agent_reply_json(req, 200,
-                   json_pack("{s:b, s:I, s:I}", "ok", 1, "background",
-                             (json_int_t)a->background, "served_bytes",
+                   json_pack("{s:b, s:I, s:I, s:I}", "ok", 1, "background",
+                             (json_int_t)a->background, "drafts",
+                             (json_int_t)a->drafts, "served_bytes",
                              (json_int_t)serve_served_bytes(a)));
 }
 
@@ -198,6 +199,9 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   a->token = xstrdup(cfg->token);
   a->parallel = cfg->parallel > 0 ? cfg->parallel : 4;
   a->watch = cfg->watch;
+  a->draft_ms = cfg->draft_ms < 0    ? 0
+                : cfg->draft_ms == 0 ? AGENT_DRAFT_MS
+                                     : (unsigned)cfg->draft_ms;
   a->batch_bytes = cfg->batch_bytes > 0 ? cfg->batch_bytes
                                         : (size_t)16 << 20;
   if (a->batch_bytes > ((size_t)64 << 20))

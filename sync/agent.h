@@ -30,6 +30,8 @@ struct agent_config {
   int fsync_publish;     /* sync a replica's data before publishing it */
   int watch;             /* republish from what inotify saw change
                             (sync/watch.h has what it cannot see) */
+  int draft_ms;          /* with watch: draft the next publish once a
+                            tree is quiet this long; 0: 250, -1: never */
 };
 
 /* Open the store, listen and serve.  *out is new: agent_close(). */

@@ -18,6 +18,9 @@
 #define AGENT_JSON_MAX ((size_t)64 << 10)
 #define AGENT_BATCH_MAX ((size_t)64 << 20)   /* request body */
 #define AGENT_BATCH_FRAMES 4096u
+/* --watch: how long a tree is quiet before its next publish is drafted
+ * (serve.c), unless --draft-ms says otherwise. */
+#define AGENT_DRAFT_MS 250u
 #define AGENT_ANSWER_MAX ((size_t)80 << 20)  /* 64 MiB data + framing */
 
 struct serve_state;
@@ -32,9 +35,11 @@ struct agent {
   unsigned parallel;
   size_t batch_bytes;
   int watch;                   /* watch published trees (watch.h) */
+  unsigned draft_ms;           /* quiet time before a draft; 0: none */
   struct serve_state *serve;   /* source side caches */
   struct pull *pulls;          /* destination side, a list */
-  unsigned background;         /* signature and prestage jobs */
+  unsigned background;         /* signature, prestage and draft jobs */
+  uint64_t drafts;             /* drafts of a publish completed */
   struct prestage_work *prestaging;    /* the job running, or NULL */
   struct prestage_work *prestage_next; /* the one to run after it */
   unsigned inflight;           /* work items on the thread pool */

@@ -49,7 +49,7 @@ usage(FILE *f)
           "[--token-file FILE]\n"
           "                    [--port-file FILE] [--parallel N] "
           "[--no-fsync] [--watch]\n"
-          "                    [--log-level LEVEL]\n"
+          "                    [--draft-ms MS] [--log-level LEVEL]\n"
           "\n"
           "  --root DIR         the dataset root it serves (store in "
           "DIR/.tenbin)\n"
@@ -67,6 +67,10 @@ usage(FILE *f)
           "or hard links\n"
           "                     from outside; never on network "
           "filesystems)\n"
+          "  --draft-ms MS      with --watch, hash what changed once a "
+          "tree has been quiet\n"
+          "                     MS ms, before it is published (default "
+          "250; 0: never)\n"
           "  --log-level LEVEL  debug, info, warn or error\n",
           DEFAULT_LISTEN);
 }
@@ -153,6 +157,7 @@ main(int argc, char **argv)
       {"parallel", required_argument, NULL, 'j'},
       {"no-fsync", no_argument, NULL, 'n'},
       {"watch", no_argument, NULL, 'w'},
+      {"draft-ms", required_argument, NULL, 'd'},
       {"log-level", required_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -210,6 +215,17 @@ main(int argc, char **argv)
     case 'w':
       cfg.watch = 1;
       break;
+    case 'd': {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+
+      if (*optarg == '\0' || *end != '\0' || n < 0 || n > 3600000) {
+        fprintf(stderr, "tenbin-agent: --draft-ms must be 0..3600000\n");
+        return 2;
+      }
+      cfg.draft_ms = n == 0 ? -1 : (int)n;
+      break;
+    }
     case 'v':
       if (log_parse_level(optarg, &level) < 0) {
         fprintf(stderr, "tenbin-agent: --log-level: debug, info, warn or "

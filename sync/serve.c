@@ -96,6 +96,17 @@ struct busy_name {
  */
 #define LAST_PUBLISH_MAX 8
 
+/*
+ * --watch: once a watched tree has been quiet a while (--draft-ms, or 3
+ * times the
+ * last draft's run, whichever is more, so that a tree written now and
+ * then costs at most a quarter of a core), a draft of its next publish
+ * looks at what changed, on the pool.  The publish then reuses the
+ * draft's hashes of every file unchanged since (by stat identity, as it
+ * reuses the last publish's), and reads only what changed after the
+ * draft.  A file is drafted only after a quiet period, so a write after
+ * its draft gives it a later mtime and ctime than the draft recorded.
+ */
 struct last_publish {
   char name[72];
   char rel[PATH_MAX];
@@ -103,12 +114,24 @@ struct last_publish {
   struct manifest m;
   struct manifest_checks c;
   struct watch *watch;         /* changes since m's scan, or NULL */
-  int busy;
+  int busy;                    /* a publish or a draft on the pool */
   uint64_t used;
+  /* The draft: m with the changes the watch saw up to draft_seq looked
+   * at (has_draft), and what happens around it. */
+  struct agent *a;
+  struct manifest dm;
+  struct manifest_checks dc;
+  int has_draft;
+  uint64_t draft_seq;
+  int drafting;
+  int quiet_pending;           /* the tree went quiet while busy */
+  struct publish_work *waiting; /* a publish waiting for the draft */
   struct last_publish *next;
 };
 
 static void last_free(struct last_publish *lp);
+static void draft_drop(struct last_publish *lp);
+static void draft_maybe(struct last_publish *lp);
 
 struct serve_state {
   /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
@@ -117,6 +140,7 @@ struct serve_state {
   int corrupt_deltas;          /* and in every manifest delta */
   /* or in the first answer of each (file, segment), recorded here */
   int corrupt_each;
+  int slow_drafts;             /* drafts sleep 2 s first */
   pthread_mutex_t corrupt_mu;
   uint64_t *corrupted;
   size_t ncorrupted;
@@ -168,6 +192,7 @@ serve_new(struct agent *a)
   a->serve = xcalloc(1, sizeof(*a->serve));
   a->serve->corrupt_deltas = fault_armed("corrupt-manifest-deltas");
   a->serve->corrupt_each = fault_armed("corrupt-each-segment-once");
+  a->serve->slow_drafts = fault_armed("slow-drafts");
   pthread_mutex_init(&a->serve->corrupt_mu, NULL);
   if (fault_armed("corrupt-answers"))
     atomic_store(&a->serve->corrupt_left, 2);
@@ -286,6 +311,7 @@ struct publish_work {
   struct watch_build *wb;
   int wb_extends;
   struct watch_changes changes;
+  uint64_t taken_seq;          /* the watch's seq when they were taken */
   int by_changes;              /* the scan looked at changes alone */
   int unchanged;               /* none: last's manifest and checks hold */
   struct manifest_scan_stats stats;
@@ -397,6 +423,8 @@ publish_run(uv_work_t *w)
   struct store *s = pw->a->store;
   struct last_publish disk;
   const struct last_publish *prev = pw->last;
+  const struct manifest *base_m = NULL;
+  const struct manifest_checks *base_c = NULL;
   struct publish_side side = {0};
   const struct manifest_dir_hook *hook;
   char path[PATH_MAX];
@@ -426,9 +454,19 @@ publish_run(uv_work_t *w)
     goto out;
   }
   hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
+  /* The hashes to reuse: the draft's, which has the last publish's for
+   * every path it did not look at. */
+  if (prev != NULL) {
+    base_m = &prev->m;
+    base_c = &prev->c;
+    if (pw->last != NULL && pw->last->has_draft) {
+      base_m = &pw->last->dm;
+      base_c = &pw->last->dc;
+    }
+  }
   rc = 0;
   if (pw->by_changes) {
-    rc = manifest_scan_changes(store_rootfd(s), pw->rel, &prev->m, &prev->c,
+    rc = manifest_scan_changes(store_rootfd(s), pw->rel, base_m, base_c,
                                pw->changes.v, pw->changes.n, hook, &pw->m,
                                &pw->c, &pw->stats, &pw->e);
     if (rc == ERR_CONFLICT) {
@@ -438,9 +476,8 @@ publish_run(uv_work_t *w)
     }
   }
   if (!pw->by_changes)
-    rc = manifest_scan(store_rootfd(s), pw->rel, prev ? &prev->m : NULL,
-                       prev ? &prev->c : NULL, hook, &pw->m, &pw->c,
-                       &pw->stats, &pw->e);
+    rc = manifest_scan(store_rootfd(s), pw->rel, base_m, base_c, hook,
+                       &pw->m, &pw->c, &pw->stats, &pw->e);
   if (rc < 0)
     goto out;
   pw->files = pw->m.files;
@@ -527,6 +564,7 @@ last_free(struct last_publish *lp)
     watch_close(lp->watch, NULL, NULL);
   manifest_release(&lp->m);
   manifest_checks_release(&lp->c);
+  draft_drop(lp);
   free(lp);
 }
 
@@ -630,6 +668,7 @@ watch_prepare(struct publish_work *pw)
 
   if (lp != NULL && lp->watch != NULL &&
       watch_take(lp->watch, &pw->changes) == 0) {
+    pw->taken_seq = watch_seq(lp->watch);
     pw->by_changes = 1;
     pw->wb = watch_extend(lp->watch);
     pw->wb_extends = 1;
@@ -641,16 +680,25 @@ watch_prepare(struct publish_work *pw)
 
 /* After pw's publish, lp (its path's last publish) is watched from its
  * scan on: by the watch it extended, the one it built, or none. */
+static void on_tree_quiet(void *arg);
+
 static void
 watch_finish(struct agent *a, struct last_publish *lp,
              struct publish_work *pw)
 {
+  /* The draft's changes were among those taken. */
+  draft_drop(lp);
+  lp->a = a;
   if (pw->wb_extends) {
     watch_extended(lp->watch, pw->wb);
+    lp->draft_seq = pw->taken_seq;
   } else {
     if (lp->watch != NULL)
       watch_close(lp->watch, NULL, NULL);
     lp->watch = pw->wb != NULL ? watch_start(a->loop, pw->wb) : NULL;
+    lp->draft_seq = 0;
+    if (lp->watch != NULL && a->draft_ms > 0)
+      watch_on_quiet(lp->watch, a->draft_ms, on_tree_quiet, lp);
   }
   pw->wb = NULL;
 }
@@ -671,15 +719,19 @@ publish_done(uv_work_t *w, int status)
 {
   struct publish_work *pw = w->data;
   struct agent *a = pw->a;
+  struct last_publish *lp;
   char dir[PATH_MAX * 2];
   json_t *v;
 
   (void)status;
   publish_release(a->serve, pw->name);
-  if (pw->last != NULL)
-    pw->last->busy = 0;
+  lp = pw->last;
+  if (lp != NULL)
+    lp->busy = 0;
   if (pw->rc < 0) {
     watch_build_free(pw->wb);
+    if (lp != NULL)
+      draft_drop(lp);
     log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
              err_msg(&pw->e));
     agent_reply_err(pw->req, &pw->e);
@@ -687,7 +739,8 @@ publish_done(uv_work_t *w, int status)
     agent_work_done(a);
     return;
   }
-  watch_finish(a, last_store(a->serve, pw), pw);
+  lp = last_store(a->serve, pw);
+  watch_finish(a, lp, pw);
   if (!pw->unchanged)
     served_drop(a->serve, pw->name, pw->v);
   if (pw->seed)
@@ -714,7 +767,156 @@ publish_done(uv_work_t *w, int status)
                 (json_int_t)(pw->by_changes ? pw->changes.n : 0));
   agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
   publish_work_free(pw);
+  if (lp->quiet_pending)
+    draft_maybe(lp);
   agent_work_done(a);
+}
+
+static void
+publish_start(struct publish_work *pw)
+{
+  if (pw->last != NULL)
+    pw->last->busy = 1;
+  if (pw->a->watch)
+    watch_prepare(pw);
+  pw->w.data = pw;
+  agent_queue(pw->a, &pw->w, publish_run, publish_done);
+}
+
+/* ---- drafts of the next publish (--watch) ---- */
+
+struct draft_work {
+  uv_work_t w;
+  struct agent *a;
+  struct last_publish *lp;     /* busy while this runs */
+  struct watch_changes changes;
+  uint64_t upto;
+  struct watch_build *wb;
+  struct manifest m;
+  struct manifest_checks c;
+  struct manifest_scan_stats stats;
+  uint64_t t0;
+  int slow;                    /* test-only: wait 2 s first */
+  struct err e;
+  int rc;
+};
+
+static void
+draft_drop(struct last_publish *lp)
+{
+  manifest_release(&lp->dm);
+  manifest_checks_release(&lp->dc);
+  manifest_init(&lp->dm);
+  manifest_checks_init(&lp->dc);
+  lp->has_draft = 0;
+}
+
+static void
+draft_run(uv_work_t *w)
+{
+  struct draft_work *dw = w->data;
+  const struct last_publish *lp = dw->lp;
+
+  if (dw->slow)
+    sleep(2);
+  dw->rc = manifest_scan_changes(
+      store_rootfd(dw->a->store), lp->rel, lp->has_draft ? &lp->dm : &lp->m,
+      lp->has_draft ? &lp->dc : &lp->c, dw->changes.v, dw->changes.n,
+      watch_build_hook(dw->wb), &dw->m, &dw->c, &dw->stats, &dw->e);
+}
+
+static void
+draft_done(uv_work_t *w, int status)
+{
+  struct draft_work *dw = w->data;
+  struct last_publish *lp = dw->lp;
+  struct agent *a = dw->a;
+  uint64_t ms = (uv_hrtime() - dw->t0) / 1000000;
+
+  (void)status;
+  a->background--;
+  lp->busy = 0;
+  lp->drafting = 0;
+  /* Directories it found are watched from its listing on, whether or not
+   * a file then failed it; the changes stay for the publish. */
+  watch_extended(lp->watch, dw->wb);
+  if (dw->rc == 0) {
+    draft_drop(lp);
+    lp->dm = dw->m;
+    lp->dc = dw->c;
+    manifest_init(&dw->m);
+    manifest_checks_init(&dw->c);
+    lp->has_draft = 1;
+    lp->draft_seq = dw->upto;
+    a->drafts++;
+    log_debug("draft of %s from '%s': %zu changes, %llu files hashed in "
+              "%llu ms", lp->name, lp->rel, dw->changes.n,
+              (unsigned long long)dw->stats.files_hashed,
+              (unsigned long long)ms);
+  } else {
+    log_info("draft of the next publish of %s from '%s' stopped: %s (the "
+             "publish looks again)", lp->name, lp->rel, err_msg(&dw->e));
+  }
+  watch_on_quiet(lp->watch, ms * 3 > a->draft_ms ? ms * 3 : a->draft_ms,
+                 on_tree_quiet, lp);
+  watch_changes_release(&dw->changes);
+  manifest_release(&dw->m);
+  manifest_checks_release(&dw->c);
+  free(dw);
+  if (lp->waiting != NULL) {
+    struct publish_work *pw = lp->waiting;
+
+    lp->waiting = NULL;
+    publish_start(pw);
+  } else if (lp->quiet_pending) {
+    draft_maybe(lp);
+  }
+  agent_work_done(a);
+}
+
+/* A draft of lp's next publish, when its tree changed since the last one
+ * and nothing else runs for it. */
+static void
+draft_maybe(struct last_publish *lp)
+{
+  struct agent *a = lp->a;
+  struct draft_work *dw;
+
+  if (lp->busy) {
+    lp->quiet_pending = 1;
+    return;
+  }
+  lp->quiet_pending = 0;
+  if (a->closing || lp->watch == NULL ||
+      watch_seq(lp->watch) <= lp->draft_seq)
+    return;
+  dw = xcalloc(1, sizeof(*dw));
+  if (watch_peek(lp->watch, lp->draft_seq, &dw->changes, &dw->upto) < 0 ||
+      dw->changes.n == 0) {
+    watch_changes_release(&dw->changes);
+    free(dw);
+    return;
+  }
+  dw->a = a;
+  dw->lp = lp;
+  dw->wb = watch_extend(lp->watch);
+  manifest_init(&dw->m);
+  manifest_checks_init(&dw->c);
+  dw->t0 = uv_hrtime();
+  /* Test-only fault switch: a draft still running when its publish
+   * comes (t13). */
+  dw->slow = a->serve->slow_drafts;
+  dw->w.data = dw;
+  lp->busy = 1;
+  lp->drafting = 1;
+  a->background++;
+  agent_queue(a, &dw->w, draft_run, draft_done);
+}
+
+static void
+on_tree_quiet(void *arg)
+{
+  draft_maybe(arg);
 }
 
 void
@@ -763,13 +965,13 @@ serve_publish(struct agent *a, struct http_request *req, const char *name)
   manifest_init(&pw->m);
   manifest_checks_init(&pw->c);
   pw->last = last_find(a->serve, name, pw->rel);
-  if (pw->last != NULL)
-    pw->last->busy = 1;
-  if (a->watch)
-    watch_prepare(pw);
-  pw->w.data = pw;
   json_decref(body);
-  agent_queue(a, &pw->w, publish_run, publish_done);
+  if (pw->last != NULL && pw->last->drafting) {
+    /* Its draft's work is the publish's: wait for it. */
+    pw->last->waiting = pw;
+    return;
+  }
+  publish_start(pw);
   return;
 
 fail:

@@ -367,7 +367,8 @@ fi
 W="$T_DIR/watched"
 cp -a "$SRC/ds" "$T_DIR/watched-ds"
 mkdir -p "$W" && mv "$T_DIR/watched-ds" "$W/ds"
-t_agent_start C "$W" --watch
+# No drafts here (below): the counts of files hashed are the publish's.
+t_agent_start C "$W" --watch --draft-ms 0
 out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
 t_expect "with --watch the first publish scans the tree whole" "$out" \
   '^201 .*"scan":"full"'
@@ -403,6 +404,67 @@ t_expect "a renamed directory makes the next publish scan the tree whole" \
 t_expect "and the agent says why" \
   "$(grep -c 'watch of w from .ds. lost (a directory was renamed' \
      "$T_DIR/agent-C.log")" '^1$'
+t_agent_stop C
+
+# ---- --watch: the next publish drafted once the tree is quiet ----
+# drafts_after N: wait until agent C has completed more than N drafts and
+# runs nothing in the background; prints its draft count.
+drafts_now() { t_agent C GET /healthz | sed 's/^[0-9]* //' | jq -r .drafts; }
+drafts_after() {
+  local n h
+  for _ in $(seq 1 200); do
+    h=$(t_agent C GET /healthz | sed 's/^[0-9]* //')
+    n=$(printf '%s' "$h" | jq -r .drafts)
+    [ "$n" -gt "$1" ] && [ "$(printf '%s' "$h" | jq -r .background)" = 0 ] &&
+      break
+    sleep 0.05
+  done
+  echo "$n"
+}
+t_agent_start C "$W" --watch --draft-ms 1000
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+d0=$(drafts_now)
+head -c 300000 /dev/urandom >"$W/ds/big.bin"
+printf 'drafted' >"$W/ds/a.txt"
+d1=$(drafts_after "$d0")
+t_expect "a quiet tree's changes are drafted before any publish" "$d1" \
+  "^$((d0 + 1))\$"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a publish after the draft reads nothing again" "$out" \
+  '^201 .*"files_hashed":0,.*"scan":"changes","changes":2'
+# Rewritten after its draft, same size: the publish reads it again.
+d1=$(drafts_now)
+printf 'drafted' >"$W/ds/a.txt"
+d2=$(drafts_after "$d1")
+printf 'REWRITE' >"$W/ds/a.txt"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+VD=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "a file written after its draft is read again by the publish" \
+  "$out" '^201 .*"files_hashed":1,'
+t_agent_stop C
+t_agent_start C "$W"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "and what the drafts and publishes built is what a full scan finds" \
+  "$out" "^200 .*\"version\":\"$VD\".*\"scan\":\"full\""
+t_agent_stop C
+# A publish that comes while its draft runs waits for it, and uses it.
+TENBIN_FAULT=slow-drafts t_agent_start C "$W" --watch --draft-ms 100
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+printf 'while drafting' >"$W/ds/a.txt"
+for _ in $(seq 1 200); do
+  [ "$(t_agent C GET /healthz | sed 's/^[0-9]* //' | jq -r .background)" = 1 ] &&
+    break
+  sleep 0.02
+done
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a publish that comes while its draft runs waits and reads nothing again" \
+  "$out" '^201 .*"files_hashed":0,.*"scan":"changes","changes":1'
+VD=$(printf '%s' "${out#* }" | jq -r .version)
+t_agent_stop C
+t_agent_start C "$W"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "and names the version a full scan finds" "$out" \
+  "^200 .*\"version\":\"$VD\""
 t_agent_stop C
 
 t_agent_stop A
