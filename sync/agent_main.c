@@ -69,8 +69,8 @@ usage(FILE *f)
           "filesystems)\n"
           "  --draft-ms MS      with --watch, hash what changed once a "
           "tree has been quiet\n"
-          "                     MS ms, before it is published (default "
-          "250; 0: never)\n"
+          "                     MS ms (>= 50), before it is published "
+          "(default 250; 0: never)\n"
           "  --log-level LEVEL  debug, info, warn or error\n",
           DEFAULT_LISTEN);
 }
@@ -219,8 +219,12 @@ main(int argc, char **argv)
       char *end;
       long n = strtol(optarg, &end, 10);
 
-      if (*optarg == '\0' || *end != '\0' || n < 0 || n > 3600000) {
-        fprintf(stderr, "tenbin-agent: --draft-ms must be 0..3600000\n");
+      /* Shorter than a coarse clock's tick, a write right after a draft
+       * could keep the timestamps it recorded (serve.c). */
+      if (*optarg == '\0' || *end != '\0' || n < 0 || (n > 0 && n < 50) ||
+          n > 3600000) {
+        fprintf(stderr, "tenbin-agent: --draft-ms must be 0 (never) or "
+                        "50..3600000\n");
         return 2;
       }
       cfg.draft_ms = n == 0 ? -1 : (int)n;

@@ -98,14 +98,14 @@ struct busy_name {
 
 /*
  * --watch: once a watched tree has been quiet a while (--draft-ms, or 3
- * times the
- * last draft's run, whichever is more, so that a tree written now and
- * then costs at most a quarter of a core), a draft of its next publish
- * looks at what changed, on the pool.  The publish then reuses the
+ * times the last draft's run, whichever is more, so that a tree written
+ * now and then costs at most a quarter of a core), a draft of its next
+ * publish looks at what changed, on the pool.  The publish then reuses the
  * draft's hashes of every file unchanged since (by stat identity, as it
  * reuses the last publish's), and reads only what changed after the
- * draft.  A file is drafted only after a quiet period, so a write after
- * its draft gives it a later mtime and ctime than the draft recorded.
+ * draft.  A file is drafted only after a quiet period (at least 50 ms,
+ * more than a coarse clock's tick), so a write after its draft gives it
+ * a later mtime and ctime than the draft recorded.
  */
 struct last_publish {
   char name[72];
