@@ -513,26 +513,35 @@ change_cmp(const void *a, const void *b)
                 ((const struct manifest_change *)b)->path);
 }
 
-int
-watch_take(struct watch *w, struct watch_changes *out)
+/* The changes noted after seq since into out, sorted: moved out of the
+ * set (take), or copied (peek). */
+static void
+collect(struct watch *w, uint64_t since, int move, struct watch_changes *out)
 {
   size_t k = 0;
 
+  out->v = xmalloc((w->used > 0 ? w->used : 1) * sizeof(*out->v));
+  for (size_t i = 0; i < w->cap; i++) {
+    if (w->set[i].path == NULL || w->set[i].seq <= since)
+      continue;
+    out->v[k].path = move ? w->set[i].path : xstrdup(w->set[i].path);
+    out->v[k++].flags = w->set[i].flags;
+    if (move)
+      w->set[i].path = NULL;
+  }
+  out->n = k;
+  qsort(out->v, out->n, sizeof(*out->v), change_cmp);
+}
+
+int
+watch_take(struct watch *w, struct watch_changes *out)
+{
   memset(out, 0, sizeof(*out));
   drain(w);
   if (w->lost)
     return ERR_CONFLICT;
-  out->v = xmalloc((w->used > 0 ? w->used : 1) * sizeof(*out->v));
-  for (size_t i = 0; i < w->cap; i++) {
-    if (w->set[i].path == NULL)
-      continue;
-    out->v[k].path = w->set[i].path;
-    out->v[k++].flags = w->set[i].flags;
-    w->set[i].path = NULL; /* moved */
-  }
-  out->n = k;
+  collect(w, 0, 1, out);
   set_clear(w);
-  qsort(out->v, out->n, sizeof(*out->v), change_cmp);
   return 0;
 }
 
@@ -540,22 +549,12 @@ int
 watch_peek(struct watch *w, uint64_t since, struct watch_changes *out,
            uint64_t *upto)
 {
-  size_t k = 0;
-
   memset(out, 0, sizeof(*out));
   drain(w);
   *upto = w->seq;
   if (w->lost)
     return ERR_CONFLICT;
-  out->v = xmalloc((w->used > 0 ? w->used : 1) * sizeof(*out->v));
-  for (size_t i = 0; i < w->cap; i++) {
-    if (w->set[i].path == NULL || w->set[i].seq <= since)
-      continue;
-    out->v[k].path = xstrdup(w->set[i].path);
-    out->v[k++].flags = w->set[i].flags;
-  }
-  out->n = k;
-  qsort(out->v, out->n, sizeof(*out->v), change_cmp);
+  collect(w, since, 0, out);
   return 0;
 }
 

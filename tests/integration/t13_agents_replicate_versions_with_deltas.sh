@@ -386,14 +386,17 @@ out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
 t_expect "a watched republish looks only at the paths that changed" \
   "$out" '^201 .*"files_hashed":3,.*"scan":"changes","changes":6'
 VW=$(printf '%s' "${out#* }" | jq -r .version)
-# The same tree scanned whole, by an agent that watches nothing yet,
-# must name the same version.
-t_agent_stop C
-t_agent_start C "$W"
-out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
-t_expect "the version a watch built is the one a full scan finds" "$out" \
-  "^200 .*\"version\":\"$VW\".*\"scan\":\"full\""
-t_agent_stop C
+# full_scan_finds WHAT VERSION: the tree scanned whole, by an agent C
+# (stopped first) that watches nothing yet, names VERSION.
+full_scan_finds() {
+  local out
+  t_agent_stop C
+  t_agent_start C "$W"
+  out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+  t_expect "$1" "$out" "^200 .*\"version\":\"$2\".*\"scan\":\"full\""
+  t_agent_stop C
+}
+full_scan_finds "the version a watch built is the one a full scan finds" "$VW"
 t_agent_start C "$W" --watch
 t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
 mv "$W/ds/fresh" "$W/ds/moved"
@@ -407,13 +410,14 @@ t_expect "and the agent says why" \
 t_agent_stop C
 
 # ---- --watch: the next publish drafted once the tree is quiet ----
+health() { t_agent C GET /healthz | sed 's/^[0-9]* //'; }
+drafts_now() { health | jq -r .drafts; }
 # drafts_after N: wait until agent C has completed more than N drafts and
 # runs nothing in the background; prints its draft count.
-drafts_now() { t_agent C GET /healthz | sed 's/^[0-9]* //' | jq -r .drafts; }
 drafts_after() {
   local n h
   for _ in $(seq 1 200); do
-    h=$(t_agent C GET /healthz | sed 's/^[0-9]* //')
+    h=$(health)
     n=$(printf '%s' "$h" | jq -r .drafts)
     [ "$n" -gt "$1" ] && [ "$(printf '%s' "$h" | jq -r .background)" = 0 ] &&
       break
@@ -435,37 +439,27 @@ t_expect "a publish after the draft reads nothing again" "$out" \
 # Rewritten after its draft, same size: the publish reads it again.
 d1=$(drafts_now)
 printf 'drafted' >"$W/ds/a.txt"
-d2=$(drafts_after "$d1")
+drafts_after "$d1" >/dev/null
 printf 'REWRITE' >"$W/ds/a.txt"
 out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
 VD=$(printf '%s' "${out#* }" | jq -r .version)
 t_expect "a file written after its draft is read again by the publish" \
   "$out" '^201 .*"files_hashed":1,'
-t_agent_stop C
-t_agent_start C "$W"
-out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
-t_expect "and what the drafts and publishes built is what a full scan finds" \
-  "$out" "^200 .*\"version\":\"$VD\".*\"scan\":\"full\""
-t_agent_stop C
+full_scan_finds "and what the drafts and publishes built is what a full scan finds" \
+  "$VD"
 # A publish that comes while its draft runs waits for it, and uses it.
 TENBIN_FAULT=slow-drafts t_agent_start C "$W" --watch --draft-ms 100
 t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
 printf 'while drafting' >"$W/ds/a.txt"
 for _ in $(seq 1 200); do
-  [ "$(t_agent C GET /healthz | sed 's/^[0-9]* //' | jq -r .background)" = 1 ] &&
-    break
+  [ "$(health | jq -r .background)" = 1 ] && break
   sleep 0.02
 done
 out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
 t_expect "a publish that comes while its draft runs waits and reads nothing again" \
   "$out" '^201 .*"files_hashed":0,.*"scan":"changes","changes":1'
-VD=$(printf '%s' "${out#* }" | jq -r .version)
-t_agent_stop C
-t_agent_start C "$W"
-out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
-t_expect "and names the version a full scan finds" "$out" \
-  "^200 .*\"version\":\"$VD\""
-t_agent_stop C
+full_scan_finds "and names the version a full scan finds" \
+  "$(printf '%s' "${out#* }" | jq -r .version)"
 
 t_agent_stop A
 t_agent_stop B
