@@ -277,6 +277,9 @@ t_expect "well-formed in-place blocks without a signature still get the file" \
 # What a crash leaves of prestaging (a tree half built, a staging tree
 # half reconciled) is removed, never used: planted here before rounds 2
 # and 3.
+# A marker random data cannot hold by chance: "junk" alone (4 bytes) was
+# once found in the test's random big.bin, failing the check below.
+junk="planted-by-t13-never-in-a-replica"
 ok=1
 for k in 1 2 3 4 5 6; do
   printf 'round %s' "$k" >"$SRC/ds/round.txt"
@@ -284,10 +287,10 @@ for k in 1 2 3 4 5 6; do
   out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
   VK=$(printf '%s' "${out#* }" | jq -r .version)
   if [ "$k" = 2 ]; then
-    mkdir -p "$DST/.tenbin/staging/ds/$VK.r/sub" && echo junk >"$DST/.tenbin/staging/ds/$VK.r/sub/junk"
+    mkdir -p "$DST/.tenbin/staging/ds/$VK.r/sub" && echo "$junk" >"$DST/.tenbin/staging/ds/$VK.r/sub/junk"
   fi
   if [ "$k" = 3 ]; then
-    mkdir -p "$PRE/$VK.tmp" && echo junk >"$PRE/$VK.tmp/junk"
+    mkdir -p "$PRE/$VK.tmp" && echo "$junk" >"$PRE/$VK.tmp/junk"
   fi
   t_pull B A ds "$VK" >/dev/null
   st=$(t_pull_wait B ds "$VK")
@@ -300,7 +303,7 @@ done
 [ "$ok" = 1 ] && t_ok "six more versions in a row into one agent are exact"
 t_expect "no crash leftovers of prestaging stay, and no junk reached a replica" \
   "$(ls -A "$DST/.tenbin/staging/ds" | wc -l) $(ls -A "$PRE" | grep -c tmp) \
-$(grep -rl junk "$DST/.tenbin/data" | wc -l)" '^0 0 0$'
+$(grep -rlF "$junk" "$DST/.tenbin/data" | wc -l)" '^0 0 0$'
 
 
 # A file the old replicas no longer hold (removed behind the agent's
