@@ -157,7 +157,7 @@ handle(struct http_request *req, void *arg)
   }
   if (strcmp(p[3], "versions") == 0) {
     if (n == 4 && post)
-      serve_publish(a, req, p[2]);
+      publish_post(a, req, p[2]);
     else if (n == 4 && get)
       serve_versions(a, req, p[2]);
     else if (n == 6 && get && strcmp(p[5], "manifest") == 0)
@@ -210,6 +210,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   if (rc < 0)
     goto fail;
   (void)serve_new(a);
+  (void)publish_new(a);
   rc = http_client_new(loop, NULL, &a->client, e);
   if (rc < 0)
     goto fail;
@@ -231,6 +232,7 @@ fail:
   if (a->client != NULL)
     http_client_close(a->client, NULL, NULL);
   serve_free(a);
+  publish_free(a);
   store_close(a->store);
   free(a->token);
   free(a);
@@ -272,6 +274,7 @@ finish_close(struct agent *a)
   pull_free_all(a);
   pull_prestage_free(a);
   serve_free(a);
+  publish_free(a);
   store_close(a->store);
   free(a->token);
   free(a);

@@ -24,6 +24,7 @@
 #define AGENT_ANSWER_MAX ((size_t)80 << 20)  /* 64 MiB data + framing */
 
 struct serve_state;
+struct publish_state;
 struct pull;
 
 struct agent {
@@ -37,6 +38,7 @@ struct agent {
   int watch;                   /* watch published trees (watch.h) */
   unsigned draft_ms;           /* quiet time before a draft; 0: none */
   struct serve_state *serve;   /* source side caches */
+  struct publish_state *publish; /* source side: publishes, drafts */
   struct pull *pulls;          /* destination side, a list */
   unsigned background;         /* signature, prestage and draft jobs */
   uint64_t drafts;             /* drafts of a publish completed */
@@ -57,11 +59,17 @@ void agent_reply_errf(struct http_request *req, int code, const char *fmt,
 int agent_body_json(struct http_request *req, json_t **out, struct err *e)
     WARN_UNUSED;
 
+/* ---- publish.c: versions published here (the source side) ---- */
+int publish_new(struct agent *a);
+/* Only once no publish or draft is in flight. */
+void publish_free(struct agent *a);
+/* POST /v1/datasets/NAME/versions */
+void publish_post(struct agent *a, struct http_request *req,
+                  const char *name);
+
 /* ---- serve.c: the source side ---- */
 int serve_new(struct agent *a);
 void serve_free(struct agent *a);
-void serve_publish(struct agent *a, struct http_request *req,
-                   const char *name);
 void serve_versions(struct agent *a, struct http_request *req,
                     const char *name);
 void serve_manifest(struct agent *a, struct http_request *req,
@@ -70,6 +78,14 @@ void serve_batch(struct agent *a, struct http_request *req,
                  const char *name, const char *v);
 /* Content bytes answered (DATA and DELTA payloads) since the start. */
 uint64_t serve_served_bytes(const struct agent *a);
+/* Serve version v of name, published from rel, from m and c (taken,
+ * left empty), unless that version is loaded already: the first pull
+ * then does not decode what was just encoded. */
+void serve_seed(struct agent *a, const char *name, const char *v,
+                const char *rel, struct manifest *m,
+                struct manifest_checks *c);
+/* Forget v of name when loaded and unused: its checks were replaced. */
+void serve_forget(struct agent *a, const char *name, const char *v);
 
 /* ---- pull.c: the destination side ---- */
 void pull_put(struct agent *a, struct http_request *req, const char *name,

@@ -1,6 +1,7 @@
 /*
- * The source side of replication: publishing versions, serving their
- * manifests, and answering batches of signatures with deltas.
+ * The source side of replication: serving the manifests of versions
+ * published here (publish.c), and answering batches of signatures with
+ * deltas.
  *
  * A batch is validated on the loop (a walk over 16-byte headers) so that
  * a malformed one is a prompt 400, then computed on the thread pool: one
@@ -30,7 +31,6 @@
 #include "sync/agent_int.h"
 #include "sync/delta.h"
 #include "sync/path.h"
-#include "sync/watch.h"
 #include "sync/wire.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -81,58 +81,6 @@ struct sigent {
   struct sigent *next;
 };
 
-struct busy_name {
-  char name[72];
-  struct busy_name *next;
-};
-
-/*
- * The last publish of each (dataset, path), kept decoded: a republish
- * reuses its hashes without reading and decoding the stored manifest,
- * and one that finds the tree unchanged answers with its version
- * without encoding, hashing or writing anything but the source record.
- * A publish holds its entry (busy) while it runs on the pool; publishes
- * of one dataset never overlap, so nothing else touches it meanwhile.
- */
-#define LAST_PUBLISH_MAX 8
-
-/*
- * --watch: once a watched tree has been quiet a while (--draft-ms, or 3
- * times the last draft's run, whichever is more, so that a tree written
- * now and then costs at most a quarter of a core), a draft of its next
- * publish looks at what changed, on the pool.  The publish then reuses the
- * draft's hashes of every file unchanged since (by stat identity, as it
- * reuses the last publish's), and reads only what changed after the
- * draft.  A file is drafted only after a quiet period (at least 50 ms,
- * more than a coarse clock's tick), so a write after its draft gives it
- * a later mtime and ctime than the draft recorded.
- */
-struct last_publish {
-  char name[72];
-  char rel[PATH_MAX];
-  char v[MANIFEST_ID_HEX + 1];
-  struct manifest m;
-  struct manifest_checks c;
-  struct watch *watch;         /* changes since m's scan, or NULL */
-  int busy;                    /* a publish or a draft on the pool */
-  uint64_t used;
-  /* The draft: m with the changes the watch saw up to draft_seq looked
-   * at (has_draft), and what happens around it. */
-  struct agent *a;
-  struct manifest dm;
-  struct manifest_checks dc;
-  int has_draft;
-  uint64_t draft_seq;
-  int drafting;
-  int quiet_pending;           /* the tree went quiet while busy */
-  struct publish_work *waiting; /* a publish waiting for the draft */
-  struct last_publish *next;
-};
-
-static void last_free(struct last_publish *lp);
-static void draft_drop(struct last_publish *lp);
-static void draft_maybe(struct last_publish *lp);
-
 struct serve_state {
   /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
    * answers (-1: all), to prove that destinations verify. */
@@ -140,7 +88,6 @@ struct serve_state {
   int corrupt_deltas;          /* and in every manifest delta */
   /* or in the first answer of each (file, segment), recorded here */
   int corrupt_each;
-  int slow_drafts;             /* drafts sleep 2 s first */
   pthread_mutex_t corrupt_mu;
   uint64_t *corrupted;
   size_t ncorrupted;
@@ -150,41 +97,7 @@ struct serve_state {
   struct sigent *sigs;
   size_t sig_bytes;
   uint64_t clock;
-  struct busy_name *publishing;
-  struct last_publish *last;   /* the last publish of each path */
 };
-
-/* Names being published now: a second publish of one waits its turn. */
-static int
-publish_claim(struct serve_state *st, const char *name)
-{
-  struct busy_name *b;
-
-  for (b = st->publishing; b != NULL; b = b->next) {
-    if (strcmp(b->name, name) == 0)
-      return 0;
-  }
-  b = xcalloc(1, sizeof(*b));
-  snprintf(b->name, sizeof(b->name), "%s", name);
-  b->next = st->publishing;
-  st->publishing = b;
-  return 1;
-}
-
-static void
-publish_release(struct serve_state *st, const char *name)
-{
-  for (struct busy_name **p = &st->publishing; *p != NULL;
-       p = &(*p)->next) {
-    if (strcmp((*p)->name, name) == 0) {
-      struct busy_name *b = *p;
-
-      *p = b->next;
-      free(b);
-      return;
-    }
-  }
-}
 
 int
 serve_new(struct agent *a)
@@ -192,7 +105,6 @@ serve_new(struct agent *a)
   a->serve = xcalloc(1, sizeof(*a->serve));
   a->serve->corrupt_deltas = fault_armed("corrupt-manifest-deltas");
   a->serve->corrupt_each = fault_armed("corrupt-each-segment-once");
-  a->serve->slow_drafts = fault_armed("slow-drafts");
   pthread_mutex_init(&a->serve->corrupt_mu, NULL);
   if (fault_armed("corrupt-answers"))
     atomic_store(&a->serve->corrupt_left, 2);
@@ -274,709 +186,10 @@ serve_free(struct agent *a)
     st->sigs = s->next;
     sigent_free(s);
   }
-  while (st->publishing != NULL)
-    publish_release(st, st->publishing->name);
-  while (st->last != NULL) {
-    struct last_publish *lp = st->last;
-
-    st->last = lp->next;
-    last_free(lp);
-  }
   free(st->corrupted);
   pthread_mutex_destroy(&st->corrupt_mu);
   free(st);
   a->serve = NULL;
-}
-
-/* ---- publishing ---- */
-
-struct publish_work {
-  uv_work_t w;
-  struct agent *a;
-  struct http_request *req;
-  char name[72];
-  char rel[PATH_MAX];
-  char v[MANIFEST_ID_HEX + 1];
-  int existed;
-  struct last_publish *last;   /* borrowed, busy; may be NULL */
-  struct manifest m;           /* a new manifest, for the cache */
-  struct manifest_checks c;
-  /* Copies of a new version's m and c for the served cache, so that
-   * the first pull does not decode what was just encoded. */
-  struct manifest sm;
-  struct manifest_checks sc;
-  int seed;
-  /* --watch: what the scan adds its directories to (a new instance, or
-   * extending last's watch), and the changes taken from last's watch. */
-  struct watch_build *wb;
-  int wb_extends;
-  struct watch_changes changes;
-  uint64_t taken_seq;          /* the watch's seq when they were taken */
-  int by_changes;              /* the scan looked at changes alone */
-  int unchanged;               /* none: last's manifest and checks hold */
-  struct manifest_scan_stats stats;
-  uint64_t files, dirs, links, bytes;
-  struct err e;
-  int rc;
-};
-
-/* Whether two manifests list the same entries (so the same version). */
-static int
-manifest_same(const struct manifest *x, const struct manifest *y)
-{
-  if (x->n != y->n)
-    return 0;
-  for (size_t i = 0; i < x->n; i++)
-    if (!manifest_entry_same(&x->v[i], &y->v[i]))
-      return 0;
-  return 1;
-}
-
-/* The last publish from disk, when the cache does not have it. */
-static int
-load_last(struct store *s, const char *name, const char *rel,
-          struct last_publish *out)
-{
-  char path[PATH_MAX];
-  char *old = NULL;
-  size_t olen;
-  int ok = 0;
-
-  if (!store_source_latest(s, name, rel, out->v))
-    return 0;
-  store_manifest_path(s, name, out->v, path, sizeof(path));
-  if (file_read(path, MANIFEST_MAX_TEXT, &old, &olen, NULL) == 0 &&
-      manifest_decode(old, olen, &out->m, NULL) == 0) {
-    store_checks_path(s, name, out->v, path, sizeof(path));
-    ok = manifest_checks_load(path, &out->m, &out->c, NULL) == 0;
-  }
-  free(old);
-  return ok;
-}
-
-/* Save pw's checks as those of version v (a version id, or PENDING);
- * the folder may be new. */
-static int
-save_checks(struct store *s, struct publish_work *pw, const char *v,
-            struct err *e)
-{
-  char path[PATH_MAX];
-  int rc;
-
-  store_checks_path(s, pw->name, v, path, sizeof(path));
-  *strrchr(path, '/') = '\0';
-  rc = file_mkdirs(path, 0755, e);
-  if (rc < 0)
-    return rc;
-  store_checks_path(s, pw->name, v, path, sizeof(path));
-  return manifest_checks_save(&pw->c, path, e);
-}
-
-/* The checks' name until the version id is known (one publish of a name
- * at a time; a crash's leftover is overwritten by the next). */
-#define PENDING ".pending"
-
-/*
- * What a new version stores besides its manifest, on a second thread
- * while the manifest is encoded, hashed and written: its checks (under
- * PENDING: the id is not known yet) and the copies that the served cache
- * starts from.  Each has an fsync or 20,000 allocations to wait for; side
- * by side they take a third of the time after the scan.
- */
-struct publish_side {
-  pthread_t tid;
-  struct publish_work *pw;
-  struct err e;
-  int rc;
-};
-
-static void *
-publish_side_run(void *arg)
-{
-  struct publish_side *ps = arg;
-  struct publish_work *pw = ps->pw;
-
-  ps->rc = save_checks(pw->a->store, pw, PENDING, &ps->e);
-  manifest_copy(&pw->sm, &pw->m);
-  manifest_checks_copy(&pw->sc, &pw->c);
-  return NULL;
-}
-
-/* The pending checks become version v's. */
-static int
-checks_rename(struct store *s, const struct publish_work *pw, struct err *e)
-{
-  char from[PATH_MAX], to[PATH_MAX];
-
-  store_checks_path(s, pw->name, PENDING, from, sizeof(from));
-  store_checks_path(s, pw->name, pw->v, to, sizeof(to));
-  if (rename(from, to) < 0)
-    return err_set(e, ERR_IO, "cannot rename '%.200s': %s", from,
-                   strerror(errno));
-  return 0;
-}
-
-static void
-publish_run(uv_work_t *w)
-{
-  struct publish_work *pw = w->data;
-  struct store *s = pw->a->store;
-  struct last_publish disk;
-  const struct last_publish *prev = pw->last;
-  const struct manifest *base_m = NULL;
-  const struct manifest_checks *base_c = NULL;
-  struct publish_side side = {0};
-  const struct manifest_dir_hook *hook;
-  char path[PATH_MAX];
-  char *text = NULL;
-  size_t len;
-  int rc;
-
-  memset(&disk, 0, sizeof(disk));
-  manifest_init(&disk.m);
-  manifest_checks_init(&disk.c);
-  /* Reuse the hashes of the last version published from this path: a
-   * republish then reads only the files whose stat identity changed. */
-  if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
-    prev = &disk;
-  if (pw->by_changes && pw->changes.n == 0) {
-    /* The watch saw nothing change: the last version again, its
-     * manifest and checks as they are. */
-    memcpy(pw->v, prev->v, sizeof(pw->v));
-    pw->existed = 1;
-    pw->unchanged = 1;
-    pw->files = prev->m.files;
-    pw->dirs = prev->m.dirs;
-    pw->links = prev->m.links;
-    pw->bytes = prev->m.bytes;
-    pw->stats.files_reused = prev->m.files;
-    rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
-    goto out;
-  }
-  hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
-  /* The hashes to reuse: the draft's, which has the last publish's for
-   * every path it did not look at. */
-  if (prev != NULL) {
-    base_m = &prev->m;
-    base_c = &prev->c;
-    if (pw->last != NULL && pw->last->has_draft) {
-      base_m = &pw->last->dm;
-      base_c = &pw->last->dc;
-    }
-  }
-  rc = 0;
-  if (pw->by_changes) {
-    rc = manifest_scan_changes(store_rootfd(s), pw->rel, base_m, base_c,
-                               pw->changes.v, pw->changes.n, hook, &pw->m,
-                               &pw->c, &pw->stats, &pw->e);
-    if (rc == ERR_CONFLICT) {
-      log_warn("publish %s from '%s': %s; scanning it whole", pw->name,
-               pw->rel, err_msg(&pw->e));
-      pw->by_changes = 0;
-    }
-  }
-  if (!pw->by_changes)
-    rc = manifest_scan(store_rootfd(s), pw->rel, base_m, base_c, hook,
-                       &pw->m, &pw->c, &pw->stats, &pw->e);
-  if (rc < 0)
-    goto out;
-  pw->files = pw->m.files;
-  pw->dirs = pw->m.dirs;
-  pw->links = pw->m.links;
-  pw->bytes = pw->m.bytes;
-  if (prev != NULL && manifest_same(&pw->m, &prev->m)) {
-    /* Nothing changed: the same version, whose manifest and checks are
-     * stored already (equal manifests come from equal stat identities
-     * or equal hashes; the checks are rewritten in the second case). */
-    memcpy(pw->v, prev->v, sizeof(pw->v));
-    pw->existed = 1;
-    if (pw->stats.files_hashed > 0) {
-      rc = save_checks(s, pw, pw->v, &pw->e);
-      if (rc < 0)
-        goto out;
-    }
-    rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
-    goto out;
-  }
-  side.pw = pw;
-  if (pthread_create(&side.tid, NULL, publish_side_run, &side) != 0)
-    abort();
-  rc = manifest_encode(&pw->m, &text, &len, pw->v, &pw->e);
-  if (rc < 0)
-    goto join;
-  store_manifest_path(s, pw->name, pw->v, path, sizeof(path));
-  pw->existed = access(path, F_OK) == 0;
-  {
-    char dir[PATH_MAX];
-
-    snprintf(dir, sizeof(dir), "%s", path);
-    *strrchr(dir, '/') = '\0';
-    rc = file_mkdirs(dir, 0755, &pw->e);
-    if (rc < 0)
-      goto join;
-  }
-  if (!pw->existed) {
-    rc = store_write_file(path, text, len, &pw->e);
-    if (rc < 0)
-      goto join;
-  }
-
-join:
-  pthread_join(side.tid, NULL);
-  if (rc < 0)
-    goto out;
-  if (side.rc < 0) {
-    pw->e = side.e;
-    rc = side.rc;
-    goto out;
-  }
-  /* Checks are rewritten even for an existing version: the stat
-   * identities may have changed (a touch), the content did not.  The
-   * source record last: it is what makes the version served here. */
-  rc = checks_rename(s, pw, &pw->e);
-  if (rc < 0)
-    goto out;
-  rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
-  pw->seed = rc == 0;
-
-out:
-  pw->rc = rc;
-  free(text);
-  manifest_release(&disk.m);
-  manifest_checks_release(&disk.c);
-}
-
-/* The cache entry of (name, rel), or NULL. */
-static struct last_publish *
-last_find(struct serve_state *st, const char *name, const char *rel)
-{
-  for (struct last_publish *lp = st->last; lp != NULL; lp = lp->next) {
-    if (strcmp(lp->name, name) == 0 && strcmp(lp->rel, rel) == 0)
-      return lp;
-  }
-  return NULL;
-}
-
-static void
-last_free(struct last_publish *lp)
-{
-  if (lp->watch != NULL)
-    watch_close(lp->watch, NULL, NULL);
-  manifest_release(&lp->m);
-  manifest_checks_release(&lp->c);
-  draft_drop(lp);
-  free(lp);
-}
-
-/* Keep pw's new manifest as the last publish of its path (returned). */
-static struct last_publish *
-last_store(struct serve_state *st, struct publish_work *pw)
-{
-  struct last_publish *lp = pw->last, *kept;
-  size_t n = 0;
-
-  if (lp == NULL) {
-    lp = xcalloc(1, sizeof(*lp));
-    snprintf(lp->name, sizeof(lp->name), "%s", pw->name);
-    snprintf(lp->rel, sizeof(lp->rel), "%s", pw->rel);
-    lp->next = st->last;
-    st->last = lp;
-  }
-  if (!pw->unchanged) {
-    manifest_release(&lp->m);
-    manifest_checks_release(&lp->c);
-    lp->m = pw->m;
-    lp->c = pw->c;
-    manifest_init(&pw->m);
-    manifest_checks_init(&pw->c);
-    memcpy(lp->v, pw->v, sizeof(lp->v));
-  }
-  lp->used = ++st->clock;
-  kept = lp;
-  for (struct last_publish *x = st->last; x != NULL; x = x->next)
-    n++;
-  while (n-- > LAST_PUBLISH_MAX) {
-    struct last_publish **victim = NULL;
-
-    for (struct last_publish **q = &st->last; *q != NULL; q = &(*q)->next) {
-      if (!(*q)->busy && (victim == NULL || (*q)->used < (*victim)->used))
-        victim = q;
-    }
-    if (victim == NULL)
-      break;
-    lp = *victim;
-    *victim = lp->next;
-    last_free(lp);
-  }
-  return kept;
-}
-
-/* Forget a cached served version (its checks were just replaced). */
-static void
-served_drop(struct serve_state *st, const char *name, const char *v)
-{
-  for (struct served **p = &st->served; *p != NULL; p = &(*p)->next) {
-    struct served *sv = *p;
-
-    if (sv->refs == 0 && sv->loaded && strcmp(sv->name, name) == 0 &&
-        strcmp(sv->v, v) == 0) {
-      *p = sv->next;
-      served_free(sv);
-      return;
-    }
-  }
-}
-
-static void served_trim(struct serve_state *st);
-
-/* Serve pw's new version from the copies it made, unless it is cached
- * (and in use) already. */
-static void
-served_seed(struct serve_state *st, struct publish_work *pw)
-{
-  struct served *sv;
-
-  for (sv = st->served; sv != NULL; sv = sv->next) {
-    if (strcmp(sv->name, pw->name) == 0 && strcmp(sv->v, pw->v) == 0)
-      return;
-  }
-  sv = xcalloc(1, sizeof(*sv));
-  snprintf(sv->name, sizeof(sv->name), "%s", pw->name);
-  snprintf(sv->v, sizeof(sv->v), "%s", pw->v);
-  snprintf(sv->rel, sizeof(sv->rel), "%s", pw->rel);
-  sv->m = pw->sm;
-  sv->c = pw->sc;
-  manifest_init(&pw->sm);
-  manifest_checks_init(&pw->sc);
-  sv->loaded = 1;
-  sv->used = ++st->clock;
-  sv->next = st->served;
-  st->served = sv;
-  served_trim(st);
-}
-
-/*
- * --watch: take the changes seen since the last publish of the path,
- * when its watch saw them all, and have the scan add the directories it
- * lists to that watch; else a new watch, built by a full scan.
- */
-static void
-watch_prepare(struct publish_work *pw)
-{
-  struct last_publish *lp = pw->last;
-  char label[sizeof(pw->name) + sizeof(pw->rel) + 16];
-
-  if (lp != NULL && lp->watch != NULL &&
-      watch_take(lp->watch, &pw->changes) == 0) {
-    pw->taken_seq = watch_seq(lp->watch);
-    pw->by_changes = 1;
-    pw->wb = watch_extend(lp->watch);
-    pw->wb_extends = 1;
-    return;
-  }
-  snprintf(label, sizeof(label), "%s from '%s'", pw->name, pw->rel);
-  pw->wb = watch_build_new(label, strcmp(pw->rel, ".") == 0);
-}
-
-/* After pw's publish, lp (its path's last publish) is watched from its
- * scan on: by the watch it extended, the one it built, or none. */
-static void on_tree_quiet(void *arg);
-
-static void
-watch_finish(struct agent *a, struct last_publish *lp,
-             struct publish_work *pw)
-{
-  /* The draft's changes were among those taken. */
-  draft_drop(lp);
-  lp->a = a;
-  if (pw->wb_extends) {
-    watch_extended(lp->watch, pw->wb);
-    lp->draft_seq = pw->taken_seq;
-  } else {
-    if (lp->watch != NULL)
-      watch_close(lp->watch, NULL, NULL);
-    lp->watch = pw->wb != NULL ? watch_start(a->loop, pw->wb) : NULL;
-    lp->draft_seq = 0;
-    if (lp->watch != NULL && a->draft_ms > 0)
-      watch_on_quiet(lp->watch, a->draft_ms, on_tree_quiet, lp);
-  }
-  pw->wb = NULL;
-}
-
-static void
-publish_work_free(struct publish_work *pw)
-{
-  watch_changes_release(&pw->changes);
-  manifest_release(&pw->m);
-  manifest_checks_release(&pw->c);
-  manifest_release(&pw->sm);
-  manifest_checks_release(&pw->sc);
-  free(pw);
-}
-
-static void
-publish_done(uv_work_t *w, int status)
-{
-  struct publish_work *pw = w->data;
-  struct agent *a = pw->a;
-  struct last_publish *lp;
-  char dir[PATH_MAX * 2];
-  json_t *v;
-
-  (void)status;
-  publish_release(a->serve, pw->name);
-  lp = pw->last;
-  if (lp != NULL)
-    lp->busy = 0;
-  if (pw->rc < 0) {
-    watch_build_free(pw->wb);
-    if (lp != NULL)
-      draft_drop(lp);
-    log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
-             err_msg(&pw->e));
-    agent_reply_err(pw->req, &pw->e);
-    publish_work_free(pw);
-    agent_work_done(a);
-    return;
-  }
-  lp = last_store(a->serve, pw);
-  watch_finish(a, lp, pw);
-  if (!pw->unchanged)
-    served_drop(a->serve, pw->name, pw->v);
-  if (pw->seed)
-    served_seed(a->serve, pw);
-  if (strcmp(pw->rel, ".") == 0)
-    snprintf(dir, sizeof(dir), "%s", store_root(a->store));
-  else
-    snprintf(dir, sizeof(dir), "%s/%s", store_root(a->store), pw->rel);
-  log_info("published %s@%.12s from '%s': %llu files, %llu bytes "
-           "(%llu hashed, %llu reused; %s)", pw->name, pw->v, pw->rel,
-           (unsigned long long)pw->files, (unsigned long long)pw->bytes,
-           (unsigned long long)pw->stats.files_hashed,
-           (unsigned long long)pw->stats.files_reused,
-           pw->by_changes ? "the watched changes looked at" : "scanned whole");
-  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:s, s:I}",
-                "version", pw->v, "files", (json_int_t)pw->files, "dirs",
-                (json_int_t)pw->dirs, "links", (json_int_t)pw->links,
-                "bytes", (json_int_t)pw->bytes, "path", dir,
-                "files_hashed", (json_int_t)pw->stats.files_hashed,
-                "files_reused", (json_int_t)pw->stats.files_reused,
-                "segments_reused",
-                (json_int_t)pw->stats.segments_reused, "scan",
-                pw->by_changes ? "changes" : "full", "changes",
-                (json_int_t)(pw->by_changes ? pw->changes.n : 0));
-  agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
-  publish_work_free(pw);
-  if (lp->quiet_pending)
-    draft_maybe(lp);
-  agent_work_done(a);
-}
-
-static void
-publish_start(struct publish_work *pw)
-{
-  if (pw->last != NULL)
-    pw->last->busy = 1;
-  if (pw->a->watch)
-    watch_prepare(pw);
-  pw->w.data = pw;
-  agent_queue(pw->a, &pw->w, publish_run, publish_done);
-}
-
-/* ---- drafts of the next publish (--watch) ---- */
-
-struct draft_work {
-  uv_work_t w;
-  struct agent *a;
-  struct last_publish *lp;     /* busy while this runs */
-  struct watch_changes changes;
-  uint64_t upto;
-  struct watch_build *wb;
-  struct manifest m;
-  struct manifest_checks c;
-  struct manifest_scan_stats stats;
-  uint64_t t0;
-  int slow;                    /* test-only: wait 2 s first */
-  struct err e;
-  int rc;
-};
-
-static void
-draft_drop(struct last_publish *lp)
-{
-  manifest_release(&lp->dm);
-  manifest_checks_release(&lp->dc);
-  manifest_init(&lp->dm);
-  manifest_checks_init(&lp->dc);
-  lp->has_draft = 0;
-}
-
-static void
-draft_run(uv_work_t *w)
-{
-  struct draft_work *dw = w->data;
-  const struct last_publish *lp = dw->lp;
-
-  if (dw->slow)
-    sleep(2);
-  dw->rc = manifest_scan_changes(
-      store_rootfd(dw->a->store), lp->rel, lp->has_draft ? &lp->dm : &lp->m,
-      lp->has_draft ? &lp->dc : &lp->c, dw->changes.v, dw->changes.n,
-      watch_build_hook(dw->wb), &dw->m, &dw->c, &dw->stats, &dw->e);
-}
-
-static void
-draft_done(uv_work_t *w, int status)
-{
-  struct draft_work *dw = w->data;
-  struct last_publish *lp = dw->lp;
-  struct agent *a = dw->a;
-  uint64_t ms = (uv_hrtime() - dw->t0) / 1000000;
-
-  (void)status;
-  a->background--;
-  lp->busy = 0;
-  lp->drafting = 0;
-  /* Directories it found are watched from its listing on, whether or not
-   * a file then failed it; the changes stay for the publish. */
-  watch_extended(lp->watch, dw->wb);
-  if (dw->rc == 0) {
-    draft_drop(lp);
-    lp->dm = dw->m;
-    lp->dc = dw->c;
-    manifest_init(&dw->m);
-    manifest_checks_init(&dw->c);
-    lp->has_draft = 1;
-    lp->draft_seq = dw->upto;
-    a->drafts++;
-    log_debug("draft of %s from '%s': %zu changes, %llu files hashed in "
-              "%llu ms", lp->name, lp->rel, dw->changes.n,
-              (unsigned long long)dw->stats.files_hashed,
-              (unsigned long long)ms);
-  } else {
-    log_info("draft of the next publish of %s from '%s' stopped: %s (the "
-             "publish looks again)", lp->name, lp->rel, err_msg(&dw->e));
-  }
-  watch_on_quiet(lp->watch, ms * 3 > a->draft_ms ? ms * 3 : a->draft_ms,
-                 on_tree_quiet, lp);
-  watch_changes_release(&dw->changes);
-  manifest_release(&dw->m);
-  manifest_checks_release(&dw->c);
-  free(dw);
-  if (lp->waiting != NULL) {
-    struct publish_work *pw = lp->waiting;
-
-    lp->waiting = NULL;
-    publish_start(pw);
-  } else if (lp->quiet_pending) {
-    draft_maybe(lp);
-  }
-  agent_work_done(a);
-}
-
-/* A draft of lp's next publish, when its tree changed since the last one
- * and nothing else runs for it. */
-static void
-draft_maybe(struct last_publish *lp)
-{
-  struct agent *a = lp->a;
-  struct draft_work *dw;
-
-  if (lp->busy) {
-    lp->quiet_pending = 1;
-    return;
-  }
-  lp->quiet_pending = 0;
-  if (a->closing || lp->watch == NULL ||
-      watch_seq(lp->watch) <= lp->draft_seq)
-    return;
-  dw = xcalloc(1, sizeof(*dw));
-  if (watch_peek(lp->watch, lp->draft_seq, &dw->changes, &dw->upto) < 0 ||
-      dw->changes.n == 0) {
-    watch_changes_release(&dw->changes);
-    free(dw);
-    return;
-  }
-  dw->a = a;
-  dw->lp = lp;
-  dw->wb = watch_extend(lp->watch);
-  manifest_init(&dw->m);
-  manifest_checks_init(&dw->c);
-  dw->t0 = uv_hrtime();
-  /* Test-only fault switch: a draft still running when its publish
-   * comes (t13). */
-  dw->slow = a->serve->slow_drafts;
-  dw->w.data = dw;
-  lp->busy = 1;
-  lp->drafting = 1;
-  a->background++;
-  agent_queue(a, &dw->w, draft_run, draft_done);
-}
-
-static void
-on_tree_quiet(void *arg)
-{
-  draft_maybe(arg);
-}
-
-void
-serve_publish(struct agent *a, struct http_request *req, const char *name)
-{
-  static const struct jsonx_field fields[] = {{"path", JX_STRING},
-                                              {NULL, 0}};
-  struct publish_work *pw;
-  struct err e = {0};
-  json_t *body = NULL;
-  const char *path;
-
-  if (agent_body_json(req, &body, &e) < 0 ||
-      jsonx_check(body, fields, "", &e) < 0)
-    goto fail;
-  path = jsonx_str(body, "path");
-  if (path == NULL) {
-    err_set(&e, ERR_INVALID, "field 'path': required (a directory "
-            "relative to the agent's root, or \".\")");
-    goto fail;
-  }
-  pw = xcalloc(1, sizeof(*pw));
-  if (strcmp(path, ".") == 0) {
-    snprintf(pw->rel, sizeof(pw->rel), ".");
-  } else if (syncpath_normalize(path, pw->rel, sizeof(pw->rel), &e) < 0) {
-    free(pw);
-    err_prefix(&e, "field 'path'");
-    goto fail;
-  } else if (strcmp(pw->rel, SYNCPATH_STORE) == 0 ||
-             strncmp(pw->rel, SYNCPATH_STORE "/",
-                     strlen(SYNCPATH_STORE) + 1) == 0) {
-    free(pw);
-    err_set(&e, ERR_INVALID, "field 'path': '%s' is the agent's own "
-            "store", path);
-    goto fail;
-  }
-  if (!publish_claim(a->serve, name)) {
-    free(pw);
-    err_set(&e, ERR_BAD_STATE, "dataset '%s' is being published; try "
-            "again when that ends", name);
-    goto fail;
-  }
-  pw->a = a;
-  pw->req = req;
-  snprintf(pw->name, sizeof(pw->name), "%s", name);
-  manifest_init(&pw->m);
-  manifest_checks_init(&pw->c);
-  pw->last = last_find(a->serve, name, pw->rel);
-  json_decref(body);
-  if (pw->last != NULL && pw->last->drafting) {
-    /* Its draft's work is the publish's: wait for it. */
-    pw->last->waiting = pw;
-    return;
-  }
-  publish_start(pw);
-  return;
-
-fail:
-  json_decref(body);
-  agent_reply_err(req, &e);
 }
 
 void
@@ -1311,6 +524,49 @@ served_put(struct agent *a, struct served *sv)
 {
   sv->refs--;
   served_trim(a->serve);
+}
+
+void
+serve_forget(struct agent *a, const char *name, const char *v)
+{
+  struct serve_state *st = a->serve;
+
+  for (struct served **p = &st->served; *p != NULL; p = &(*p)->next) {
+    struct served *sv = *p;
+
+    if (sv->refs == 0 && sv->loaded && strcmp(sv->name, name) == 0 &&
+        strcmp(sv->v, v) == 0) {
+      *p = sv->next;
+      served_free(sv);
+      return;
+    }
+  }
+}
+
+void
+serve_seed(struct agent *a, const char *name, const char *v,
+           const char *rel, struct manifest *m, struct manifest_checks *c)
+{
+  struct serve_state *st = a->serve;
+  struct served *sv;
+
+  for (sv = st->served; sv != NULL; sv = sv->next) {
+    if (strcmp(sv->name, name) == 0 && strcmp(sv->v, v) == 0)
+      return;
+  }
+  sv = xcalloc(1, sizeof(*sv));
+  snprintf(sv->name, sizeof(sv->name), "%s", name);
+  snprintf(sv->v, sizeof(sv->v), "%s", v);
+  snprintf(sv->rel, sizeof(sv->rel), "%s", rel);
+  sv->m = *m;
+  sv->c = *c;
+  manifest_init(m);
+  manifest_checks_init(c);
+  sv->loaded = 1;
+  sv->used = ++st->clock;
+  sv->next = st->served;
+  st->served = sv;
+  served_trim(st);
 }
 
 /* ---- the signature cache ---- */
