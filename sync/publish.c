@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/fault.h"
 #include "util/fileio.h"
+#include "util/hash.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 
@@ -64,12 +65,19 @@ struct last_publish {
   int busy;                    /* a publish or a draft on the pool */
   uint64_t used;
   /* The draft: m with the changes the watch saw up to draft_seq looked
-   * at (has_draft), and what happens around it. */
+   * at (has_draft), and what happens around it.  Staged (a new
+   * version): also its files under the name draft_tag, its version dv
+   * and the copies for the served cache. */
   struct agent *a;
   struct manifest dm;
   struct manifest_checks dc;
   int has_draft;
   uint64_t draft_seq;
+  int staged;
+  char draft_tag[24];          /* ".draft-" and 16 hex digits of rel's hash */
+  char dv[MANIFEST_ID_HEX + 1];
+  struct manifest dsm;
+  struct manifest_checks dsc;
   int drafting;
   int quiet_pending;           /* the tree went quiet while busy */
   struct publish_work *waiting; /* a publish waiting for the draft */
@@ -172,6 +180,7 @@ struct publish_work {
   uint64_t taken_seq;          /* the watch's seq when they were taken */
   int by_changes;              /* the scan looked at changes alone */
   int unchanged;               /* none: last's manifest and checks hold */
+  int from_draft;              /* none after last's staged draft */
   struct manifest_scan_stats stats;
   uint64_t files, dirs, links, bytes;
   struct err e;
@@ -212,65 +221,167 @@ load_last(struct store *s, const char *name, const char *rel,
   return ok;
 }
 
-/* Save pw's checks as those of version v (a version id, or PENDING);
- * the folder may be new. */
+/* Save c as the checks of version v of name (a version id, or a
+ * temporary name); the folder may be new. */
 static int
-save_checks(struct store *s, struct publish_work *pw, const char *v,
-            struct err *e)
+save_checks(struct store *s, const char *name, const char *v,
+            const struct manifest_checks *c, struct err *e)
 {
   char path[PATH_MAX];
   int rc;
 
-  store_checks_path(s, pw->name, v, path, sizeof(path));
+  store_checks_path(s, name, v, path, sizeof(path));
   *strrchr(path, '/') = '\0';
   rc = file_mkdirs(path, 0755, e);
   if (rc < 0)
     return rc;
-  store_checks_path(s, pw->name, v, path, sizeof(path));
-  return manifest_checks_save(&pw->c, path, e);
+  store_checks_path(s, name, v, path, sizeof(path));
+  return manifest_checks_save(c, path, e);
 }
 
-/* The checks' name until the version id is known (one publish of a name
- * at a time; a crash's leftover is overwritten by the next). */
+/* The temporary name of a publish's files until they are committed (one
+ * publish of a name at a time; a crash's leftovers are overwritten by
+ * the next). */
 #define PENDING ".pending"
 
 /*
- * What a new version stores besides its manifest, on a second thread
- * while the manifest is encoded, hashed and written: its checks (under
- * PENDING: the id is not known yet) and the copies that the served cache
- * starts from.  Each has an fsync or 20,000 allocations to wait for; side
- * by side they take a third of the time after the scan.
+ * A new version's files, staged under the temporary name tag: its
+ * manifest (hashed into v) and its checks, each synced, and copies of m
+ * and c for the served cache (into sm, sc).  The checks and the copies
+ * are made on a second thread while the manifest is encoded, hashed and
+ * written: each has an fsync or 20,000 allocations to wait for, and side
+ * by side they take a third of the time.
  */
-struct publish_side {
-  pthread_t tid;
-  struct publish_work *pw;
+struct stage_side {
+  struct store *s;
+  const char *name, *tag;
+  const struct manifest *m;
+  const struct manifest_checks *c;
+  struct manifest *sm;
+  struct manifest_checks *sc;
   struct err e;
   int rc;
 };
 
 static void *
-publish_side_run(void *arg)
+stage_side_run(void *arg)
 {
-  struct publish_side *ps = arg;
-  struct publish_work *pw = ps->pw;
+  struct stage_side *ss = arg;
 
-  ps->rc = save_checks(pw->a->store, pw, PENDING, &ps->e);
-  manifest_copy(&pw->sm, &pw->m);
-  manifest_checks_copy(&pw->sc, &pw->c);
+  ss->rc = save_checks(ss->s, ss->name, ss->tag, ss->c, &ss->e);
+  manifest_copy(ss->sm, ss->m);
+  manifest_checks_copy(ss->sc, ss->c);
   return NULL;
 }
 
-/* The pending checks become version v's. */
 static int
-checks_rename(struct store *s, const struct publish_work *pw, struct err *e)
+stage_version(struct store *s, const char *name, const char *tag,
+              const struct manifest *m, const struct manifest_checks *c,
+              char v[MANIFEST_ID_HEX + 1], struct manifest *sm,
+              struct manifest_checks *sc, struct err *e)
 {
-  char from[PATH_MAX], to[PATH_MAX];
+  struct stage_side side = {s, name, tag, m, c, sm, sc, {0}, 0};
+  pthread_t tid;
+  char path[PATH_MAX], dir[PATH_MAX];
+  char *text = NULL;
+  size_t len;
+  int rc;
 
-  store_checks_path(s, pw->name, PENDING, from, sizeof(from));
-  store_checks_path(s, pw->name, pw->v, to, sizeof(to));
+  if (pthread_create(&tid, NULL, stage_side_run, &side) != 0)
+    abort();
+  rc = manifest_encode(m, &text, &len, v, e);
+  if (rc == 0) {
+    store_manifest_path(s, name, tag, path, sizeof(path));
+    snprintf(dir, sizeof(dir), "%s", path);
+    *strrchr(dir, '/') = '\0';
+    rc = file_mkdirs(dir, 0755, e);
+  }
+  if (rc == 0)
+    rc = store_write_file(path, text, len, e);
+  pthread_join(tid, NULL);
+  free(text);
+  if (rc == 0 && side.rc < 0) {
+    *e = side.e;
+    rc = side.rc;
+  }
+  return rc;
+}
+
+/* rename from to to, then sync to's directory. */
+static int
+rename_synced(const char *from, const char *to, struct err *e)
+{
+  char dir[PATH_MAX];
+
   if (rename(from, to) < 0)
     return err_set(e, ERR_IO, "cannot rename '%.200s': %s", from,
                    strerror(errno));
+  snprintf(dir, sizeof(dir), "%s", to);
+  *strrchr(dir, '/') = '\0';
+  return file_sync_dir(dir, e);
+}
+
+/*
+ * The files staged under tag become version v's, and v is published
+ * from rel.  *existed: v's manifest was stored already (the staged one
+ * is then dropped: the same bytes).  Checks replace any v had: the stat
+ * identities may have changed (a touch), the content did not.  The
+ * source record last: it is what makes the version served here.
+ */
+static int
+commit_version(struct store *s, const char *name, const char *tag,
+               const char *v, const char *rel, int *existed, struct err *e)
+{
+  char from[PATH_MAX], to[PATH_MAX];
+  int rc;
+
+  store_manifest_path(s, name, tag, from, sizeof(from));
+  store_manifest_path(s, name, v, to, sizeof(to));
+  *existed = access(to, F_OK) == 0;
+  if (*existed)
+    (void)unlink(from);
+  else if ((rc = rename_synced(from, to, e)) < 0)
+    return rc;
+  store_checks_path(s, name, tag, from, sizeof(from));
+  store_checks_path(s, name, v, to, sizeof(to));
+  rc = rename_synced(from, to, e);
+  if (rc < 0)
+    return rc;
+  return store_source_set(s, name, v, rel, e);
+}
+
+/*
+ * A publish with nothing changed after its path's staged draft: the
+ * draft is the version, committed as it is (the draft's structures move
+ * into pw).
+ */
+static int
+publish_draft(struct publish_work *pw)
+{
+  struct last_publish *lp = pw->last;
+  int rc;
+
+  memcpy(pw->v, lp->dv, sizeof(pw->v));
+  rc = commit_version(pw->a->store, pw->name, lp->draft_tag, pw->v,
+                      pw->rel, &pw->existed, &pw->e);
+  if (rc < 0)
+    return rc;
+  pw->m = lp->dm;
+  pw->c = lp->dc;
+  pw->sm = lp->dsm;
+  pw->sc = lp->dsc;
+  manifest_init(&lp->dm);
+  manifest_checks_init(&lp->dc);
+  manifest_init(&lp->dsm);
+  manifest_checks_init(&lp->dsc);
+  lp->has_draft = 0;
+  lp->staged = 0;
+  pw->stats.files_reused = pw->m.files;
+  pw->files = pw->m.files;
+  pw->dirs = pw->m.dirs;
+  pw->links = pw->m.links;
+  pw->bytes = pw->m.bytes;
+  pw->seed = 1;
   return 0;
 }
 
@@ -283,11 +394,7 @@ publish_run(uv_work_t *w)
   const struct last_publish *prev = pw->last;
   const struct manifest *base_m = NULL;
   const struct manifest_checks *base_c = NULL;
-  struct publish_side side = {0};
   const struct manifest_dir_hook *hook;
-  char path[PATH_MAX];
-  char *text = NULL;
-  size_t len;
   int rc;
 
   memset(&disk, 0, sizeof(disk));
@@ -309,6 +416,10 @@ publish_run(uv_work_t *w)
     pw->bytes = prev->m.bytes;
     pw->stats.files_reused = prev->m.files;
     rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+    goto out;
+  }
+  if (pw->from_draft) {
+    rc = publish_draft(pw);
     goto out;
   }
   hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
@@ -349,57 +460,23 @@ publish_run(uv_work_t *w)
     memcpy(pw->v, prev->v, sizeof(pw->v));
     pw->existed = 1;
     if (pw->stats.files_hashed > 0) {
-      rc = save_checks(s, pw, pw->v, &pw->e);
+      rc = save_checks(s, pw->name, pw->v, &pw->c, &pw->e);
       if (rc < 0)
         goto out;
     }
     rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
     goto out;
   }
-  side.pw = pw;
-  if (pthread_create(&side.tid, NULL, publish_side_run, &side) != 0)
-    abort();
-  rc = manifest_encode(&pw->m, &text, &len, pw->v, &pw->e);
-  if (rc < 0)
-    goto join;
-  store_manifest_path(s, pw->name, pw->v, path, sizeof(path));
-  pw->existed = access(path, F_OK) == 0;
-  {
-    char dir[PATH_MAX];
-
-    snprintf(dir, sizeof(dir), "%s", path);
-    *strrchr(dir, '/') = '\0';
-    rc = file_mkdirs(dir, 0755, &pw->e);
-    if (rc < 0)
-      goto join;
-  }
-  if (!pw->existed) {
-    rc = store_write_file(path, text, len, &pw->e);
-    if (rc < 0)
-      goto join;
-  }
-
-join:
-  pthread_join(side.tid, NULL);
+  rc = stage_version(s, pw->name, PENDING, &pw->m, &pw->c, pw->v, &pw->sm,
+                     &pw->sc, &pw->e);
   if (rc < 0)
     goto out;
-  if (side.rc < 0) {
-    pw->e = side.e;
-    rc = side.rc;
-    goto out;
-  }
-  /* Checks are rewritten even for an existing version: the stat
-   * identities may have changed (a touch), the content did not.  The
-   * source record last: it is what makes the version served here. */
-  rc = checks_rename(s, pw, &pw->e);
-  if (rc < 0)
-    goto out;
-  rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+  rc = commit_version(s, pw->name, PENDING, pw->v, pw->rel, &pw->existed,
+                      &pw->e);
   pw->seed = rc == 0;
 
 out:
   pw->rc = rc;
-  free(text);
   manifest_release(&disk.m);
   manifest_checks_release(&disk.c);
 }
@@ -426,6 +503,17 @@ last_free(struct last_publish *lp)
   free(lp);
 }
 
+/* The name lp's staged drafts have in the store: the same for a path
+ * across restarts, so that each draft replaces the one before. */
+static void
+draft_tag(struct last_publish *lp)
+{
+  char hex[65];
+
+  hash_sha256_hex(lp->rel, strlen(lp->rel), hex);
+  snprintf(lp->draft_tag, sizeof(lp->draft_tag), ".draft-%.16s", hex);
+}
+
 /* Keep pw's new manifest as the last publish of its path (returned). */
 static struct last_publish *
 last_store(struct publish_state *st, struct publish_work *pw)
@@ -437,6 +525,7 @@ last_store(struct publish_state *st, struct publish_work *pw)
     lp = xcalloc(1, sizeof(*lp));
     snprintf(lp->name, sizeof(lp->name), "%s", pw->name);
     snprintf(lp->rel, sizeof(lp->rel), "%s", pw->rel);
+    draft_tag(lp);
     lp->next = st->last;
     st->last = lp;
   }
@@ -593,6 +682,9 @@ publish_start(struct publish_work *pw)
     pw->last->busy = 1;
   if (pw->a->watch)
     watch_prepare(pw);
+  /* Nothing seen after the staged draft: the draft is this version. */
+  pw->from_draft = pw->by_changes && pw->last != NULL &&
+                   pw->last->staged && pw->taken_seq == pw->last->draft_seq;
   pw->w.data = pw;
   agent_queue(pw->a, &pw->w, publish_run, publish_done);
 }
@@ -609,6 +701,11 @@ struct draft_work {
   struct manifest m;
   struct manifest_checks c;
   struct manifest_scan_stats stats;
+  int staged;                  /* a new version, staged: */
+  char v[MANIFEST_ID_HEX + 1];
+  struct manifest sm;
+  struct manifest_checks sc;
+  struct err stage_e;          /* or why it could not be */
   uint64_t t0;
   int slow;                    /* test-only: wait 2 s first */
   struct err e;
@@ -620,9 +717,14 @@ draft_drop(struct last_publish *lp)
 {
   manifest_release(&lp->dm);
   manifest_checks_release(&lp->dc);
+  manifest_release(&lp->dsm);
+  manifest_checks_release(&lp->dsc);
   manifest_init(&lp->dm);
   manifest_checks_init(&lp->dc);
+  manifest_init(&lp->dsm);
+  manifest_checks_init(&lp->dsc);
   lp->has_draft = 0;
+  lp->staged = 0;
 }
 
 static void
@@ -637,6 +739,12 @@ draft_run(uv_work_t *w)
       store_rootfd(dw->a->store), lp->rel, lp->has_draft ? &lp->dm : &lp->m,
       lp->has_draft ? &lp->dc : &lp->c, dw->changes.v, dw->changes.n,
       watch_build_hook(dw->wb), &dw->m, &dw->c, &dw->stats, &dw->e);
+  if (dw->rc < 0 || manifest_same(&dw->m, &lp->m))
+    return;
+  /* A new version: staged now, so that its publish only renames. */
+  dw->staged = stage_version(dw->a->store, lp->name, lp->draft_tag, &dw->m,
+                             &dw->c, dw->v, &dw->sm, &dw->sc,
+                             &dw->stage_e) == 0;
 }
 
 static void
@@ -662,6 +770,17 @@ draft_done(uv_work_t *w, int status)
     manifest_checks_init(&dw->c);
     lp->has_draft = 1;
     lp->draft_seq = dw->upto;
+    if (dw->staged) {
+      lp->staged = 1;
+      memcpy(lp->dv, dw->v, sizeof(lp->dv));
+      lp->dsm = dw->sm;
+      lp->dsc = dw->sc;
+      manifest_init(&dw->sm);
+      manifest_checks_init(&dw->sc);
+    } else if (dw->stage_e.code < 0) {
+      log_info("draft of %s from '%s' not staged: %s (its publish writes "
+               "it)", lp->name, lp->rel, err_msg(&dw->stage_e));
+    }
     a->drafts++;
     log_debug("draft of %s from '%s': %zu changes, %llu files hashed in "
               "%llu ms", lp->name, lp->rel, dw->changes.n,
@@ -676,6 +795,8 @@ draft_done(uv_work_t *w, int status)
   watch_changes_release(&dw->changes);
   manifest_release(&dw->m);
   manifest_checks_release(&dw->c);
+  manifest_release(&dw->sm);
+  manifest_checks_release(&dw->sc);
   free(dw);
   if (lp->waiting != NULL) {
     struct publish_work *pw = lp->waiting;
@@ -716,6 +837,8 @@ draft_maybe(struct last_publish *lp)
   dw->wb = watch_extend(lp->watch);
   manifest_init(&dw->m);
   manifest_checks_init(&dw->c);
+  manifest_init(&dw->sm);
+  manifest_checks_init(&dw->sc);
   dw->t0 = uv_hrtime();
   /* Test-only fault switch: a draft still running when its publish
    * comes (t13). */

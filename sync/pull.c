@@ -1036,6 +1036,41 @@ pull_reset(struct pull *p)
   p->ended_ms = 0;
 }
 
+/* The query's wait_ms into *out (0 when absent); -1 after answering
+ * req with 400. */
+static int
+wait_param(struct http_request *req, long *out)
+{
+  const char *wait = http_request_query(req, "wait_ms");
+  char *end;
+
+  *out = 0;
+  if (wait == NULL)
+    return 0;
+  *out = strtol(wait, &end, 10);
+  if (*wait == '\0' || *end != '\0' || *out < 0 || *out > WAIT_MAX_MS) {
+    agent_reply_errf(req, ERR_INVALID, "query parameter 'wait_ms': must "
+                     "be an integer between 0 and %d", WAIT_MAX_MS);
+    return -1;
+  }
+  return 0;
+}
+
+/* Answer req with p's status once p ends, or after wait_ms. */
+static void
+wait_for(struct pull *p, struct http_request *req, long wait_ms)
+{
+  struct pull_waiter *w = xcalloc(1, sizeof(*w));
+
+  w->req = req;
+  w->p = p;
+  uv_timer_init(p->a->loop, &w->timer);
+  w->timer.data = w;
+  uv_timer_start(&w->timer, waiter_timeout, (uint64_t)wait_ms, 0);
+  w->next = p->waiters;
+  p->waiters = w;
+}
+
 static void
 complete_json(struct http_request *req, const char *name,
               const struct store_version *sv)
@@ -1062,7 +1097,10 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   const json_t *src;
   const char *url, *token;
   int64_t bwlimit;
+  long wait_ms;
 
+  if (wait_param(req, &wait_ms) < 0)
+    return;
   if (agent_body_json(req, &body, &e) < 0 ||
       jsonx_check(body, fields, "", &e) < 0)
     goto fail;
@@ -1101,7 +1139,10 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   p = pull_find(a, name, v);
   if (p != NULL && p->state == PULL_RUNNING) {
     json_decref(body);
-    agent_reply_json(req, 200, status_json(p));
+    if (wait_ms > 0)
+      wait_for(p, req, wait_ms);
+    else
+      agent_reply_json(req, 200, status_json(p));
     return;
   }
   if (p == NULL) {
@@ -1138,7 +1179,10 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   json_decref(body);
   log_info("pull %s@%.12s from %s started", name, v, p->src_url);
   fetch_manifest(p);
-  agent_reply_json(req, 202, status_json(p));
+  if (p->state == PULL_RUNNING && wait_ms > 0)
+    wait_for(p, req, wait_ms);
+  else
+    agent_reply_json(req, 202, status_json(p));
   return;
 
 fail:
@@ -1152,20 +1196,10 @@ pull_get(struct agent *a, struct http_request *req, const char *name,
 {
   struct store_version held;
   struct pull *p = pull_find(a, name, v);
-  const char *wait = http_request_query(req, "wait_ms");
-  long wait_ms = 0;
+  long wait_ms;
 
-  if (wait != NULL) {
-    char *end;
-
-    wait_ms = strtol(wait, &end, 10);
-    if (*wait == '\0' || *end != '\0' || wait_ms < 0 ||
-        wait_ms > WAIT_MAX_MS) {
-      agent_reply_errf(req, ERR_INVALID, "query parameter 'wait_ms': must "
-                       "be an integer between 0 and %d", WAIT_MAX_MS);
-      return;
-    }
-  }
+  if (wait_param(req, &wait_ms) < 0)
+    return;
   if (p == NULL) {
     if (store_version_get(a->store, name, v, &held)) {
       complete_json(req, name, &held);
@@ -1176,15 +1210,7 @@ pull_get(struct agent *a, struct http_request *req, const char *name,
     return;
   }
   if (p->state == PULL_RUNNING && wait_ms > 0) {
-    struct pull_waiter *w = xcalloc(1, sizeof(*w));
-
-    w->req = req;
-    w->p = p;
-    uv_timer_init(a->loop, &w->timer);
-    w->timer.data = w;
-    uv_timer_start(&w->timer, waiter_timeout, (uint64_t)wait_ms, 0);
-    w->next = p->waiters;
-    p->waiters = w;
+    wait_for(p, req, wait_ms);
     return;
   }
   agent_reply_json(req, 200, status_json(p));

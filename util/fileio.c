@@ -41,16 +41,17 @@ write_all(int fd, const char *data, size_t len)
   return 0;
 }
 
-static int
-fsync_dir(const char *dir)
+int
+file_sync_dir(const char *dir, struct err *e)
 {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc;
+  int rc = 0;
 
-  if (fd < 0)
-    return -1;
-  rc = fsync(fd);
-  close(fd);
+  if (fd < 0 || fsync(fd) < 0)
+    rc = err_set(e, ERR_IO, "cannot sync directory '%s': %s", dir,
+                 strerror(errno));
+  if (fd >= 0)
+    close(fd);
   return rc;
 }
 
@@ -92,11 +93,8 @@ file_write_atomic(const char *dir, const char *name, const void *data,
     goto out;
   }
   /* The rename itself is durable only once the directory is synced. */
-  if (fsync_dir(dir) < 0) {
-    err_set(e, ERR_IO, "cannot sync directory '%s': %s", dir,
-            strerror(errno));
+  if (file_sync_dir(dir, e) < 0)
     goto out;
-  }
   rc = 0;
 out:
   if (fd >= 0)

@@ -26,6 +26,9 @@ int file_write_atomic(const char *dir, const char *name, const void *data,
  */
 int file_read(const char *path, size_t max, char **out, size_t *len_out,
               struct err *e) WARN_UNUSED;
+/* fsync of directory dir: what makes a rename or a new name in it
+ * durable.  ERR_IO naming it. */
+int file_sync_dir(const char *dir, struct err *e) WARN_UNUSED;
 /* mkdir -p path with mode for what it creates; existing ones are fine. */
 int file_mkdirs(const char *path, mode_t mode, struct err *e) WARN_UNUSED;
 

@@ -436,9 +436,26 @@ printf 'drafted' >"$W/ds/a.txt"
 d1=$(drafts_after "$d0")
 t_expect "a quiet tree's changes are drafted before any publish" "$d1" \
   "^$((d0 + 1))\$"
+drafted() { ls -A "$W/.tenbin/manifests/w" "$W/.tenbin/published/w" | grep -c '^\.draft-'; }
+t_expect "a draft of a new version is staged: its manifest and checks written" \
+  "$(drafted)" '^2$'
 out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
 t_expect "a publish after the draft reads nothing again" "$out" \
   '^201 .*"files_hashed":0,.*"scan":"changes","changes":2'
+VS=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "and commits the staged files as the version's" \
+  "$(drafted) $(sha256sum <"$W/.tenbin/manifests/w/$VS.json" | cut -c1-64)" \
+  "^0 $VS\$"
+# One request starts the pull and waits for it.
+out=$(t_agent B PUT "/v1/datasets/w/pulls/$VS?wait_ms=60000" \
+  -d "{\"source\":{\"url\":\"$AGENT_URL_C\",\"token\":\"$AGENT_TOKEN_C\"}}")
+t_expect "a pull started with wait_ms answers once complete" "$out" \
+  '^200 .*"state":"complete"'
+t_expect "and a version committed from its draft replicates exact" \
+  "$(diff -r "$W/ds" "$DST/.tenbin/data/w/$VS" && echo same)" '^same$'
+t_expect "a pull's wait_ms out of range gets 400 naming it" \
+  "$(t_agent B PUT "/v1/datasets/w/pulls/$VS?wait_ms=-1" -d '{}')" \
+  "^400 .*'wait_ms'"
 # Rewritten after its draft, same size: the publish reads it again.
 d1=$(drafts_now)
 printf 'drafted' >"$W/ds/a.txt"

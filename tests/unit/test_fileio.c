@@ -1,6 +1,7 @@
 /*
  * Tests for util/fileio.c: atomic writes land whole with their mode,
- * reads are capped, mkdir -p creates what is missing.
+ * reads are capped, mkdir -p creates what is missing, a directory's
+ * sync names the directory it could not sync.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +103,22 @@ test_mkdirs_creates_every_missing_level(void **state)
   assert_int_equal(file_mkdirs(path, 0755, &e), ERR_IO);
 }
 
+static void
+test_sync_dir_syncs_a_directory_and_names_one_it_cannot(void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  struct err e = {0};
+
+  assert_int_equal(file_sync_dir(dir, &e), 0);
+  snprintf(path, sizeof(path), "%s/missing", dir);
+  assert_int_equal(file_sync_dir(path, &e), ERR_IO);
+  assert_non_null(strstr(e.msg, "missing"));
+  assert_int_equal(file_write_atomic(dir, "f", "1", 1, 0644, &e), 0);
+  snprintf(path, sizeof(path), "%s/f", dir);
+  assert_int_equal(file_sync_dir(path, &e), ERR_IO);
+}
+
 int
 main(void)
 {
@@ -113,6 +130,9 @@ main(void)
           test_read_names_missing_and_too_large_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mkdirs_creates_every_missing_level,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_sync_dir_syncs_a_directory_and_names_one_it_cannot, setup,
+          teardown),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
