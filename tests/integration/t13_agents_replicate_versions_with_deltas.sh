@@ -323,6 +323,20 @@ else
   t_fail "refetch: $(printf '%s' "$st" | head -c 300)"
 fi
 
+# A replica's file touched behind the agent's back (all replicas and the
+# prestaged tree share its inode): the check of the prestaged tree, and
+# of each link, finds it no longer as recorded, so it is fetched.
+touch -d '2001-02-03 04:05:06' "$DST/.tenbin/data/ds/$VL/ro.txt"
+printf 'after a touch' >"$SRC/ds/round.txt"
+out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+VT=$(printf '%s' "${out#* }" | jq -r .version)
+t_pull B A ds "$VT" >/dev/null
+st=$(t_pull_wait B ds "$VT")
+t_expect "a replica's file touched behind the agent's back is fetched again, as published" \
+  "$(printf '%s' "$st" | jq -r .state) $(stat -c %Y "$DST/.tenbin/data/ds/$VT/ro.txt") \
+$(cmp "$SRC/ds/ro.txt" "$DST/.tenbin/data/ds/$VT/ro.txt" && echo same)" \
+  "^complete $(stat -c %Y "$SRC/ds/ro.txt") same\$"
+
 # ---- manifests as deltas ----
 # B kept its newest replicas' manifests decoded, so it asked for each
 # next version's manifest as the change from one of them.
