@@ -13,7 +13,6 @@
 #define TENBIN_SYNC_PULL_INT_H
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -273,40 +272,14 @@ void pull_sigs_run(uv_work_t *w);
 void pull_prestage_queue(struct pull *p);
 /* Loop: stop the running prestage job soon (the agent is closing). */
 void pull_prestage_cancel(struct agent *a);
-/*
- * A prestaged tree a plan has claimed (renamed to its staging path with
- * ".r"), and the check of its files against the basis' manifest running
- * on a thread of its own while the plan decodes the new manifest: each
- * file still a regular file of the basis' size, mode and mtime.
- */
-struct prestage_claim {
-  pthread_t tid;
-  int fd;                     /* the claimed tree, or -1: none */
-  const struct manifest *vm;  /* the basis' manifest (borrowed) */
-  uint8_t *ok;                /* per entry of vm: as recorded */
-  char tree[PATH_MAX + 80];   /* where it was prestaged */
-};
-/* Plan (pool), for a fresh staging directory: claim the prestaged tree
- * of basis_v (whose manifest is basis) and start checking it: 1
- * claimed, 0 not (c->fd -1).  Every claim ends with _take or _drop. */
-int pull_prestage_claim(struct plan_work *pw, const char *basis_v,
-                        const struct manifest *basis,
-                        struct prestage_claim *c);
-/* Make the claimed tree p's staging directory, keeping what the new
- * manifest pw->m has as it is and checked: 1 taken, keep[i] set for each
- * file of pw->m in place; 0 not (keep all zero, no staging directory
- * made).  from: pw->from when pw->m came as a delta against the basis,
- * else NULL. */
-int pull_prestage_take(struct plan_work *pw, struct prestage_claim *c,
-                       const uint32_t *from, uint8_t *keep);
-/* Give a claim up (the plan failed first): its tree, unchanged, goes
- * back where it was prestaged, for the plan that follows. */
-void pull_prestage_drop(struct plan_work *pw, struct prestage_claim *c);
-
-/* fd of directory dir (len bytes of it) relative to at, reopened (O_PATH)
- * only when it is not the one cached[] names; -1 when it cannot be opened.
- * Consecutive paths of a manifest mostly share it (pull_work.c). */
-int pull_dir_at(char *cached, size_t cap, int *fd, int at, const char *dir,
-                size_t len);
+/* Plan (pool), for a fresh staging directory: take the prestaged tree of
+ * basis_v (whose manifest is basis) as p's staging directory, keeping
+ * what the new manifest pw->m has as it is: 1 taken, keep[i] set for
+ * each file of pw->m already in place; 0 not (keep all zero, no staging
+ * directory made).  from: pw->from when pw->m came as a delta against
+ * basis, else NULL. */
+int pull_prestage_take(struct plan_work *pw, const char *basis_v,
+                       const struct manifest *basis, const uint32_t *from,
+                       uint8_t *keep);
 
 #endif

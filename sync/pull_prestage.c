@@ -19,7 +19,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,118 +299,23 @@ same_entry(const struct manifest_entry *ve, const struct manifest_entry *we)
 }
 
 /*
- * The check of a claimed tree: each file of the basis still there as
- * recorded (a hard link shares its inode's size, mode and mtime, so a
- * replica written or touched since, or a file removed behind the
- * agent's back, shows).  One thread, while the plan's own decodes the
- * new manifest on the other core: 20,000 fstatat are ~25 ms of CPU here,
- * which in the link stage competed with the batches.
- */
-static void *
-check_run(void *arg)
-{
-  struct prestage_claim *c = arg;
-  char cached[PATH_MAX];
-  int dfd = -1;
-
-  for (size_t i = 0; i < c->vm->n; i++) {
-    const struct manifest_entry *e = &c->vm->v[i];
-    const char *base = strrchr(e->path, '/');
-    struct stat st;
-    int fd;
-
-    c->ok[i] = e->type != MANIFEST_FILE;
-    if (c->ok[i])
-      continue;
-    base = base != NULL ? base + 1 : e->path;
-    fd = pull_dir_at(cached, sizeof(cached), &dfd, c->fd, e->path,
-                     base == e->path ? 0 : (size_t)(base - 1 - e->path));
-    c->ok[i] = fstatat(fd >= 0 ? fd : c->fd, fd >= 0 ? base : e->path, &st,
-                       AT_SYMLINK_NOFOLLOW) == 0 &&
-               S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size &&
-               (uint32_t)(st.st_mode & 07777) == e->mode &&
-               (int64_t)st.st_mtim.tv_sec * 1000000000 +
-                       st.st_mtim.tv_nsec ==
-                   e->mtime_ns;
-  }
-  if (dfd >= 0)
-    close(dfd);
-  return NULL;
-}
-
-int
-pull_prestage_claim(struct plan_work *pw, const char *basis_v,
-                    const struct manifest *basis, struct prestage_claim *c)
-{
-  struct pull *p = pw->p;
-  char dir[PATH_MAX], work[PATH_MAX + 4];
-
-  c->fd = -1;
-  snprintf(work, sizeof(work), "%s.r", p->staging);
-  if (remove_tree(work) < 0) /* a crashed reconciliation's */
-    return 0;
-  store_prestage_dir(p->a->store, p->name, dir, sizeof(dir));
-  snprintf(c->tree, sizeof(c->tree), "%s/%s", dir, basis_v);
-  *strrchr(work, '/') = '\0';
-  if (file_mkdirs(work, 0755, NULL) < 0)
-    return 0;
-  snprintf(work, sizeof(work), "%s.r", p->staging);
-  if (rename(c->tree, work) < 0)
-    return 0; /* none, or a job took it */
-  c->fd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (c->fd < 0) {
-    (void)remove_tree(work);
-    return 0;
-  }
-  c->vm = basis;
-  c->ok = xcalloc(basis->n > 0 ? basis->n : 1, 1);
-  if (pthread_create(&c->tid, NULL, check_run, c) != 0)
-    abort();
-  return 1;
-}
-
-/* A claim whose check thread was joined, done with. */
-static void
-claim_release(struct prestage_claim *c)
-{
-  close(c->fd);
-  c->fd = -1;
-  free(c->ok);
-  c->ok = NULL;
-}
-
-void
-pull_prestage_drop(struct plan_work *pw, struct prestage_claim *c)
-{
-  char work[PATH_MAX + 4];
-
-  if (c->fd < 0)
-    return;
-  pthread_join(c->tid, NULL);
-  claim_release(c);
-  snprintf(work, sizeof(work), "%s.r", pw->p->staging);
-  if (rename(work, c->tree) < 0)
-    (void)remove_tree(work);
-}
-
-/*
  * Turn the tree at dirfd, the basis vm's shape, into the part of m it
- * already holds: every entry of vm that m does not have as it is, or
- * that did not pass the check (ok), goes, children before their
- * directory (reverse path order), and keep[i] is set for each file of m
- * left in place.  from (or NULL), as manifest_delta_apply gives it
- * against vm, names the entries known to be the same, so only the
- * others are looked up.
+ * already holds: every entry of vm that m does not have as it is goes,
+ * children before their directory (reverse path order), and keep[i] is
+ * set for each file of m left in place.  from (or NULL), as
+ * manifest_delta_apply gives it against vm, names the entries known to
+ * be the same, so only the others are looked up.  That each is still
+ * there as recorded is checked by the link stage, off the plan's path.
  */
 static int
-reconcile(int dirfd, const struct manifest *vm, const uint8_t *ok,
-          const struct manifest *m, const uint32_t *from, uint8_t *keep)
+reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
+          const uint32_t *from, uint8_t *keep)
 {
   uint8_t *same = xcalloc(vm->n > 0 ? vm->n : 1, 1);
   int rc = 0;
 
   for (size_t j = 0; from != NULL && j < m->n; j++) {
-    if (from[j] == UINT32_MAX || !ok[from[j]])
+    if (from[j] == UINT32_MAX)
       continue;
     same[from[j]] = 1;
     keep[j] = m->v[j].type == MANIFEST_FILE;
@@ -422,7 +326,7 @@ reconcile(int dirfd, const struct manifest *vm, const uint8_t *ok,
 
     if (same[i])
       continue;
-    j = ok[i] ? manifest_find(m, ve->path) : -1;
+    j = manifest_find(m, ve->path);
     if (j >= 0 && same_entry(ve, &m->v[j])) {
       keep[j] = ve->type == MANIFEST_FILE;
       continue;
@@ -441,19 +345,30 @@ reconcile(int dirfd, const struct manifest *vm, const uint8_t *ok,
 }
 
 int
-pull_prestage_take(struct plan_work *pw, struct prestage_claim *c,
-                   const uint32_t *from, uint8_t *keep)
+pull_prestage_take(struct plan_work *pw, const char *basis_v,
+                   const struct manifest *basis, const uint32_t *from,
+                   uint8_t *keep)
 {
-  char work[PATH_MAX + 4];
-  int rc;
+  struct pull *p = pw->p;
+  char dir[PATH_MAX], tree[PATH_MAX + 72], work[PATH_MAX + 4];
+  int fd, rc;
 
-  if (c->fd < 0)
+  snprintf(work, sizeof(work), "%s.r", p->staging);
+  if (remove_tree(work) < 0) /* a crashed reconciliation's */
     return 0;
-  pthread_join(c->tid, NULL);
-  snprintf(work, sizeof(work), "%s.r", pw->p->staging);
-  rc = reconcile(c->fd, c->vm, c->ok, &pw->m, from, keep) == 0 &&
-       rename(work, pw->p->staging) == 0;
-  claim_release(c);
+  store_prestage_dir(p->a->store, p->name, dir, sizeof(dir));
+  snprintf(tree, sizeof(tree), "%s/%s", dir, basis_v);
+  *strrchr(work, '/') = '\0';
+  if (file_mkdirs(work, 0755, NULL) < 0)
+    return 0;
+  snprintf(work, sizeof(work), "%s.r", p->staging);
+  if (rename(tree, work) < 0)
+    return 0; /* none, or a job took it */
+  fd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  rc = fd >= 0 && reconcile(fd, basis, &pw->m, from, keep) == 0 &&
+       rename(work, p->staging) == 0;
+  if (fd >= 0)
+    close(fd);
   if (!rc) {
     memset(keep, 0, pw->m.n);
     (void)remove_tree(work);

@@ -579,9 +579,11 @@ struct link_dirs {
   int to_fd;
 };
 
-int
-pull_dir_at(char *cached, size_t cap, int *fd, int at, const char *dir,
-            size_t len)
+/* fd of directory dir (len bytes of it), reopened only when it changed;
+ * -1 when it cannot be opened. */
+static int
+link_dir(char *cached, size_t cap, int *fd, int at, const char *dir,
+         size_t len)
 {
   if (len >= cap)
     return -1;
@@ -607,15 +609,22 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
 
   tbase = strrchr(e->path, '/');
   tbase = tbase != NULL ? tbase + 1 : e->path;
+  if (k->have == NULL) {
+    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
+                   tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
+    k->ok = tfd >= 0 ? staged_as(tfd, tbase, e)
+                     : staged_as(j->dirfd, e->path, e);
+    return;
+  }
   he = k->have->e;
   snprintf(from, sizeof(from), "%s/%s", k->have->dir, he->path);
   /* A hard link shares mode and mtime with the older version, so it is
    * used only where they agree; else the bytes are copied locally. */
   if (he->mode == e->mode && he->mtime_ns == e->mtime_ns) {
     fbase = strrchr(from, '/') + 1;
-    ffd = pull_dir_at(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
+    ffd = link_dir(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
                    (size_t)(fbase - 1 - from));
-    tfd = pull_dir_at(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
+    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
                    tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
     if (ffd < 0 || tfd < 0)
       tfd = -1;
@@ -685,7 +694,14 @@ plan_links(struct plan_work *pw, int dirfd, const struct plan_local *l)
       pw->bytes_linked += e->size;
       continue;
     }
-    rc = plan_fetch(pw, dirfd, l, pw->links[i].entry);
+    /* Not as the prestaged tree promised (removed behind the agent's
+     * back, say): the name goes before anything is written there. */
+    if (pw->links[i].have == NULL && unlinkat(dirfd, e->path, 0) < 0 &&
+        errno != ENOENT)
+      rc = err_set(&pw->e, ERR_IO, "cannot replace '%s' in staging: %s",
+                   e->path, strerror(errno));
+    if (rc == 0)
+      rc = plan_fetch(pw, dirfd, l, pw->links[i].entry);
   }
   return rc;
 }
@@ -759,24 +775,11 @@ pull_plan_run(uv_work_t *w)
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
   char hex[MANIFEST_ID_HEX + 1];
-  struct prestage_claim claim = {.fd = -1};
   uint8_t *keep = NULL;
   int rc;
 
   pw->dirfd = -1;
   pw->man = &pw->m;
-  {
-    struct stat st;
-
-    pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
-  }
-  /* What is here first: the prestaged tree of the newest version is
-   * claimed and checked on a second thread while this one decodes. */
-  pw->local = xcalloc(1, sizeof(*pw->local));
-  local_load(pw, pw->local);
-  if (pw->fresh && pw->local->nm > 0)
-    (void)pull_prestage_claim(pw, pw->local->vs[0].version,
-                              pw->local->m[0], &claim);
   if (pw->delta) {
     rc = apply_delta(pw);
     if (rc < 0)
@@ -797,14 +800,20 @@ pull_plan_run(uv_work_t *w)
     err_prefix(&pw->e, "manifest from the source");
     goto out;
   }
+  {
+    struct stat st;
+
+    pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
+  }
+  pw->local = xcalloc(1, sizeof(*pw->local));
+  local_load(pw, pw->local);
   keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
-  (void)pull_prestage_take(pw, &claim,
-                           pw->local->nm > 0 &&
-                                   strcmp(pw->local->vs[0].version,
-                                          p->delta_base) == 0
-                               ? pw->from
-                               : NULL,
-                           keep);
+  if (pw->fresh && pw->local->nm > 0)
+    (void)pull_prestage_take(pw, pw->local->vs[0].version,
+                             pw->local->m[0],
+                             strcmp(pw->local->vs[0].version,
+                                    p->delta_base) == 0 ? pw->from : NULL,
+                             keep);
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -818,11 +827,9 @@ pull_plan_run(uv_work_t *w)
     const struct manifest_entry *e = &pw->m.v[i];
 
     if (keep[i]) {
-      /* in place from the prestaged tree, checked already */
+      /* in place from the prestaged tree, to check with the links */
       pw->kept++;
-      pw->files_done++;
-      pw->bytes_done += e->size;
-      pw->bytes_linked += e->size;
+      plan_link_add(pw, (uint32_t)i, NULL);
       continue;
     }
     switch (e->type) {
@@ -844,7 +851,6 @@ pull_plan_run(uv_work_t *w)
   }
 
 out:
-  pull_prestage_drop(pw, &claim);
   free(keep);
   pw->rc = rc;
 }

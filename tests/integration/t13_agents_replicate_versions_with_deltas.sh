@@ -324,9 +324,12 @@ else
 fi
 
 # A replica's file touched behind the agent's back (all replicas and the
-# prestaged tree share its inode): the check of the prestaged tree, and
-# of each link, finds it no longer as recorded, so it is fetched.
-touch -d '2001-02-03 04:05:06' "$DST/.tenbin/data/ds/$VL/ro.txt"
+# prestaged tree share its inode): the check of the kept files, and of
+# each link (c.bin moves, so its new name is linked from the old one),
+# finds it no longer as recorded, so it is fetched.
+touch -d '2001-02-03 04:05:06' "$DST/.tenbin/data/ds/$VL/ro.txt" \
+  "$DST/.tenbin/data/ds/$VL/sub/deep/c.bin"
+mv "$SRC/ds/sub/deep/c.bin" "$SRC/ds/sub/c-moved.bin"
 printf 'after a touch' >"$SRC/ds/round.txt"
 out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
 VT=$(printf '%s' "${out#* }" | jq -r .version)
@@ -336,6 +339,10 @@ t_expect "a replica's file touched behind the agent's back is fetched again, as 
   "$(printf '%s' "$st" | jq -r .state) $(stat -c %Y "$DST/.tenbin/data/ds/$VT/ro.txt") \
 $(cmp "$SRC/ds/ro.txt" "$DST/.tenbin/data/ds/$VT/ro.txt" && echo same)" \
   "^complete $(stat -c %Y "$SRC/ds/ro.txt") same\$"
+t_expect "and a moved file whose old inode was touched is fetched, as published" \
+  "$(stat -c %Y "$DST/.tenbin/data/ds/$VT/sub/c-moved.bin") \
+$(cmp "$SRC/ds/sub/c-moved.bin" "$DST/.tenbin/data/ds/$VT/sub/c-moved.bin" && echo same)" \
+  "^$(stat -c %Y "$SRC/ds/sub/c-moved.bin") same\$"
 
 # ---- manifests as deltas ----
 # B kept its newest replicas' manifests decoded, so it asked for each
