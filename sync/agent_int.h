@@ -1,6 +1,6 @@
 /*
- * What agent.c, serve.c (the source side) and pull.c (the destination
- * side) share.  Everything here is owned by the loop thread.
+ * What agent.c, publish.c and serve.c (the source side) and pull.c (the
+ * destination side) share.  Everything here is owned by the loop thread.
  */
 #ifndef TENBIN_SYNC_AGENT_INT_H
 #define TENBIN_SYNC_AGENT_INT_H
@@ -19,7 +19,7 @@
 #define AGENT_BATCH_MAX ((size_t)64 << 20)   /* request body */
 #define AGENT_BATCH_FRAMES 4096u
 /* --watch: how long a tree is quiet before its next publish is drafted
- * (serve.c), unless --draft-ms says otherwise. */
+ * (publish.c), unless --draft-ms says otherwise. */
 #define AGENT_DRAFT_MS 250u
 #define AGENT_ANSWER_MAX ((size_t)80 << 20)  /* 64 MiB data + framing */
 

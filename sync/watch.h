@@ -74,7 +74,7 @@ void watch_changes_release(struct watch_changes *c);
 /*
  * The changes noted after seq `since` (0: all since the last take),
  * copied into out (new contents), leaving the set as it is: what a draft
- * of the next publish looks at (serve.c).  *upto: the seq they reach,
+ * of the next publish looks at (publish.c).  *upto: the seq they reach,
  * the next peek's since.  0, or ERR_CONFLICT when the watch is lost.
  */
 int watch_peek(struct watch *w, uint64_t since, struct watch_changes *out,
