@@ -175,6 +175,7 @@ struct plan_work {
   size_t fetched;          /* bytes of manifest or delta fetched */
   int delta;               /* text is a delta against p->delta_base */
   int refetch;             /* the delta did not apply: fetch it whole */
+  char hex[MANIFEST_ID_HEX + 1]; /* the text's SHA-256 */
   int stored;              /* the link stage stored the manifest */
   uint32_t *from;          /* after a delta: base index per entry of m, or
                               UINT32_MAX (manifest_delta_apply) */
@@ -278,6 +279,8 @@ void pull_prestage_cancel(struct agent *a);
  * each file of pw->m already in place; 0 not (keep all zero, no staging
  * directory made).  from: pw->from when pw->m came as a delta against
  * basis, else NULL. */
+/* Remove the tree at path, whatever is in it: 0, or -1 (errno). */
+int pull_remove_tree(const char *path);
 int pull_prestage_take(struct plan_work *pw, const char *basis_v,
                        const struct manifest *basis, const uint32_t *from,
                        uint8_t *keep);

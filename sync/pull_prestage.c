@@ -79,8 +79,8 @@ remove_in(int fd, int depth)
   return rc;
 }
 
-static int
-remove_tree(const char *path)
+int
+pull_remove_tree(const char *path)
 {
   char dir[PATH_MAX];
   char *slash;
@@ -134,7 +134,7 @@ clear_dir(const char *dir)
       if (rename(from, to) < 0)
         continue;
     }
-    (void)remove_tree(to);
+    (void)pull_remove_tree(to);
   }
   closedir(d);
 }
@@ -195,7 +195,7 @@ prestage_run(uv_work_t *w)
   ok = tmpfd >= 0 && link_tree(datafd, tmpfd, &m, pw) == 0 &&
        rename(tmp, fin) == 0;
   if (!ok)
-    (void)remove_tree(tmp);
+    (void)pull_remove_tree(tmp);
 
 out:
   if (datafd >= 0)
@@ -354,7 +354,7 @@ pull_prestage_take(struct plan_work *pw, const char *basis_v,
   int fd, rc;
 
   snprintf(work, sizeof(work), "%s.r", p->staging);
-  if (remove_tree(work) < 0) /* a crashed reconciliation's */
+  if (pull_remove_tree(work) < 0) /* a crashed reconciliation's */
     return 0;
   store_prestage_dir(p->a->store, p->name, dir, sizeof(dir));
   snprintf(tree, sizeof(tree), "%s/%s", dir, basis_v);
@@ -371,7 +371,7 @@ pull_prestage_take(struct plan_work *pw, const char *basis_v,
     close(fd);
   if (!rc) {
     memset(keep, 0, pw->m.n);
-    (void)remove_tree(work);
+    (void)pull_remove_tree(work);
   }
   return rc;
 }

@@ -769,12 +769,35 @@ apply_delta(struct plan_work *pw)
   return 0;
 }
 
+static void *
+hash_run(void *arg)
+{
+  struct plan_work *pw = arg;
+
+  hash_sha256_hex(pw->text, pw->len, pw->hex);
+  return NULL;
+}
+
+/* Whether the manifest's text is the version asked for. */
+static int
+check_hash(struct plan_work *pw)
+{
+  if (strcmp(pw->hex, pw->p->v) == 0)
+    return 0;
+  /* A delta that gave other bytes is the source's to explain, but the
+   * whole manifest may still be right. */
+  pw->refetch = pw->delta;
+  return err_set(&pw->e, ERR_SITE, "the source's manifest hashes to %.12s, "
+                 "not to the version asked for", pw->hex);
+}
+
 void
 pull_plan_run(uv_work_t *w)
 {
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
-  char hex[MANIFEST_ID_HEX + 1];
+  pthread_t hasher;
+  int hashing = 0, taken = 0;
   uint8_t *keep = NULL;
   int rc;
 
@@ -784,21 +807,22 @@ pull_plan_run(uv_work_t *w)
     rc = apply_delta(pw);
     if (rc < 0)
       goto out;
-  }
-  hash_sha256_hex(pw->text, pw->len, hex);
-  if (strcmp(hex, p->v) != 0) {
-    /* A delta that gave other bytes is the source's to explain, but the
-     * whole manifest may still be right. */
-    pw->refetch = pw->delta;
-    rc = err_set(&pw->e, ERR_SITE, "the source's manifest hashes to %.12s, "
-                 "not to the version asked for", hex);
-    goto out;
-  }
-  if (!pw->delta)
+    /* The rebuilt text's hash on a second thread while the prestaged
+     * tree is reconciled; a text that is not the version's undoes that
+     * (below) before anything else is built on it. */
+    if (pthread_create(&hasher, NULL, hash_run, pw) != 0)
+      abort();
+    hashing = 1;
+  } else {
+    hash_run(pw);
+    rc = check_hash(pw);
+    if (rc < 0)
+      goto out;
     rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
-  if (rc < 0) {
-    err_prefix(&pw->e, "manifest from the source");
-    goto out;
+    if (rc < 0) {
+      err_prefix(&pw->e, "manifest from the source");
+      goto out;
+    }
   }
   {
     struct stat st;
@@ -809,11 +833,23 @@ pull_plan_run(uv_work_t *w)
   local_load(pw, pw->local);
   keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
   if (pw->fresh && pw->local->nm > 0)
-    (void)pull_prestage_take(pw, pw->local->vs[0].version,
-                             pw->local->m[0],
-                             strcmp(pw->local->vs[0].version,
-                                    p->delta_base) == 0 ? pw->from : NULL,
-                             keep);
+    taken = pull_prestage_take(pw, pw->local->vs[0].version,
+                               pw->local->m[0],
+                               strcmp(pw->local->vs[0].version,
+                                      p->delta_base) == 0 ? pw->from : NULL,
+                               keep);
+  if (hashing) {
+    pthread_join(hasher, NULL);
+    hashing = 0;
+    rc = check_hash(pw);
+    if (rc < 0) {
+      /* Reconciled against a manifest that is not the version's: that
+       * staging tree may hold what the version does not. */
+      if (taken)
+        (void)pull_remove_tree(p->staging);
+      goto out;
+    }
+  }
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -851,6 +887,8 @@ pull_plan_run(uv_work_t *w)
   }
 
 out:
+  if (hashing)
+    pthread_join(hasher, NULL);
   free(keep);
   pw->rc = rc;
 }
