@@ -344,6 +344,31 @@ t_expect "and a moved file whose old inode was touched is fetched, as published"
 $(cmp "$SRC/ds/sub/c-moved.bin" "$DST/.tenbin/data/ds/$VT/sub/c-moved.bin" && echo same)" \
   "^$(stat -c %Y "$SRC/ds/sub/c-moved.bin") same\$"
 
+# Many entries gone at once: the reconcile removes them on two threads
+# (files), then their directories.
+mkdir -p "$SRC/ds/many/deeper"
+for k in $(seq 1 80); do printf '%s' "$k" >"$SRC/ds/many/f$k"; done
+for k in $(seq 1 10); do printf '%s' "$k" >"$SRC/ds/many/deeper/g$k"; done
+for round in add remove; do
+  if [ "$round" = remove ]; then
+    rm -r "$SRC/ds/many"
+    # the add round's version prestaged first
+    for _ in $(seq 1 200); do
+      [ "$(t_agent B GET /healthz | sed 's/^[0-9]* //' | jq -r .background)" = 0 ] && break
+      sleep 0.05
+    done
+  fi
+  out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+  VM=$(printf '%s' "${out#* }" | jq -r .version)
+  t_pull B A ds "$VM" >/dev/null
+  st=$(t_pull_wait B ds "$VM")
+done
+t_expect "90 files and their directories gone from the prestaged tree at once: exact" \
+  "$(printf '%s' "$st" | jq -r .state) $(diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VM" && echo same)" \
+  '^complete same$'
+t_expect "and that pull was built from the prestaged tree" \
+  "$(grep "pull ds@${VM:0:12}: .* kept from the prestaged tree" "$T_DIR/agent-B.log" | grep -c ' [1-9][0-9]* kept')" '^1$'
+
 # ---- manifests as deltas ----
 # B kept its newest replicas' manifests decoded, so it asked for each
 # next version's manifest as the change from one of them.
