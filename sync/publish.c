@@ -182,7 +182,6 @@ struct publish_work {
   int unchanged;               /* none: last's manifest and checks hold */
   int from_draft;              /* none after last's staged draft */
   struct manifest_scan_stats stats;
-  uint64_t files, dirs, links, bytes;
   struct err e;
   int rc;
 };
@@ -197,6 +196,20 @@ manifest_same(const struct manifest *x, const struct manifest *y)
     if (!manifest_entry_same(&x->v[i], &y->v[i]))
       return 0;
   return 1;
+}
+
+/* A manifest and its checks move from (sm, sc), left empty, to (dm, dc),
+ * whose contents are released first. */
+static void
+move_pair(struct manifest *dm, struct manifest_checks *dc,
+          struct manifest *sm, struct manifest_checks *sc)
+{
+  manifest_release(dm);
+  manifest_checks_release(dc);
+  *dm = *sm;
+  *dc = *sc;
+  manifest_init(sm);
+  manifest_checks_init(sc);
 }
 
 /* The last publish from disk, when the cache does not have it. */
@@ -366,21 +379,11 @@ publish_draft(struct publish_work *pw)
                       pw->rel, &pw->existed, &pw->e);
   if (rc < 0)
     return rc;
-  pw->m = lp->dm;
-  pw->c = lp->dc;
-  pw->sm = lp->dsm;
-  pw->sc = lp->dsc;
-  manifest_init(&lp->dm);
-  manifest_checks_init(&lp->dc);
-  manifest_init(&lp->dsm);
-  manifest_checks_init(&lp->dsc);
+  move_pair(&pw->m, &pw->c, &lp->dm, &lp->dc);
+  move_pair(&pw->sm, &pw->sc, &lp->dsm, &lp->dsc);
   lp->has_draft = 0;
   lp->staged = 0;
   pw->stats.files_reused = pw->m.files;
-  pw->files = pw->m.files;
-  pw->dirs = pw->m.dirs;
-  pw->links = pw->m.links;
-  pw->bytes = pw->m.bytes;
   pw->seed = 1;
   return 0;
 }
@@ -410,10 +413,6 @@ publish_run(uv_work_t *w)
     memcpy(pw->v, prev->v, sizeof(pw->v));
     pw->existed = 1;
     pw->unchanged = 1;
-    pw->files = prev->m.files;
-    pw->dirs = prev->m.dirs;
-    pw->links = prev->m.links;
-    pw->bytes = prev->m.bytes;
     pw->stats.files_reused = prev->m.files;
     rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
     goto out;
@@ -449,10 +448,6 @@ publish_run(uv_work_t *w)
                        &pw->m, &pw->c, &pw->stats, &pw->e);
   if (rc < 0)
     goto out;
-  pw->files = pw->m.files;
-  pw->dirs = pw->m.dirs;
-  pw->links = pw->m.links;
-  pw->bytes = pw->m.bytes;
   if (prev != NULL && manifest_same(&pw->m, &prev->m)) {
     /* Nothing changed: the same version, whose manifest and checks are
      * stored already (equal manifests come from equal stat identities
@@ -530,12 +525,7 @@ last_store(struct publish_state *st, struct publish_work *pw)
     st->last = lp;
   }
   if (!pw->unchanged) {
-    manifest_release(&lp->m);
-    manifest_checks_release(&lp->c);
-    lp->m = pw->m;
-    lp->c = pw->c;
-    manifest_init(&pw->m);
-    manifest_checks_init(&pw->c);
+    move_pair(&lp->m, &lp->c, &pw->m, &pw->c);
     memcpy(lp->v, pw->v, sizeof(lp->v));
   }
   lp->used = ++st->clock;
@@ -654,14 +644,14 @@ publish_done(uv_work_t *w, int status)
     snprintf(dir, sizeof(dir), "%s/%s", store_root(a->store), pw->rel);
   log_info("published %s@%.12s from '%s': %llu files, %llu bytes "
            "(%llu hashed, %llu reused; %s)", pw->name, pw->v, pw->rel,
-           (unsigned long long)pw->files, (unsigned long long)pw->bytes,
+           (unsigned long long)lp->m.files, (unsigned long long)lp->m.bytes,
            (unsigned long long)pw->stats.files_hashed,
            (unsigned long long)pw->stats.files_reused,
            pw->by_changes ? "the watched changes looked at" : "scanned whole");
   v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:s, s:I}",
-                "version", pw->v, "files", (json_int_t)pw->files, "dirs",
-                (json_int_t)pw->dirs, "links", (json_int_t)pw->links,
-                "bytes", (json_int_t)pw->bytes, "path", dir,
+                "version", pw->v, "files", (json_int_t)lp->m.files, "dirs",
+                (json_int_t)lp->m.dirs, "links", (json_int_t)lp->m.links,
+                "bytes", (json_int_t)lp->m.bytes, "path", dir,
                 "files_hashed", (json_int_t)pw->stats.files_hashed,
                 "files_reused", (json_int_t)pw->stats.files_reused,
                 "segments_reused",
@@ -719,10 +709,6 @@ draft_drop(struct last_publish *lp)
   manifest_checks_release(&lp->dc);
   manifest_release(&lp->dsm);
   manifest_checks_release(&lp->dsc);
-  manifest_init(&lp->dm);
-  manifest_checks_init(&lp->dc);
-  manifest_init(&lp->dsm);
-  manifest_checks_init(&lp->dsc);
   lp->has_draft = 0;
   lp->staged = 0;
 }
@@ -764,19 +750,13 @@ draft_done(uv_work_t *w, int status)
   watch_extended(lp->watch, dw->wb);
   if (dw->rc == 0) {
     draft_drop(lp);
-    lp->dm = dw->m;
-    lp->dc = dw->c;
-    manifest_init(&dw->m);
-    manifest_checks_init(&dw->c);
+    move_pair(&lp->dm, &lp->dc, &dw->m, &dw->c);
     lp->has_draft = 1;
     lp->draft_seq = dw->upto;
     if (dw->staged) {
       lp->staged = 1;
       memcpy(lp->dv, dw->v, sizeof(lp->dv));
-      lp->dsm = dw->sm;
-      lp->dsc = dw->sc;
-      manifest_init(&dw->sm);
-      manifest_checks_init(&dw->sc);
+      move_pair(&lp->dsm, &lp->dsc, &dw->sm, &dw->sc);
     } else if (dw->stage_e.code < 0) {
       log_info("draft of %s from '%s' not staged: %s (its publish writes "
                "it)", lp->name, lp->rel, err_msg(&dw->stage_e));

@@ -1056,11 +1056,19 @@ wait_param(struct http_request *req, long *out)
   return 0;
 }
 
-/* Answer req with p's status once p ends, or after wait_ms. */
+/* Answer req with p's status: now (with status), or, while p runs and
+ * wait_ms > 0, with 200 once p ends or wait_ms have passed. */
 static void
-wait_for(struct pull *p, struct http_request *req, long wait_ms)
+reply_status(struct pull *p, struct http_request *req, int status,
+             long wait_ms)
 {
-  struct pull_waiter *w = xcalloc(1, sizeof(*w));
+  struct pull_waiter *w;
+
+  if (p->state != PULL_RUNNING || wait_ms <= 0) {
+    agent_reply_json(req, status, status_json(p));
+    return;
+  }
+  w = xcalloc(1, sizeof(*w));
 
   w->req = req;
   w->p = p;
@@ -1139,10 +1147,7 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   p = pull_find(a, name, v);
   if (p != NULL && p->state == PULL_RUNNING) {
     json_decref(body);
-    if (wait_ms > 0)
-      wait_for(p, req, wait_ms);
-    else
-      agent_reply_json(req, 200, status_json(p));
+    reply_status(p, req, 200, wait_ms);
     return;
   }
   if (p == NULL) {
@@ -1179,10 +1184,7 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   json_decref(body);
   log_info("pull %s@%.12s from %s started", name, v, p->src_url);
   fetch_manifest(p);
-  if (p->state == PULL_RUNNING && wait_ms > 0)
-    wait_for(p, req, wait_ms);
-  else
-    agent_reply_json(req, 202, status_json(p));
+  reply_status(p, req, 202, wait_ms);
   return;
 
 fail:
@@ -1209,11 +1211,7 @@ pull_get(struct agent *a, struct http_request *req, const char *name,
                      "the version is not held here", name, v);
     return;
   }
-  if (p->state == PULL_RUNNING && wait_ms > 0) {
-    wait_for(p, req, wait_ms);
-    return;
-  }
-  agent_reply_json(req, 200, status_json(p));
+  reply_status(p, req, 200, wait_ms);
 }
 
 void

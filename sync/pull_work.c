@@ -603,17 +603,19 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
   const struct manifest_entry *e = &j->pw->man->v[k->entry];
   const struct manifest_entry *he;
   char from[PATH_MAX * 2];
-  const char *fbase, *tbase;
+  const char *fbase, *tbase, *tname;
   struct err ignore = {0};
-  int ffd, tfd;
+  int ffd, tfd, tat;
 
+  /* The staged name: in its open directory, else by its whole path. */
   tbase = strrchr(e->path, '/');
   tbase = tbase != NULL ? tbase + 1 : e->path;
+  tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
+                 tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
+  tat = tfd >= 0 ? tfd : j->dirfd;
+  tname = tfd >= 0 ? tbase : e->path;
   if (k->have == NULL) {
-    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
-                   tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
-    k->ok = tfd >= 0 ? staged_as(tfd, tbase, e)
-                     : staged_as(j->dirfd, e->path, e);
+    k->ok = staged_as(tat, tname, e);
     return;
   }
   he = k->have->e;
@@ -624,19 +626,14 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
     fbase = strrchr(from, '/') + 1;
     ffd = link_dir(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
                    (size_t)(fbase - 1 - from));
-    tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
-                   tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
-    if (ffd < 0 || tfd < 0)
-      tfd = -1;
-    if ((tfd >= 0 ? linkat(ffd, fbase, tfd, tbase, 0)
-                  : linkat(AT_FDCWD, from, j->dirfd, e->path, 0)) == 0) {
+    if ((ffd >= 0 ? linkat(ffd, fbase, tat, tname, 0)
+                  : linkat(AT_FDCWD, from, tat, tname, 0)) == 0) {
       /* Still as the older version recorded it?  A replica written or
        * touched behind the agent's back is fetched instead (not copied:
        * its bytes are what is in doubt). */
-      k->ok = tfd >= 0 ? staged_as(tfd, tbase, e)
-                       : staged_as(j->dirfd, e->path, e);
+      k->ok = staged_as(tat, tname, e);
       if (!k->ok)
-        (void)unlinkat(j->dirfd, e->path, 0);
+        (void)unlinkat(tat, tname, 0);
       return;
     }
   }

@@ -306,14 +306,22 @@ t_expect "no crash leftovers of prestaging stay, and no junk reached a replica" 
 $(grep -rlF "$junk" "$DST/.tenbin/data" | wc -l)" '^0 0 0$'
 
 
+# publish_and_pull: publish ds at A, pull it into B and wait for it:
+# the version into $V, the pull's final status into $st.
+publish_and_pull() {
+  local out
+  out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
+  V=$(printf '%s' "${out#* }" | jq -r .version)
+  t_pull B A ds "$V" >/dev/null
+  st=$(t_pull_wait B ds "$V")
+}
+
 # A file the old replicas no longer hold (removed behind the agent's
 # back) can be neither linked nor copied: it is fetched after all.
 rm -f "$DST"/.tenbin/data/ds/*/sub/deep/c.bin "$PRE"/*/sub/deep/c.bin
 printf 'one more' >"$SRC/ds/round.txt"
-out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
-VL=$(printf '%s' "${out#* }" | jq -r .version)
-t_pull B A ds "$VL" >/dev/null
-st=$(t_pull_wait B ds "$VL")
+publish_and_pull
+VL=$V
 t_expect "a file missing from the old replicas is fetched, not linked" \
   "$st" '"state":"complete"'
 if diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VL" >/dev/null 2>&1 &&
@@ -331,10 +339,8 @@ touch -d '2001-02-03 04:05:06' "$DST/.tenbin/data/ds/$VL/ro.txt" \
   "$DST/.tenbin/data/ds/$VL/sub/deep/c.bin"
 mv "$SRC/ds/sub/deep/c.bin" "$SRC/ds/sub/c-moved.bin"
 printf 'after a touch' >"$SRC/ds/round.txt"
-out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
-VT=$(printf '%s' "${out#* }" | jq -r .version)
-t_pull B A ds "$VT" >/dev/null
-st=$(t_pull_wait B ds "$VT")
+publish_and_pull
+VT=$V
 t_expect "a replica's file touched behind the agent's back is fetched again, as published" \
   "$(printf '%s' "$st" | jq -r .state) $(stat -c %Y "$DST/.tenbin/data/ds/$VT/ro.txt") \
 $(cmp "$SRC/ds/ro.txt" "$DST/.tenbin/data/ds/$VT/ro.txt" && echo same)" \
@@ -358,11 +364,9 @@ for round in add remove; do
       sleep 0.05
     done
   fi
-  out=$(t_agent A POST /v1/datasets/ds/versions -d '{"path":"ds"}')
-  VM=$(printf '%s' "${out#* }" | jq -r .version)
-  t_pull B A ds "$VM" >/dev/null
-  st=$(t_pull_wait B ds "$VM")
+  publish_and_pull
 done
+VM=$V
 t_expect "90 files and their directories gone from the prestaged tree at once: exact" \
   "$(printf '%s' "$st" | jq -r .state) $(diff -r "$SRC/ds" "$DST/.tenbin/data/ds/$VM" && echo same)" \
   '^complete same$'
