@@ -13,6 +13,7 @@
 #include "http/server.h"
 #include "sync/agent.h"
 #include "sync/manifest.h"
+#include "sync/reserve.h"
 #include "sync/store.h"
 
 #define AGENT_JSON_MAX ((size_t)64 << 10)
@@ -44,6 +45,8 @@ struct agent {
   uint64_t drafts;             /* drafts of a publish completed */
   struct prestage_work *prestaging;    /* the job running, or NULL */
   struct prestage_work *prestage_next; /* the one to run after it */
+  struct reserve *reserve;     /* empty files for new ones (reserve.h) */
+  size_t reserve_want;         /* files the last pull created */
   unsigned inflight;           /* work items on the thread pool */
   int closing;
   void (*close_cb)(void *arg);

@@ -572,30 +572,54 @@ plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
 
 /* A link thread's open directories: consecutive links mostly share
  * both, and linkat relative to them skips walking two paths per file. */
-struct link_dirs {
-  char from[PATH_MAX * 2]; /* absolute */
-  int from_fd;
-  char to[PATH_MAX];       /* relative to the staging directory */
-  int to_fd;
+/* A directory kept open while consecutive entries are in it. */
+struct dir_cache {
+  char path[PATH_MAX * 2];
+  int fd;                  /* -1: none open */
 };
 
-/* fd of directory dir (len bytes of it), reopened only when it changed;
- * -1 when it cannot be opened. */
-static int
-link_dir(char *cached, size_t cap, int *fd, int at, const char *dir,
-         size_t len)
+static void
+dir_cache_close(struct dir_cache *c)
 {
-  if (len >= cap)
-    return -1;
-  if (*fd >= 0 && strncmp(cached, dir, len) == 0 && cached[len] == '\0')
-    return *fd;
-  if (*fd >= 0)
-    close(*fd);
-  memcpy(cached, dir, len);
-  cached[len] = '\0';
-  *fd = openat(at, len > 0 ? cached : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  return *fd;
+  if (c->fd >= 0)
+    close(c->fd);
+  c->fd = -1;
 }
+
+/* fd of directory dir (its first len bytes), reopened only when it
+ * changed; negative when it cannot be opened.  An absolute dir (at is
+ * AT_FDCWD) is a replica's, opened as it is; one in a staging directory
+ * (at) is resolved beneath it following no link (syncpath_openat). */
+static int
+dir_cache_open(struct dir_cache *c, int at, const char *dir, size_t len,
+               struct err *e)
+{
+  int fd;
+
+  if (len >= sizeof(c->path))
+    return err_set(e, ERR_INVALID, "path too long");
+  if (c->fd >= 0 && strncmp(c->path, dir, len) == 0 && c->path[len] == '\0')
+    return c->fd;
+  dir_cache_close(c);
+  memcpy(c->path, dir, len);
+  c->path[len] = '\0';
+  if (at == AT_FDCWD) {
+    fd = open(c->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+      return err_set(e, ERR_IO, "'%s': %s", c->path, strerror(errno));
+  } else {
+    fd = syncpath_openat(at, len > 0 ? c->path : ".", O_PATH | O_DIRECTORY,
+                         0, e);
+    if (fd < 0)
+      return fd;
+  }
+  c->fd = fd;
+  return fd;
+}
+
+struct link_dirs {
+  struct dir_cache from, to; /* from: absolute; to: in staging */
+};
 
 static void
 link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
@@ -610,8 +634,9 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
   /* The staged name: in its open directory, else by its whole path. */
   tbase = strrchr(e->path, '/');
   tbase = tbase != NULL ? tbase + 1 : e->path;
-  tfd = link_dir(d->to, sizeof(d->to), &d->to_fd, j->dirfd, e->path,
-                 tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path));
+  tfd = dir_cache_open(&d->to, j->dirfd, e->path,
+                       tbase == e->path ? 0 : (size_t)(tbase - 1 - e->path),
+                       NULL);
   tat = tfd >= 0 ? tfd : j->dirfd;
   tname = tfd >= 0 ? tbase : e->path;
   if (k->have == NULL) {
@@ -624,8 +649,8 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
    * used only where they agree; else the bytes are copied locally. */
   if (he->mode == e->mode && he->mtime_ns == e->mtime_ns) {
     fbase = strrchr(from, '/') + 1;
-    ffd = link_dir(d->from, sizeof(d->from), &d->from_fd, AT_FDCWD, from,
-                   (size_t)(fbase - 1 - from));
+    ffd = dir_cache_open(&d->from, AT_FDCWD, from,
+                         (size_t)(fbase - 1 - from), NULL);
     if ((ffd >= 0 ? linkat(ffd, fbase, tat, tname, 0)
                   : linkat(AT_FDCWD, from, tat, tname, 0)) == 0) {
       /* Still as the older version recorded it?  A replica written or
@@ -646,7 +671,7 @@ static void *
 link_run(void *arg)
 {
   struct link_job *j = arg;
-  struct link_dirs d = {.from_fd = -1, .to_fd = -1};
+  struct link_dirs d = {.from.fd = -1, .to.fd = -1};
   size_t i;
 
   while ((i = atomic_fetch_add(j->next, LINK_CHUNK)) < j->pw->nlinks) {
@@ -656,10 +681,8 @@ link_run(void *arg)
     for (; i < end; i++)
       link_one(j, &d, &j->pw->links[i]);
   }
-  if (d.from_fd >= 0)
-    close(d.from_fd);
-  if (d.to_fd >= 0)
-    close(d.to_fd);
+  dir_cache_close(&d.from);
+  dir_cache_close(&d.to);
   return NULL;
 }
 
@@ -1261,19 +1284,30 @@ open_staging(struct batch_req *br)
 
 /* A new file at path in staging, for writing: never an inode that is
  * there already (it may be shared with a replica), so an earlier
- * attempt's goes first. */
+ * attempt's goes first.  It comes from the agent's reserve (reserve.h)
+ * into its directory, which stays open for the next file. */
 static int
-create_fresh(int dirfd, const char *path, struct err *e)
+create_fresh(struct reserve *r, struct dir_cache *dc, int dirfd,
+             const char *path, struct err *e)
 {
-  if (unlinkat(dirfd, path, 0) < 0 && errno != ENOENT)
+  const char *base = strrchr(path, '/');
+  int pfd;
+
+  base = base != NULL ? base + 1 : path;
+  pfd = dir_cache_open(dc, dirfd, path,
+                       base == path ? 0 : (size_t)(base - 1 - path), e);
+  if (pfd < 0)
+    return pfd;
+  if (unlinkat(pfd, base, 0) < 0 && errno != ENOENT)
     return err_set(e, ERR_IO, "cannot replace it: %s", strerror(errno));
-  return syncpath_openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL, 0600, e);
+  return reserve_take(r, pfd, base, e);
 }
 
 /* Patch or write one answered segment and verify it. */
 static int
-apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
-          struct open_file *of, const struct wire_frame *f)
+apply_seg(struct batch_req *br, struct pull *p, int dirfd,
+          struct dir_cache *dc, size_t i, struct open_file *of,
+          const struct wire_frame *f)
 {
   const struct pull_file *pf = &p->files[br->segs[i].file];
   const struct manifest_entry *e = &p->m.v[pf->entry];
@@ -1291,7 +1325,7 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd, size_t i,
      * verified (staged_as); a large one under a part name, as its
      * segments verify one by one. */
     if (e->nsegs == 1) {
-      of->part = create_fresh(dirfd, e->path, &we);
+      of->part = create_fresh(p->a->reserve, dc, dirfd, e->path, &we);
     } else {
       part_name(e->path, "part", part, sizeof(part));
       of->part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT |
@@ -1350,6 +1384,7 @@ pull_apply_run(uv_work_t *w)
   struct open_file *of = NULL;
   size_t nof = 0, pos = 0;
   struct wire_frame f;
+  struct dir_cache dc = {.fd = -1};
   struct err e = {0};
   int dirfd;
   int rc;
@@ -1369,7 +1404,7 @@ pull_apply_run(uv_work_t *w)
     i = find_seg(br, p, f.file, f.seg);
     if (i < 0 || br->result[i] != SEG_PENDING)
       continue;
-    if (apply_seg(br, p, dirfd, (size_t)i,
+    if (apply_seg(br, p, dirfd, &dc, (size_t)i,
                   open_slot(&of, &nof, br->segs[i].file), &f) < 0)
       break;
   }
@@ -1383,6 +1418,7 @@ pull_apply_run(uv_work_t *w)
       close(of[k].segs);
   }
   free(of);
+  dir_cache_close(&dc);
   close(dirfd);
 }
 
