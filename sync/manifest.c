@@ -539,15 +539,23 @@ decode_entry(const struct mtext_entry *o, size_t i, struct manifest *m,
 }
 
 /* Room for entry i, growing the array geometrically. */
+void
+manifest_reserve(struct manifest *m, size_t n)
+{
+  if (n <= m->cap)
+    return;
+  m->cap = n;
+  m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
+  if (m->span != NULL)
+    m->span = xrealloc(m->span, m->cap * sizeof(*m->span));
+}
+
 static void
 entries_reserve(struct manifest *m, size_t i)
 {
   if (i < m->cap)
     return;
-  m->cap = m->cap ? 2 * m->cap : 16;
-  m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
-  if (m->span != NULL)
-    m->span = xrealloc(m->span, m->cap * sizeof(*m->span));
+  manifest_reserve(m, m->cap ? 2 * m->cap : 16);
 }
 
 /* A new zeroed entry at the end of m, counted at once so that release

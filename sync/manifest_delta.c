@@ -282,6 +282,11 @@ manifest_delta_apply(const struct manifest *base, const char *base_id,
     goto out;
   }
   map = xmalloc(((size_t)count + 1) * sizeof(*map));
+  /* Every entry is one of the base's or a literal of 64 bytes or more:
+   * a count past that is refused below, without reserving for it. */
+  manifest_reserve(m, (size_t)count < base->n + len / 64
+                          ? (size_t)count
+                          : base->n + len / 64);
   if (buf_adds(&t, TEXT_HEAD) < 0)
     goto too_large;
   while (rc == 0) {

@@ -30,6 +30,9 @@ int64_t manifest_ns(const struct timespec *ts);
  */
 int manifest_append_decoded(struct manifest *m, const struct mtext_entry *o,
                             size_t max_entries, struct err *e) WARN_UNUSED;
+/* Room for n entries in m at once (nothing when it has it): a manifest
+ * of known size grows without copying its entries at each doubling. */
+void manifest_reserve(struct manifest *m, size_t n);
 /* Entry i (< m->n) of m is at [off, off + len) of its text. */
 void manifest_set_span(struct manifest *m, size_t i, size_t off,
                        size_t len);
