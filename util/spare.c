@@ -19,11 +19,13 @@ struct slot {
   void *p;
   size_t size;
   uint64_t since_ms;
+  uint64_t seq;     /* order of the frees: the higher, the newer */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct slot slots[SPARE_SLOTS];
 static size_t nslots, kept, max_kept;
+static uint64_t frees;
 
 static uint64_t
 now_ms(void)
@@ -52,7 +54,7 @@ spare_enable(size_t max_bytes)
   max_kept = max_bytes;
   pthread_mutex_unlock(&mu);
   if (max_bytes == 0)
-    spare_trim(0);
+    spare_trim(0, 0);
 }
 
 /* Whether a block of size serves a need without pinning much more. */
@@ -116,6 +118,7 @@ spare_free(void *p)
       slots[nslots].p = p;
       slots[nslots].size = size;
       slots[nslots].since_ms = now_ms();
+      slots[nslots].seq = ++frees;
       nslots++;
       kept += size;
       p = NULL;
@@ -125,20 +128,35 @@ spare_free(void *p)
   free(p);
 }
 
+/* Whether slot i is among the newest blocks that fit in keep_bytes
+ * (mu held). */
+static int
+among_newest(size_t i, size_t keep_bytes)
+{
+  size_t newer = slots[i].size;
+
+  for (size_t j = 0; j < nslots; j++)
+    if (slots[j].seq > slots[i].seq)
+      newer += slots[j].size;
+  return newer <= keep_bytes;
+}
+
 void
-spare_trim(unsigned idle_ms)
+spare_trim(unsigned idle_ms, size_t keep_bytes)
 {
   void *gone[SPARE_SLOTS];
+  int drop[SPARE_SLOTS];
   size_t ngone = 0;
   uint64_t now = now_ms();
 
   pthread_mutex_lock(&mu);
-  for (size_t i = 0; i < nslots;) {
-    if (now - slots[i].since_ms >= idle_ms)
+  /* Decided before any slot moves: slot_take reorders the table. */
+  for (size_t i = 0; i < nslots; i++)
+    drop[i] = now - slots[i].since_ms >= idle_ms &&
+              !among_newest(i, keep_bytes);
+  for (size_t i = nslots; i-- > 0;)
+    if (drop[i])
       gone[ngone++] = slot_take(i);
-    else
-      i++;
-  }
   pthread_mutex_unlock(&mu);
   for (size_t i = 0; i < ngone; i++)
     free(gone[i]);

@@ -6,7 +6,9 @@
  * touch.  A process that moves data through such buffers one after
  * another (an agent's 16 MiB batches) spent more CPU on those faults than
  * on hashing.  With the cache enabled, freed large blocks are kept, up to
- * a bound, and handed out again; blocks idle for a while are given back.
+ * a bound, and handed out again; blocks idle for a while are given back,
+ * but for a floor of the newest that an idle process may keep, so that
+ * its next burst starts on memory it touched already.
  *
  * Disabled by default: then spare_alloc() is malloc() and spare_free() is
  * free().  Every block is malloc'd memory either way, so whatever came
@@ -29,8 +31,9 @@ void spare_enable(size_t max_bytes);
 void *spare_alloc(size_t need, size_t *got);
 /* Keep p for reuse when the cache has room, else free it.  NULL-safe. */
 void spare_free(void *p);
-/* Free the blocks kept for more than idle_ms; all of them with 0. */
-void spare_trim(unsigned idle_ms);
+/* Free the blocks kept for more than idle_ms, except the newest ones
+ * that fit in keep_bytes in all; every block with (0, 0). */
+void spare_trim(unsigned idle_ms, size_t keep_bytes);
 /* Bytes of blocks kept now. */
 size_t spare_bytes(void);
 

@@ -118,13 +118,41 @@ test_trim_frees_blocks_idle_longer_than_asked(void **state)
   (void)state;
   spare_enable(64 * MIB);
   spare_free(spare_alloc(2 * MIB, NULL));
-  spare_trim(60 * 1000);
+  spare_trim(60 * 1000, 0);
   assert_true(spare_bytes() >= 2 * MIB); /* kept just now */
-  spare_trim(0);
+  spare_trim(0, 0);
   assert_int_equal(spare_bytes(), 0);
   spare_free(spare_alloc(2 * MIB, NULL));
   spare_enable(0); /* disabling gives them back too */
   assert_int_equal(spare_bytes(), 0);
+}
+
+static void
+test_trim_keeps_the_newest_blocks_up_to_the_floor(void **state)
+{
+  char *old, *mid, *newest;
+  size_t got_old, got_mid, got_new;
+
+  (void)state;
+  spare_enable(64 * MIB);
+  old = spare_alloc(3 * MIB, &got_old);
+  mid = spare_alloc(5 * MIB, &got_mid);
+  newest = spare_alloc(2 * MIB, &got_new);
+  memset(newest, 9, 2 * MIB);
+  spare_free(old);
+  spare_free(mid);
+  spare_free(newest);
+  assert_int_equal(spare_bytes(), got_old + got_mid + got_new);
+  /* idle, all three; the floor holds the newest and the one before */
+  spare_trim(0, got_new + got_mid);
+  assert_int_equal(spare_bytes(), got_new + got_mid);
+  /* a floor smaller than the newest block keeps none */
+  spare_trim(0, got_new - 1);
+  assert_int_equal(spare_bytes(), 0);
+  /* blocks not idle yet stay whatever the floor */
+  spare_free(spare_alloc(2 * MIB, NULL));
+  spare_trim(60 * 1000, 0);
+  assert_true(spare_bytes() >= 2 * MIB);
 }
 
 static void
@@ -157,6 +185,8 @@ main(void)
       cmocka_unit_test_teardown(test_freed_large_block_is_handed_out_again,
                                 teardown),
       cmocka_unit_test_teardown(test_small_blocks_are_never_kept, teardown),
+      cmocka_unit_test_teardown(
+          test_trim_keeps_the_newest_blocks_up_to_the_floor, teardown),
       cmocka_unit_test_teardown(
           test_blocks_past_the_bound_are_freed_not_kept, teardown),
       cmocka_unit_test_teardown(
