@@ -46,7 +46,6 @@ struct agent {
   struct prestage_work *prestaging;    /* the job running, or NULL */
   struct prestage_work *prestage_next; /* the one to run after it */
   struct reserve *reserve;     /* empty files for new ones (reserve.h) */
-  size_t reserve_want;         /* files the last pull created */
   unsigned inflight;           /* work items on the thread pool */
   int closing;
   void (*close_cb)(void *arg);

@@ -570,8 +570,6 @@ plan_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   return plan_fetch(pw, dirfd, l, entry);
 }
 
-/* A link thread's open directories: consecutive links mostly share
- * both, and linkat relative to them skips walking two paths per file. */
 /* A directory kept open while consecutive entries are in it. */
 struct dir_cache {
   char path[PATH_MAX * 2];
@@ -617,6 +615,8 @@ dir_cache_open(struct dir_cache *c, int at, const char *dir, size_t len,
   return fd;
 }
 
+/* A link thread's open directories: consecutive links mostly share
+ * both, and linkat relative to them skips walking two paths per file. */
 struct link_dirs {
   struct dir_cache from, to; /* from: absolute; to: in staging */
 };

@@ -95,7 +95,7 @@ reserve_open(const char *dir, struct reserve **out, struct err *e)
   r = xcalloc(1, sizeof(*r));
   pthread_mutex_init(&r->mu, NULL);
   r->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  d = r->dirfd >= 0 ? fdopendir(dup(r->dirfd)) : NULL;
+  d = r->dirfd >= 0 ? opendir(dir) : NULL;
   if (d == NULL) {
     rc = err_set(e, ERR_IO, "reserve '%s': %s", dir, strerror(errno));
     reserve_close(r);
