@@ -17,17 +17,26 @@ wait_purged() {
 }
 
 # run_and_purge: submit a job that succeeds and one that fails, take
-# slurmrestd away until Slurm has forgotten both, then bring it back.
-# The jobs run long enough that slurmrestd is gone before they end, even
-# on a slow machine (with 1 s, a busy CI host saw them end first).
+# slurmrestd away, let the jobs end, wait until Slurm has forgotten both,
+# then bring slurmrestd back.  The jobs end only when released (a file in
+# the testbed's job directory, which their user can read), after
+# slurmrestd is gone: a job that merely slept (1 s, then 5 s) ended
+# before it on loaded hosts, and tenbind saw its end.
+round=0
 run_and_purge() {
-  ok=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 5; echo fine')
-  bad=$("$TENBIN" submit --project demo --site onprem -- sh -c 'sleep 5; exit 7')
+  local gate
+  round=$((round + 1))
+  gate="$T_TB/onprem/jobs/release-$round"
+  ok=$("$TENBIN" submit --project demo --site onprem -- \
+    sh -c "while [ ! -e $gate ]; do sleep 0.2; done; echo fine")
+  bad=$("$TENBIN" submit --project demo --site onprem -- \
+    sh -c "while [ ! -e $gate ]; do sleep 0.2; done; exit 7")
   t_wait_state "$ok" running 60 >/dev/null || true
   t_wait_state "$bad" running 60 >/dev/null || true
   ok_rid=$(curl -fsS "$T_URL/v1/jobs/$ok" | jq -r .remote_id)
   bad_rid=$(curl -fsS "$T_URL/v1/jobs/$bad" | jq -r .remote_id)
   "$TENBIN_SOURCE_DIR/scripts/slurm-testbed" stop-rest onprem --dir "$T_TB" 2>/dev/null
+  touch "$gate"
   wait_purged onprem "$ok_rid" && wait_purged onprem "$bad_rid"
   t_expect "slurmctld has purged both jobs" "$?" '^0$'
   "$TENBIN_SOURCE_DIR/scripts/slurm-testbed" start-rest onprem --dir "$T_TB" 2>/dev/null
