@@ -282,11 +282,13 @@ manifest_delta_apply(const struct manifest *base, const char *base_id,
     goto out;
   }
   map = xmalloc(((size_t)count + 1) * sizeof(*map));
-  /* Every entry is one of the base's or a literal of 64 bytes or more:
-   * a count past that is refused below, without reserving for it. */
-  manifest_reserve(m, (size_t)count < base->n + len / 64
+  /* Room for the announced count, but never more than the delta can
+   * hold: the base's entries plus one per 32 bytes of it (no entry's
+   * JSON is shorter).  A header that lies reserves little, and is
+   * refused below once the entries do not add up to it. */
+  manifest_reserve(m, (size_t)count < base->n + len / 32
                           ? (size_t)count
-                          : base->n + len / 64);
+                          : base->n + len / 32);
   if (buf_adds(&t, TEXT_HEAD) < 0)
     goto too_large;
   while (rc == 0) {
