@@ -386,6 +386,7 @@ decide_staged(struct broker *b, struct db_job *j,
   case DB_REPLICA_STATE_COUNT:
     break;
   case DB_REPLICA_FAILED:
+  case DB_REPLICA_SUPERSEDED: /* the source moved on: it is not there */
     snprintf(reason, sizeof(reason), "dataset %s@%s at %s: %s", name,
              version, j->site, r.error != NULL ? r.error : "failed");
     rc = broker__transition(b, j, JOB_FAILED, reason, 0, e);

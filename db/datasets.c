@@ -22,20 +22,20 @@
 #include "db/db.h"
 #include "db/db_internal.h"
 
-#define DATASET_COLS "name, source_site, path, created_ms"
+#define DATASET_COLS "name, source_site, path, created_ms, project"
 #define VERSION_COLS                                                       \
   "dataset, version, files, bytes, created_ms, published_ms"
 #define REPLICA_COLS                                                       \
   "dataset, version, site, state, bytes_total, bytes_done, bytes_wire, "  \
   "bytes_saved, files_total, files_done, error, path, started_ms, "       \
-  "finished_ms, updated_ms"
+  "finished_ms, updated_ms, next_try_ms"
 #define TRANSFER_COLS                                                      \
   "id, dataset, version, from_site, to_site, bytes_wire, state, error, "  \
   "started_ms, finished_ms"
 
 /* As stored; the schema's CHECK on replicas.state lists the same. */
 static const char *const replica_states[DB_REPLICA_STATE_COUNT] = {
-    "pending", "syncing", "complete", "failed"};
+    "pending", "syncing", "complete", "failed", "superseded"};
 
 enum ds_stmt {
   DS_DATASET_INSERT,
@@ -62,7 +62,7 @@ _Static_assert(DS_COUNT <= DB__DS_MAX, "struct db has too few ds slots");
 
 static const char *const ds_sql[DS_COUNT] = {
     [DS_DATASET_INSERT] = "INSERT INTO datasets (" DATASET_COLS ") "
-                          "VALUES (?1, ?2, ?3, ?4)",
+                          "VALUES (?1, ?2, ?3, ?4, ?5)",
     [DS_DATASET_GET] = "SELECT " DATASET_COLS " FROM datasets "
                        "WHERE name = ?1",
     [DS_DATASET_LIST] = "SELECT " DATASET_COLS " FROM datasets "
@@ -87,7 +87,7 @@ static const char *const ds_sql[DS_COUNT] = {
                         "version DESC",
     [DS_REPLICA_PUT] =
         "INSERT INTO replicas (" REPLICA_COLS ") VALUES (?1, ?2, ?3, ?4, "
-        "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+        "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
         "ON CONFLICT (dataset, version, site) DO UPDATE SET "
         "state = excluded.state, bytes_total = excluded.bytes_total, "
         "bytes_done = excluded.bytes_done, "
@@ -97,7 +97,8 @@ static const char *const ds_sql[DS_COUNT] = {
         "files_done = excluded.files_done, error = excluded.error, "
         "path = excluded.path, started_ms = excluded.started_ms, "
         "finished_ms = excluded.finished_ms, "
-        "updated_ms = excluded.updated_ms",
+        "updated_ms = excluded.updated_ms, "
+        "next_try_ms = excluded.next_try_ms",
     [DS_REPLICA_GET] = "SELECT " REPLICA_COLS " FROM replicas WHERE "
                        "dataset = ?1 AND version = ?2 AND site = ?3",
     [DS_REPLICA_LIST] = "SELECT " REPLICA_COLS " FROM replicas WHERE "
@@ -108,7 +109,7 @@ static const char *const ds_sql[DS_COUNT] = {
                           "INDEXED BY replicas_active WHERE "
                           "(state = 'pending' OR state = 'syncing') "
                           "ORDER BY dataset, version, site",
-    [DS_REPLICA_SUPERSEDE] = "UPDATE replicas SET state = 'failed', "
+    [DS_REPLICA_SUPERSEDE] = "UPDATE replicas SET state = 'superseded', "
                              "error = ?5, updated_ms = ?6 WHERE "
                              "dataset = ?1 AND site = ?2 AND path = ?3 AND "
                              "version <> ?4 AND state = 'complete'",
@@ -222,6 +223,7 @@ db_dataset_release(struct db_dataset *d)
   free(d->name);
   free(d->source_site);
   free(d->path);
+  free(d->project);
   memset(d, 0, sizeof(*d));
 }
 
@@ -233,6 +235,7 @@ read_dataset_with(sqlite3_stmt *st, struct db_dataset *d,
   d->source_site = text(st, 1);
   d->path = text(st, 2);
   d->created_ms = sqlite3_column_int64(st, 3);
+  d->project = text(st, 4);
 }
 
 static void
@@ -261,6 +264,7 @@ db_dataset_insert(struct db *db, const struct db_dataset *d, struct err *e)
   db__bind_text(st, 2, d->source_site, &rc);
   db__bind_text(st, 3, d->path, &rc);
   db__bind_int64(st, 4, d->created_ms, &rc);
+  db__bind_text(st, 5, d->project, &rc);
   ret = db__step_write(db, st, rc, "inserting dataset", e);
   if (ret == ERR_CONFLICT)
     return err_set(e, ret, "dataset '%s' already exists",
@@ -492,6 +496,7 @@ read_replica_with(sqlite3_stmt *st, struct db_replica *r,
   r->started_ms = sqlite3_column_int64(st, 12);
   r->finished_ms = sqlite3_column_int64(st, 13);
   r->updated_ms = sqlite3_column_int64(st, 14);
+  r->next_try_ms = sqlite3_column_int64(st, 15);
 }
 
 static void
@@ -534,6 +539,7 @@ db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
   db__bind_int64(st, 13, r->started_ms, &rc);
   db__bind_int64(st, 14, r->finished_ms, &rc);
   db__bind_int64(st, 15, r->updated_ms, &rc);
+  db__bind_int64(st, 16, r->next_try_ms, &rc);
   ret = db__step_write(db, st, rc, "storing replica", e);
   if (ret == ERR_NOT_FOUND)
     return err_set(e, ret, "version '%s' of dataset '%s' not found",

@@ -182,6 +182,7 @@ struct db_dataset {
   char *source_site;
   char *path;           /* relative to the source agent's root */
   int64_t created_ms;
+  char *project;        /* whose tokens see it; NULL: admins only */
 };
 
 void db_dataset_release(struct db_dataset *d);
@@ -236,6 +237,7 @@ enum db_replica_state {
   DB_REPLICA_SYNCING,     /* the site's agent is pulling it */
   DB_REPLICA_COMPLETE,    /* verified and published at the site */
   DB_REPLICA_FAILED,
+  DB_REPLICA_SUPERSEDED,  /* the source's files are a newer version's */
   DB_REPLICA_STATE_COUNT
 };
 
@@ -258,6 +260,8 @@ struct db_replica {
   int64_t started_ms;   /* 0 until a pull started */
   int64_t finished_ms;  /* 0 until complete or failed */
   int64_t updated_ms;
+  int64_t next_try_ms;  /* pending/syncing in a backoff: when the next
+                           try goes (wall clock); else 0 */
 };
 
 void db_replica_release(struct db_replica *r);
@@ -267,8 +271,9 @@ int db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
     WARN_UNUSED;
 /*
  * A source site holds only the version last published from its path:
- * mark its other complete replicas of dataset with that path failed,
- * naming version as what superseded them.
+ * mark its other complete replicas of dataset with that path
+ * superseded (not failed: nothing went wrong with them), naming version
+ * as what superseded them.
  */
 int db_replica_supersede(struct db *db, const char *dataset,
                          const char *site, const char *path,

@@ -487,7 +487,7 @@ test_migration_3_keeps_jobs_events_placements_and_foreign_keys(
   new_path(path, sizeof(path));
   make_version_2(path);
   assert_int_equal(db_open(path, &db, &e), 0);
-  assert_int_equal(db_schema_version(db), 3);
+  assert_int_equal(db_schema_version(db), (int)db__migration_count);
 
   h = raw_open(path);
   raw_exec(h, "PRAGMA foreign_keys = ON");
@@ -535,6 +535,86 @@ test_migration_3_keeps_jobs_events_placements_and_foreign_keys(
                                        "'queued')",
                                     NULL, NULL, NULL),
                        SQLITE_OK);
+  sqlite3_close(h);
+  db_close(db);
+  remove_db_files(path);
+}
+
+/*
+ * A database at version 3 with a dataset, a replica 003 marked failed
+ * for being superseded, one that really failed, and one complete.
+ */
+static void
+make_version_3(const char *path)
+{
+  sqlite3 *h = NULL;
+  struct err e = {0};
+  int version = -1;
+
+  assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+  raw_exec(h, "PRAGMA foreign_keys = ON");
+  assert_int_equal(db__migrate_with(h, db__migrations, 3, &version, &e), 0);
+  assert_int_equal(version, 3);
+  raw_exec(h, "INSERT INTO datasets (name, source_site, path, created_ms) "
+              "VALUES ('c4', 'src', 'c4', 1)");
+  raw_exec(h, "INSERT INTO dataset_versions (dataset, version, files, "
+              "bytes, created_ms, published_ms) VALUES "
+              "('c4', 'a', 1, 10, 1, 1), ('c4', 'b', 1, 10, 2, 2)");
+  raw_exec(h, "INSERT INTO replicas (dataset, version, site, state, "
+              "bytes_wire, error, path, updated_ms) VALUES "
+              "('c4', 'a', 'src', 'failed', 0, 'superseded at the source "
+              "by version bbbb (its files changed)', '/d/c4', 3), "
+              "('c4', 'a', 'aws', 'failed', 7, 'disk full', NULL, 3), "
+              "('c4', 'b', 'src', 'complete', 0, NULL, '/d/c4', 3)");
+  sqlite3_close(h);
+}
+
+static void
+test_migration_4_marks_superseded_replicas_and_leaves_datasets_admin_only(
+    void **state)
+{
+  char path[PATH_MAX];
+  struct db *db = NULL;
+  struct db_replica r;
+  struct db_dataset d;
+  struct err e = {0};
+  sqlite3 *h;
+
+  (void)state;
+  new_path(path, sizeof(path));
+  make_version_3(path);
+  assert_int_equal(db_open(path, &db, &e), 0);
+  assert_int_equal(db_schema_version(db), (int)db__migration_count);
+  assert_int_equal(db_replica_get(db, "c4", "a", "src", &r, &e), 0);
+  assert_string_equal(db_replica_state_name(r.state), "superseded");
+  assert_non_null(strstr(r.error, "superseded"));
+  db_replica_release(&r);
+  /* A real failure stays one, with its counters. */
+  assert_int_equal(db_replica_get(db, "c4", "a", "aws", &r, &e), 0);
+  assert_int_equal(r.state, DB_REPLICA_FAILED);
+  assert_int_equal(r.bytes_wire, 7);
+  assert_string_equal(r.error, "disk full");
+  assert_int_equal(r.next_try_ms, 0);
+  db_replica_release(&r);
+  assert_int_equal(db_replica_get(db, "c4", "b", "src", &r, &e), 0);
+  assert_int_equal(r.state, DB_REPLICA_COMPLETE);
+  db_replica_release(&r);
+  /* A dataset from before projects has none: admins only. */
+  assert_int_equal(db_dataset_get(db, "c4", &d, &e), 0);
+  assert_null(d.project);
+  db_dataset_release(&d);
+  h = raw_open(path);
+  raw_exec(h, "PRAGMA foreign_keys = ON");
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM pragma_foreign_key_"
+                              "check"),
+                   0);
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM sqlite_schema WHERE "
+                              "type = 'index' AND name = "
+                              "'replicas_active'"),
+                   1);
+  /* Deleting a version still cascades into its replicas. */
+  raw_exec(h, "DELETE FROM dataset_versions WHERE version = 'a'");
+  assert_int_equal(raw_int(h, "SELECT count(*) FROM replicas"), 1);
   sqlite3_close(h);
   db_close(db);
   remove_db_files(path);
@@ -1816,7 +1896,8 @@ test_publishing_supersedes_only_the_source_paths_other_versions(void **state)
   assert_int_equal(db_replica_supersede(fx->db, "c4", "src", "/data/c4", VB,
                                         9, &e), 0);
   assert_int_equal(db_replica_get(fx->db, "c4", VA, "src", &got, &e), 0);
-  assert_int_equal(got.state, DB_REPLICA_FAILED);
+  assert_int_equal(got.state, DB_REPLICA_SUPERSEDED);
+  assert_string_equal(db_replica_state_name(got.state), "superseded");
   assert_non_null(strstr(got.error, "superseded"));
   db_replica_release(&got);
   /* The new version at the source and a real copy elsewhere stay. */
@@ -1826,6 +1907,44 @@ test_publishing_supersedes_only_the_source_paths_other_versions(void **state)
   assert_int_equal(db_replica_get(fx->db, "c4", VA, "aws", &got, &e), 0);
   assert_int_equal(got.state, DB_REPLICA_COMPLETE);
   db_replica_release(&got);
+}
+
+static void
+test_datasets_keep_their_project_and_replicas_their_next_try(void **state)
+{
+  struct fx *fx = *state;
+  struct db_dataset d = {.name = (char *)"owned", .source_site = (char *)"src",
+                         .path = (char *)"research/owned", .created_ms = 5,
+                         .project = (char *)"research"};
+  struct db_dataset got;
+  struct db_replica r;
+  struct db_replica rgot;
+  struct err e = {0};
+
+  assert_int_equal(db_dataset_insert(fx->db, &d, &e), 0);
+  add_dataset(fx->db, "c4");
+  assert_int_equal(db_dataset_get(fx->db, "owned", &got, &e), 0);
+  assert_string_equal(got.project, "research");
+  db_dataset_release(&got);
+  assert_int_equal(db_dataset_get(fx->db, "c4", &got, &e), 0);
+  assert_null(got.project);
+  db_dataset_release(&got);
+  put_version(fx->db, "c4", VA, 100, NULL);
+  r = replica(VA, "aws", DB_REPLICA_PENDING);
+  r.error = (char *)"agent down; trying again in 4 s";
+  r.next_try_ms = 123456;
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "aws", &rgot, &e), 0);
+  assert_int_equal(rgot.next_try_ms, 123456);
+  assert_string_equal(rgot.error, "agent down; trying again in 4 s");
+  db_replica_release(&rgot);
+  r.next_try_ms = 0;
+  r.error = NULL;
+  assert_int_equal(db_replica_put(fx->db, &r, &e), 0);
+  assert_int_equal(db_replica_get(fx->db, "c4", VA, "aws", &rgot, &e), 0);
+  assert_int_equal(rgot.next_try_ms, 0);
+  assert_null(rgot.error);
+  db_replica_release(&rgot);
 }
 
 static void
@@ -2124,6 +2243,11 @@ main(void)
     cmocka_unit_test_setup_teardown(
         test_publishing_supersedes_only_the_source_paths_other_versions,
         setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_datasets_keep_their_project_and_replicas_their_next_try,
+        setup, teardown),
+    cmocka_unit_test(
+        test_migration_4_marks_superseded_replicas_and_leaves_datasets_admin_only),
     cmocka_unit_test_setup_teardown(
         test_transfers_insert_update_find_running_and_list_newest_first,
         setup, teardown),
