@@ -14,7 +14,10 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -22,13 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "http/server.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 
-#define MAX_CLIENTS 2
+#define MAX_CLIENTS 4
 #define RESPONSE_CAP (16u << 20)
 #define BIG_RESPONSE (8u << 20)
 
@@ -76,7 +81,9 @@ struct fixture {
   bool server_closed;
   bool close_cb_ran;
   void (*handle)(struct fixture *fx, struct http_request *req);
+  void (*head)(struct fixture *fx, struct http_request *req);
   /* what handlers saw */
+  int head_calls;
   int handler_calls;
   char *method;
   char *path;
@@ -235,9 +242,22 @@ on_request(struct http_request *req, void *arg)
   fx->handle(fx, req);
 }
 
+static void
+on_head(struct http_request *req, void *arg)
+{
+  struct fixture *fx = arg;
+
+  fx->head_calls++;
+  fx->head(fx, req);
+}
+
+/* A fixture whose server config tune() may change (tune may be NULL). */
 static struct fixture *
-fixture_new(size_t max_body,
-            void (*handle)(struct fixture *fx, struct http_request *req))
+fixture_new_tuned(size_t max_body,
+                  void (*handle)(struct fixture *fx,
+                                 struct http_request *req),
+                  void (*tune)(struct fixture *fx,
+                               struct http_server_config *cfg))
 {
   struct fixture *fx = xcalloc(1, sizeof(*fx));
   struct http_server_config cfg = {
@@ -253,6 +273,8 @@ fixture_new(size_t max_body,
 
   fx->handle = handle;
   fx->clients_expected = 1;
+  if (tune != NULL)
+    tune(fx, &cfg);
   assert_int_equal(uv_loop_init(&fx->loop), 0);
   assert_int_equal(uv_async_init(&fx->loop, &fx->async, on_clients_async),
                    0);
@@ -263,6 +285,13 @@ fixture_new(size_t max_body,
   fx->port = http_server_port(fx->srv);
   assert_true(fx->port != 0);
   return fx;
+}
+
+static struct fixture *
+fixture_new(size_t max_body,
+            void (*handle)(struct fixture *fx, struct http_request *req))
+{
+  return fixture_new_tuned(max_body, handle, NULL);
 }
 
 /* Run until every client is done and the server is closed. */
@@ -698,6 +727,384 @@ test_close_lets_a_response_in_flight_finish(void **state)
   fixture_free(fx);
 }
 
+/* ---- raw-socket clients (what curl would never send) ---- */
+
+/* A raw client thread: run(arg) talks to the server, then it signals. */
+struct raw {
+  struct fixture *fx;
+  void (*run)(struct raw *r);
+  /* results, for the test to check after the loop */
+  int status[8];
+  bool closed[8];
+};
+
+static void *
+raw_main(void *arg)
+{
+  struct raw *r = arg;
+
+  r->run(r);
+  atomic_fetch_add(&r->fx->clients_done, 1);
+  uv_async_send(&r->fx->async);
+  return NULL;
+}
+
+static void
+raw_launch(struct fixture *fx, struct raw *r)
+{
+  struct client *cl = &fx->clients[fx->clients_started++];
+
+  r->fx = fx;
+  assert_int_equal(pthread_create(&cl->thread, NULL, raw_main, r), 0);
+}
+
+/* A blocking connection from local address src (e.g. "127.0.0.2"), with
+ * reads that give up after timeout_s. */
+static int
+raw_connect(uint16_t port, const char *src, int timeout_s)
+{
+  struct sockaddr_in a;
+  struct timeval tv = {timeout_s, 0};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+  if (fd < 0)
+    return -1;
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, src, &a.sin_addr);
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+    goto fail;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+    goto fail;
+  return fd;
+fail:
+  close(fd);
+  return -1;
+}
+
+static void
+raw_send(int fd, const char *text)
+{
+  (void)send(fd, text, strlen(text), MSG_NOSIGNAL);
+}
+
+/* Read until the server closes (or the read times out); the status of
+ * the first answer, 0 when none came.  *closed: the server closed. */
+static int
+raw_answer(int fd, bool *closed)
+{
+  char resp[8192];
+  size_t n = 0;
+  ssize_t got;
+  int status = 0;
+
+  *closed = false;
+  for (;;) {
+    got = recv(fd, resp + n, sizeof(resp) - 1 - n, 0);
+    if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN &&
+                     errno != EWOULDBLOCK)) {
+      *closed = true;
+      break;
+    }
+    if (got < 0 && errno != EINTR)
+      break; /* timed out */
+    if (got > 0)
+      n += (size_t)got;
+    if (n == sizeof(resp) - 1)
+      break;
+  }
+  resp[n] = '\0';
+  if (sscanf(resp, "HTTP/1.1 %d", &status) != 1)
+    status = 0;
+  return status;
+}
+
+/* One request on a new connection from 127.0.0.1: its status. */
+static int
+raw_request(uint16_t port, const char *text, bool *closed)
+{
+  int fd = raw_connect(port, "127.0.0.1", 10);
+  int status;
+
+  if (fd < 0)
+    return -1;
+  raw_send(fd, text);
+  status = raw_answer(fd, closed);
+  close(fd);
+  return status;
+}
+
+/* ---- requests the server refuses by itself ---- */
+
+static void
+run_nul_requests(struct raw *r)
+{
+  uint16_t port = r->fx->port;
+
+  r->status[0] = raw_request(port, "POST /v1/jobs%00/1/cancel HTTP/1.1\r\n"
+                             "Host: t\r\nContent-Length: 0\r\n\r\n",
+                             &r->closed[0]);
+  r->status[1] = raw_request(port, "GET /v1/jobs?project=de%00mo HTTP/1.1\r\n"
+                             "Host: t\r\nConnection: close\r\n\r\n",
+                             &r->closed[1]);
+  r->status[2] = raw_request(port, "GET /v1/jobs?project=demo HTTP/1.1\r\n"
+                             "Host: t\r\nConnection: close\r\n\r\n",
+                             &r->closed[2]);
+}
+
+static void
+test_percent_encoded_nul_in_path_or_query_gets_400(void **state)
+{
+  struct fixture *fx = fixture_new(1024, handle_inspect);
+  struct raw r = {.run = run_nul_requests};
+
+  raw_launch(fx, &r);
+  fixture_run(fx);
+
+  assert_int_equal(r.status[0], 400);
+  assert_int_equal(r.status[1], 400);
+  assert_int_equal(r.status[2], 200);
+  /* Only the clean request reached the handler, with its whole query. */
+  assert_int_equal(fx->handler_calls, 1);
+  assert_string_equal(fx->path, "/v1/jobs");
+  fixture_free(fx);
+}
+
+static void
+run_ambiguous_framing(struct raw *r)
+{
+  uint16_t port = r->fx->port;
+
+  r->status[0] = raw_request(port, "POST /x HTTP/1.1\r\nHost: t\r\n"
+                             "Content-Length: 3\r\nContent-Length: 3\r\n\r\n"
+                             "abc", &r->closed[0]);
+  r->status[1] = raw_request(port, "POST /x HTTP/1.1\r\nHost: t\r\n"
+                             "Content-Length: 3\r\n"
+                             "Transfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n0\r\n\r\n", &r->closed[1]);
+  r->status[2] = raw_request(port, "POST /x HTTP/1.1\r\nHost: t\r\n"
+                             "Connection: close\r\n"
+                             "Content-Length: 3\r\n\r\nabc", &r->closed[2]);
+}
+
+static void
+test_two_lengths_or_length_with_chunked_get_400(void **state)
+{
+  struct fixture *fx = fixture_new(1024, handle_echo);
+  struct raw r = {.run = run_ambiguous_framing};
+
+  raw_launch(fx, &r);
+  fixture_run(fx);
+
+  assert_int_equal(r.status[0], 400);
+  assert_true(r.closed[0]);
+  assert_int_equal(r.status[1], 400);
+  assert_true(r.closed[1]);
+  assert_int_equal(r.status[2], 200);
+  assert_int_equal(fx->handler_calls, 1);
+  fixture_free(fx);
+}
+
+/* ---- the head handler: answers before the body ---- */
+
+static void
+head_require_token(struct fixture *fx, struct http_request *req)
+{
+  size_t len = 99;
+
+  (void)http_request_body(req, &len);
+  assert_int_equal(len, 0);
+  if (http_request_header(req, "Authorization") == NULL)
+    respond_text(req, 401, "no token");
+}
+
+static void
+tune_head(struct fixture *fx, struct http_server_config *cfg)
+{
+  fx->head = head_require_token;
+  cfg->head_handler = on_head;
+}
+
+static void
+run_unauthenticated_upload(struct raw *r)
+{
+  /* The body is announced and never sent: only an answer given from the
+   * headers can come back. */
+  r->status[0] = raw_request(r->fx->port, "POST /upload HTTP/1.1\r\n"
+                             "Host: t\r\nContent-Length: 1000000\r\n\r\n",
+                             &r->closed[0]);
+}
+
+static void
+test_head_handler_answers_401_without_reading_the_body(void **state)
+{
+  struct fixture *fx = fixture_new_tuned(1 << 20, handle_echo, tune_head);
+  struct raw r = {.run = run_unauthenticated_upload};
+  struct call calls[1] = {{.path = "/echo", .method = "POST", .body = "abc",
+                           .body_len = 3,
+                           .header = "Authorization: Bearer t"}};
+
+  fx->clients_expected = 2;
+  raw_launch(fx, &r);
+  client_launch(fx, calls, 1);
+  fixture_run(fx);
+
+  assert_int_equal(r.status[0], 401);
+  assert_true(r.closed[0]);
+  /* With a token the body is read and the handler runs. */
+  assert_int_equal(calls[0].status, 200);
+  assert_string_equal(buf_str(&calls[0].resp), "abc");
+  assert_int_equal(fx->head_calls, 2);
+  assert_int_equal(fx->handler_calls, 1);
+  calls_release(calls, 1);
+  fixture_free(fx);
+}
+
+/* ---- connection limits and slow clients ---- */
+
+static void
+tune_two_per_address(struct fixture *fx, struct http_server_config *cfg)
+{
+  cfg->max_per_address = 2;
+}
+
+static void
+run_three_from_one_address(struct raw *r)
+{
+  uint16_t port = r->fx->port;
+  int a1 = raw_connect(port, "127.0.0.2", 10);
+  int a2 = raw_connect(port, "127.0.0.2", 10);
+  int a3;
+
+  usleep(200 * 1000); /* let the server take a1 and a2 */
+  a3 = raw_connect(port, "127.0.0.2", 5);
+  /* The third from 127.0.0.2 is closed at once, before any request. */
+  r->status[0] = raw_answer(a3, &r->closed[0]);
+  /* Another address is served meanwhile. */
+  r->status[1] = raw_request(port, "GET /hello HTTP/1.1\r\nHost: t\r\n"
+                             "Connection: close\r\n\r\n", &r->closed[1]);
+  /* And the first two are still good for a request. */
+  raw_send(a1, "GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  r->status[2] = raw_answer(a1, &r->closed[2]);
+  close(a1);
+  close(a2);
+  close(a3);
+}
+
+static void
+test_one_address_holds_at_most_max_per_address_connections(void **state)
+{
+  struct fixture *fx =
+      fixture_new_tuned(1024, handle_hello, tune_two_per_address);
+  struct raw r = {.run = run_three_from_one_address};
+
+  raw_launch(fx, &r);
+  fixture_run(fx);
+
+  assert_true(r.closed[0]);
+  assert_int_equal(r.status[0], 0);
+  assert_int_equal(r.status[1], 200);
+  assert_int_equal(r.status[2], 200);
+  fixture_free(fx);
+}
+
+static void
+tune_two_slots_one_second(struct fixture *fx, struct http_server_config *cfg)
+{
+  cfg->max_connections = 2;
+  cfg->header_timeout_s = 1;
+}
+
+static void
+run_slowloris(struct raw *r)
+{
+  uint16_t port = r->fx->port;
+  static const char req[] = "GET /hello HTTP/1.1\r\nHost: t\r\n"
+                            "Connection: close\r\n\r\n";
+  int slow[2];
+  int c;
+  int i;
+
+  /* Two trickling clients take every slot; a byte each 100 ms keeps an
+   * idle timeout (30 s here) from ever firing. */
+  slow[0] = raw_connect(port, "127.0.0.2", 10);
+  slow[1] = raw_connect(port, "127.0.0.3", 10);
+  usleep(200 * 1000);
+  /* This one waits in the listen queue for a slot. */
+  c = raw_connect(port, "127.0.0.1", 15);
+  raw_send(c, req);
+  for (i = 0; i < 60; i++) { /* 6 s, far less than the idle timeout */
+    raw_send(slow[0], "G");
+    raw_send(slow[1], "G");
+    usleep(100 * 1000);
+  }
+  r->status[0] = raw_answer(c, &r->closed[0]);
+  (void)raw_answer(slow[0], &r->closed[1]);
+  (void)raw_answer(slow[1], &r->closed[2]);
+  close(c);
+  close(slow[0]);
+  close(slow[1]);
+}
+
+static void
+test_slow_headers_are_cut_and_accepting_resumes_at_the_limit(void **state)
+{
+  struct fixture *fx =
+      fixture_new_tuned(1024, handle_hello, tune_two_slots_one_second);
+  struct raw r = {.run = run_slowloris};
+
+  raw_launch(fx, &r);
+  fixture_run(fx);
+
+  /* The waiting client was served once the tricklers were cut. */
+  assert_int_equal(r.status[0], 200);
+  assert_true(r.closed[1]);
+  assert_true(r.closed[2]);
+  assert_int_equal(fx->handler_calls, 1);
+  fixture_free(fx);
+}
+
+static void
+tune_slow_body(struct fixture *fx, struct http_server_config *cfg)
+{
+  cfg->header_timeout_s = 1;
+  cfg->min_body_rate = 1000;
+}
+
+static void
+run_slow_body(struct raw *r)
+{
+  int fd = raw_connect(r->fx->port, "127.0.0.1", 10);
+  int i;
+
+  raw_send(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 900\r\n\r\n");
+  /* 10 bytes/s against the 1000 bytes/s asked for. */
+  for (i = 0; i < 40; i++) {
+    raw_send(fd, "x");
+    usleep(100 * 1000);
+  }
+  r->status[0] = raw_answer(fd, &r->closed[0]);
+  close(fd);
+}
+
+static void
+test_a_body_slower_than_min_body_rate_is_cut(void **state)
+{
+  struct fixture *fx = fixture_new_tuned(1024, handle_echo, tune_slow_body);
+  struct raw r = {.run = run_slow_body};
+
+  raw_launch(fx, &r);
+  fixture_run(fx);
+
+  assert_true(r.closed[0]);
+  assert_int_equal(r.status[0], 0);
+  assert_int_equal(fx->handler_calls, 0);
+  fixture_free(fx);
+}
+
 /* ---- start errors ---- */
 
 static void
@@ -763,6 +1170,14 @@ main(void)
         test_close_while_request_suspended_answers_503_and_frees_everything),
     cmocka_unit_test(test_close_from_inside_handler_answers_503),
     cmocka_unit_test(test_close_lets_a_response_in_flight_finish),
+    cmocka_unit_test(test_percent_encoded_nul_in_path_or_query_gets_400),
+    cmocka_unit_test(test_two_lengths_or_length_with_chunked_get_400),
+    cmocka_unit_test(test_head_handler_answers_401_without_reading_the_body),
+    cmocka_unit_test(
+        test_one_address_holds_at_most_max_per_address_connections),
+    cmocka_unit_test(
+        test_slow_headers_are_cut_and_accepting_resumes_at_the_limit),
+    cmocka_unit_test(test_a_body_slower_than_min_body_rate_is_cut),
     cmocka_unit_test(test_start_with_non_numeric_host_fails_naming_it),
     cmocka_unit_test(test_start_on_a_port_in_use_fails),
   };
