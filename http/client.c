@@ -29,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/secret.h"
 
 /* A method is a short token; this only stops nonsense early. */
 #define MAX_METHOD_LEN 16u
@@ -78,6 +80,8 @@ struct http_client {
   struct call *waiting;
   struct sock *socks;
   char *user_agent;
+  char *ca_file;               /* NULL: curl's default CA store */
+  bool allow_insecure_tokens;
   unsigned max_backoff_ms;
   uint64_t rng;                /* jitter state (xorshift64) */
   struct http_client_stats stats;
@@ -127,6 +131,7 @@ client_handle_closed(struct http_client *c)
   if (--c->handles > 0 || !c->torn_down)
     return;
   free(c->user_agent);
+  free(c->ca_file);
   free(c);
   if (cb != NULL)
     cb(arg);
@@ -591,6 +596,8 @@ http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
     max_host = cfg->max_host_connections;
     c->max_backoff_ms = cfg->max_backoff_ms;
     c->user_agent = xstrdup(cfg->user_agent);
+    c->ca_file = xstrdup(cfg->ca_file);
+    c->allow_insecure_tokens = cfg->allow_insecure_tokens;
   }
   if (max_host == 0)
     max_host = HTTP_CLIENT_DEFAULT_MAX_HOST_CONNECTIONS;
@@ -620,12 +627,34 @@ http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
   return 0;
 }
 
-/* Parse url as curl will, so that a bad one fails at send, unretried. */
+/* Whether header line h ("Name: value") carries a credential. */
+static bool
+header_is_credential(const char *h)
+{
+  size_t n = strcspn(h, ":");
+  size_t i;
+
+  if (n == 13 && strncasecmp(h, "Authorization", 13) == 0)
+    return true;
+  for (i = 0; i + 5 <= n; i++)
+    if (strncasecmp(h + i, "token", 5) == 0)
+      return true;
+  return false;
+}
+
+/*
+ * Parse url as curl will, so that a bad one fails at send, unretried;
+ * and refuse a credential that would go in clear to another machine.
+ * The host is curl's own reading of the url, so that what is checked is
+ * what curl connects to.
+ */
 static int
-check_url(const char *url, struct err *e)
+check_url(const char *url, bool credential, bool allow_insecure,
+          struct err *e)
 {
   CURLU *u = curl_url();
   char *scheme = NULL;
+  char *host = NULL;
   CURLUcode uc;
   int rc = 0;
 
@@ -634,12 +663,20 @@ check_url(const char *url, struct err *e)
   uc = curl_url_set(u, CURLUPART_URL, url, 0);
   if (uc == CURLUE_OK)
     uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+  if (uc == CURLUE_OK)
+    uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
   if (uc != CURLUE_OK)
     rc = err_set(e, ERR_INVALID, "http client: url '%.*s': %s", 200, url,
                  curl_url_strerror(uc));
   else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
     rc = err_set(e, ERR_INVALID, "http client: url '%.*s': not http or https",
                  200, url);
+  else if (credential && !allow_insecure && strcmp(scheme, "http") == 0 &&
+           !secret_host_is_loopback(host))
+    rc = err_set(e, ERR_FORBIDDEN, "http client: url '%.*s': a token is "
+                 "not sent over plain http to '%.*s', which is not "
+                 "loopback; use https", 200, url, 100, host);
+  curl_free(host);
   curl_free(scheme);
   curl_url_cleanup(u);
   return rc;
@@ -679,9 +716,13 @@ call_setup(struct call *call, const struct http_client_request *r,
   bool head;
   int rc;
 
+  bool credential = false;
+
   if (r->url == NULL || r->url[0] == '\0')
     return err_set(e, ERR_INVALID, "http client: no url");
-  rc = check_url(r->url, e);
+  for (h = r->headers; h != NULL && *h != NULL; h++)
+    credential = credential || header_is_credential(*h);
+  rc = check_url(r->url, credential, c->allow_insecure_tokens, e);
   if (rc < 0)
     return rc;
   if (r->body == NULL && r->body_len > 0)
@@ -724,6 +765,11 @@ call_setup(struct call *call, const struct http_client_request *r,
   (void)curl_easy_setopt(call->easy, CURLOPT_USERAGENT, c->user_agent);
   (void)curl_easy_setopt(call->easy, CURLOPT_HTTPHEADER, call->headers);
   (void)curl_easy_setopt(call->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  /* curl's defaults, said out loud: an https peer proves who it is. */
+  (void)curl_easy_setopt(call->easy, CURLOPT_SSL_VERIFYPEER, 1L);
+  (void)curl_easy_setopt(call->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (c->ca_file != NULL)
+    (void)curl_easy_setopt(call->easy, CURLOPT_CAINFO, c->ca_file);
   (void)curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS,
                          (long)(r->timeout_ms != 0
                                     ? r->timeout_ms

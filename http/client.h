@@ -25,6 +25,14 @@
  * timeout_ms bounds each attempt, and the caller's own deadline is better
  * served by a prompt ERR_TIMEOUT.  Redirects are not followed.
  *
+ * https servers are always verified (certificate chain and host name),
+ * against ca_file when one is given.  A request that carries a
+ * credential (an Authorization header, or any header whose name holds
+ * "token") over plain http to a host that is not loopback is refused at
+ * send, before any connection, unless allow_insecure_tokens is set: the
+ * agents talk across clouds, and a bearer token in clear is a token given
+ * away.
+ *
  * libcurl must have been initialised (curl_global_init) by main.
  *
  * Lifecycle (libuv style): http_client_new() -> http_client_send()... ->
@@ -54,6 +62,10 @@ struct http_client_config {
   unsigned max_host_connections; /* per host at once; 0: the default */
   unsigned max_backoff_ms;       /* cap of one backoff; 0: the default */
   const char *user_agent;        /* copied; NULL: "tenbin" */
+  const char *ca_file;           /* PEM CAs that https servers are checked
+                                    against (copied); NULL: the system's */
+  bool allow_insecure_tokens;    /* send credentials over plain http to
+                                    hosts other than loopback */
 };
 
 /* One request; send copies everything it needs from it. */
@@ -117,8 +129,9 @@ int http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
  * without calling cb, with ERR_INVALID for an unusable request (no url or
  * one curl cannot parse, a scheme other than http and https, a method
  * that is not an upper-case token, a header that is not one
- * "Name: value" line) and with ERR_UNAVAILABLE once the client is
- * closing.
+ * "Name: value" line), with ERR_FORBIDDEN for a credential that would
+ * travel in clear (see above) and with ERR_UNAVAILABLE once the client
+ * is closing.
  */
 int http_client_send(struct http_client *c,
                      const struct http_client_request *r, http_client_cb cb,

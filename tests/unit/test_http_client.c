@@ -1095,6 +1095,53 @@ test_unusable_requests_are_rejected_at_send(void **state)
   fx_free(fx);
 }
 
+static void
+test_token_is_never_sent_in_clear_to_a_host_not_loopback(void **state)
+{
+  struct fixture *fx = xcalloc(1, sizeof(*fx));
+  struct http_client_request req;
+  const char *bearer[] = {"Authorization: Bearer secret", NULL};
+  const char *slurm[] = {"X-SLURM-USER-TOKEN: secret", NULL};
+  const char *plain[] = {"X-Test: hello", NULL};
+  static const char *const remote[] = {
+      "http://10.1.2.3:8760/v1/x", "http://agent.example.com/v1/x",
+      "http://127.0.0.1.example.com/v1/x", "http://[2001:db8::1]/v1/x",
+      "http://user@10.1.2.3/v1/x"};
+  struct err e;
+  size_t i;
+
+  (void)state;
+  fx_setup(fx, handle_echo, 0);
+  memset(&req, 0, sizeof(req));
+  /* Refused at send: no connection is ever tried, so no callback. */
+  for (i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
+    req.url = remote[i];
+    req.headers = bearer;
+    assert_int_equal(http_client_send(fx->cli, &req, on_never, NULL, &e),
+                     ERR_FORBIDDEN);
+    assert_non_null(strstr(e.msg, "not loopback"));
+    req.headers = slurm;
+    assert_int_equal(http_client_send(fx->cli, &req, on_never, NULL, &e),
+                     ERR_FORBIDDEN);
+  }
+  /* Loopback may have it in clear; a request without a token goes. */
+  fx->expected = 2;
+  fx->results[0].fx = fx;
+  fx->results[1].fx = fx;
+  req.url = fx->base;
+  req.headers = bearer;
+  assert_int_equal(http_client_send(fx->cli, &req, on_result,
+                                    &fx->results[0], &e), 0);
+  req.headers = plain;
+  assert_int_equal(http_client_send(fx->cli, &req, on_result,
+                                    &fx->results[1], &e), 0);
+  fx_run_and_teardown(fx);
+  assert_int_equal(fx->results[0].status, 200);
+  assert_int_equal(fx->results[1].status, 200);
+  assert_int_equal(fx->hits, 2);
+  fx_free(fx);
+}
+
 int
 main(void)
 {
@@ -1122,6 +1169,8 @@ main(void)
       cmocka_unit_test(
           test_close_from_inside_a_callback_runs_every_callback_once),
       cmocka_unit_test(test_unusable_requests_are_rejected_at_send),
+      cmocka_unit_test(
+          test_token_is_never_sent_in_clear_to_a_host_not_loopback),
   };
   int rc;
 
