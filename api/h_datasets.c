@@ -52,7 +52,7 @@ api__datasets_list(struct api_call *call)
   json_t *out = NULL;
   struct err e = {0};
 
-  if (broker_dataset_list(call->api->broker, &out, &e) < 0) {
+  if (broker_dataset_list(call->api->broker, &call->who, &out, &e) < 0) {
     api__reply_err(call, &e);
     return;
   }
@@ -65,8 +65,8 @@ api__datasets_get(struct api_call *call)
   json_t *out = NULL;
   struct err e = {0};
 
-  if (broker_dataset_get(call->api->broker, call->params[0], &out, &e) <
-      0) {
+  if (broker_dataset_get(call->api->broker, &call->who, call->params[0],
+                         &out, &e) < 0) {
     api__reply_err(call, &e);
     return;
   }

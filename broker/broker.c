@@ -69,14 +69,18 @@ read_token_file(const char *path, const char *where, char **out,
 
 /*
  * The site's "agent": {"url", "token" | "token_file"} into s (checked
- * the way the agent client will use them).  ERR_CONFIG naming the field.
+ * the way the agent client will use them), and "projects", the roots
+ * under which each project may register datasets (allowed: the config's
+ * project list, or NULL).  ERR_CONFIG naming the field.
  */
 static int
-site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
+site_agent(struct site *s, const json_t *agent, const json_t *allowed,
+           size_t i, struct err *e)
 {
   static const struct jsonx_field fields[] = {
       {"url", JX_STRING}, {"token", JX_STRING}, {"token_file", JX_STRING},
-      {"bwlimit", JX_INT}, {NULL, 0}};
+      {"bwlimit", JX_INT}, {"projects", JX_OBJECT}, {NULL, 0}};
+  const json_t *projects = json_object_get(agent, "projects");
   const char *url = jsonx_str(agent, "url");
   const char *token = jsonx_str(agent, "token");
   const char *token_file = jsonx_str(agent, "token_file");
@@ -103,6 +107,11 @@ site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
                  e);
   if (rc < 0)
     goto out;
+  if (projects != NULL && !json_is_null(projects)) {
+    rc = broker__dataset_roots_check(projects, allowed, where, e);
+    if (rc < 0)
+      goto out;
+  }
   if ((token == NULL) == (token_file == NULL)) {
     rc = err_set(e, ERR_CONFIG, "field 'sites[%zu].agent': exactly one of "
                  "'token' and 'token_file' is required", i);
@@ -128,6 +137,8 @@ site_agent(struct site *s, const json_t *agent, size_t i, struct err *e)
   s->agent_bwlimit = (uint64_t)bwlimit;
   s->agent_token = tok;
   tok = NULL;
+  if (projects != NULL && !json_is_null(projects))
+    s->agent_projects = json_deep_copy(projects);
 out:
   agentc_free(check);
   free(tok);
@@ -178,7 +189,7 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     s->kind = xstrdup(kind);
     b->nsites++;
     if (agent != NULL && !json_is_null(agent)) {
-      rc = site_agent(s, agent, i, e);
+      rc = site_agent(s, agent, b->projects, i, e);
       if (rc < 0)
         return rc;
     }
@@ -244,6 +255,7 @@ sites_free(struct broker *b)
     free(b->sites[i].kind);
     free(b->sites[i].agent_url);
     free(b->sites[i].agent_token);
+    json_decref(b->sites[i].agent_projects);
     agentc_free(b->sites[i].agent);
   }
   free(b->sites);
@@ -453,6 +465,24 @@ site_counts_load(struct broker *b, struct site_counts *c, struct err *e)
   return db_job_counts(b->db, count_cb, c, e);
 }
 
+/* {"state": "up"|"down"|"unknown", "error", "since", "checked"} of
+ * s's agent (new reference), or JSON null for a site without one. */
+static json_t *
+agent_state_json(const struct site *s)
+{
+  static const char *const names[] = {"unknown", "up", "down"};
+  const struct agent_seen *a = &s->agent_seen;
+  json_t *o;
+
+  if (s->agent_url == NULL)
+    return json_null();
+  o = json_pack("{s:s}", "state", names[a->health]);
+  jsonx_set_str(o, "error", a->error[0] != '\0' ? a->error : NULL);
+  jsonx_set_time(o, "since", a->since_ms);
+  jsonx_set_time(o, "checked", a->checked_ms);
+  return o;
+}
+
 static json_t *
 site_json(struct site *s, const int64_t *counts)
 {
@@ -492,8 +522,10 @@ site_json(struct site *s, const int64_t *counts)
   json_object_set_new(jobs, "lost", json_integer(counts[JOB_LOST]));
   /* Placed here, waiting for a dataset to arrive (holding no GPUs). */
   json_object_set_new(jobs, "staging", json_integer(counts[JOB_STAGING]));
+  /* "reachable" is the site's own (its adapter); a site whose agent
+   * is down still runs jobs, but no data reaches it: agent_state. */
   return json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:o, s:I, s:I, "
-                   "s:I, s:o, s:s?}",
+                   "s:I, s:o, s:s?, s:o}",
                    "name", s->name, "kind", s->kind, "reachable",
                    cap.reachable, "detail", cap.detail, "nodes",
                    (json_int_t)cap.nodes, "nodes_down",
@@ -501,7 +533,8 @@ site_json(struct site *s, const int64_t *counts)
                    (json_int_t)cap.max_jobs, "gpus", gpus, "gpus_total",
                    (json_int_t)total, "gpus_in_use", (json_int_t)in_use,
                    "gpus_pending", (json_int_t)cap.gpus_pending, "jobs",
-                   jobs, "agent", s->agent_url);
+                   jobs, "agent", s->agent_url, "agent_state",
+                   agent_state_json(s));
 }
 
 json_t *
@@ -575,6 +608,17 @@ metrics_sites(struct broker *b, struct buf *out)
   for (size_t i = 0; rc == 0 && i < b->nsites; i++)
     rc = buf_addf(out, "tenbin_site_up{site=\"%s\"} %d\n", b->sites[i].name,
                   caps[i].reachable ? 1 : 0);
+  /* Sites with an agent only; 0 until it has answered once. */
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_agent_up 1 when the site's "
+                       "tenbin-agent answers.\n"
+                       "# TYPE tenbin_agent_up gauge\n");
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    if (b->sites[i].agent_url != NULL)
+      rc = buf_addf(out, "tenbin_agent_up{site=\"%s\"} %d\n",
+                    b->sites[i].name,
+                    b->sites[i].agent_seen.health == AGENT_UP ? 1 : 0);
+  }
   if (rc == 0)
     rc = gpu_family(b, caps, "tenbin_gpus", "GPUs by site and type.",
                     offsetof(struct adapter_gpu_pool, total), out);

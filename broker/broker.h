@@ -162,22 +162,30 @@ int broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
 /* ---- datasets (docs/SYNC.md "tenbind REST API") ---- */
 
 /*
- * Register a dataset from body {"name", "source_site", "path"} (borrowed)
- * and put its JSON view in *out (new reference).  ERR_INVALID naming the
- * field for a bad name or path, ERR_UNPROCESSABLE for an unknown site or
- * a site without an agent, ERR_CONFLICT when the name exists,
- * ERR_FORBIDDEN below the submitter role.
+ * Datasets are scoped like jobs (datasets.c): p sees a dataset of a
+ * project in its scope, and one without a project only as an admin of
+ * every project; any other is ERR_NOT_FOUND, as an unknown name.
+ *
+ * Register a dataset from body {"name", "source_site", "path",
+ * "project"} (borrowed) and put its JSON view in *out (new reference).
+ * ERR_INVALID naming the field for a bad name, path or project (required
+ * but from an admin of every project), ERR_UNPROCESSABLE for an unknown
+ * site or project or a site without an agent, ERR_CONFLICT when the
+ * name exists, ERR_FORBIDDEN below the submitter role, for a project
+ * outside p's scope, and for a non-admin's path outside the roots the
+ * site's agent.projects allows the project.
  */
 int broker_dataset_register(struct broker *b, const struct principal *p,
                             const json_t *body, json_t **out, struct err *e)
     WARN_UNUSED;
-/* {"datasets": [...]}, by name (new reference in *out). */
-int broker_dataset_list(struct broker *b, json_t **out, struct err *e)
+/* {"datasets": [...]}: those p sees, by name (new reference in *out). */
+int broker_dataset_list(struct broker *b, const struct principal *p,
+                        json_t **out, struct err *e) WARN_UNUSED;
+/* One dataset p sees with its versions, replicas and transfers (new
+ * reference in *out); ERR_NOT_FOUND naming it. */
+int broker_dataset_get(struct broker *b, const struct principal *p,
+                       const char *name, json_t **out, struct err *e)
     WARN_UNUSED;
-/* One dataset with its versions, replicas and transfers (new reference
- * in *out); ERR_NOT_FOUND naming it. */
-int broker_dataset_get(struct broker *b, const char *name, json_t **out,
-                       struct err *e) WARN_UNUSED;
 
 /*
  * Result of a publish: version (borrowed for the call) is the version's

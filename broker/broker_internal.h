@@ -16,6 +16,19 @@
 
 struct broker;
 
+/* What tenbind last saw of a site's agent: the stager asks its /healthz
+ * every few rounds, and every answer or silence of a pull counts too. */
+enum agent_health { AGENT_UNKNOWN = 0, AGENT_UP, AGENT_DOWN };
+
+struct agent_seen {
+  enum agent_health health;
+  int64_t since_ms;               /* wall clock of the last change */
+  int64_t checked_ms;             /* wall clock of the last word */
+  char error[ERR_MSG_SIZE];       /* why it is down, else "" */
+  int probing;                    /* a /healthz is in flight */
+  uint64_t next_probe;            /* uv_now() of the next one */
+};
+
 /* A configured site and its open adapter. */
 struct site {
   struct broker *broker;          /* back pointer for adapter updates */
@@ -29,6 +42,10 @@ struct site {
   char *agent_token;
   uint64_t agent_bwlimit;         /* bytes/s for pulls into it, 0: none */
   struct agentc *agent;           /* its client, NULL without an agent */
+  json_t *agent_projects;         /* {"project": ["root", ...]}: where
+                                     non-admins may register datasets;
+                                     owned, NULL for nowhere */
+  struct agent_seen agent_seen;
 };
 
 struct stage;
@@ -153,10 +170,21 @@ int broker__dataset_split(const char *ds, char *name, char *version,
 /*
  * Resolve spec->dataset ("NAME", "NAME@latest", "NAME@VERSION") to
  * "NAME@VERSION" in place.  ERR_UNPROCESSABLE naming the field for an
- * unknown dataset or version, or a dataset with no version yet.
+ * unknown dataset or version, a dataset with no version yet, one p may
+ * not see (as unknown) and one of a project other than the job's.
  */
-int broker__dataset_resolve(struct broker *b, struct job_spec *spec,
-                            struct err *e) WARN_UNUSED;
+int broker__dataset_resolve(struct broker *b, const struct principal *p,
+                            struct job_spec *spec, struct err *e)
+    WARN_UNUSED;
+/*
+ * Check a site's "agent": {"projects": {"PROJECT": ["ROOT", ...]}}: each
+ * project a known one (allowed is the config's "projects", NULL for any)
+ * and each root a relative directory.  ERR_CONFIG naming the field
+ * (where is the prefix, e.g. "sites[0].agent.").
+ */
+int broker__dataset_roots_check(const json_t *projects,
+                                const json_t *allowed, const char *where,
+                                struct err *e) WARN_UNUSED;
 /*
  * Make sure site has, or is getting, version of dataset name: a replica
  * row is created pending when there is none, and a failed one is asked

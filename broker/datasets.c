@@ -7,6 +7,16 @@
  *
  * The pulls themselves are the stager's (stager.c); this file only
  * creates the pending replica rows it works from.
+ *
+ * Datasets are scoped like jobs.  A dataset belongs to a project, and a
+ * principal sees it (lists, reads, publishes, replicates, names it in a
+ * job) only with that project in its scope; otherwise it is "not found",
+ * exactly as an unknown name, so that a name tells nothing about other
+ * projects.  A dataset without a project (registered before datasets had
+ * one, or by an admin who gave none) is an admin's: only an admin of
+ * every project sees it.  Registering a path needs an admin, or a root
+ * the source site's agent config allows the project ("projects" in its
+ * "agent" block, broker__dataset_roots_check).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +70,125 @@ valid_path(const char *p)
   return 1;
 }
 
+/* The next component of *p (empty and "." ones skipped): its length,
+ * with *p moved past it; 0 at the end. */
+static size_t
+next_component(const char **p, const char **start)
+{
+  for (;;) {
+    size_t len;
+
+    while (**p == '/')
+      (*p)++;
+    len = strcspn(*p, "/");
+    *start = *p;
+    *p += len;
+    if (len == 0 || !(len == 1 && (*start)[0] == '.'))
+      return len;
+  }
+}
+
+/* Whether path is root or below it, component by component: "a/b" is
+ * under "a" and "./a/", not under "ab". */
+static int
+path_under(const char *path, const char *root)
+{
+  const char *pc;
+  const char *rc;
+
+  for (;;) {
+    size_t rl = next_component(&root, &rc);
+    size_t pl;
+
+    if (rl == 0)
+      return 1;
+    pl = next_component(&path, &pc);
+    if (pl != rl || memcmp(pc, rc, rl) != 0)
+      return 0;
+  }
+}
+
+int
+broker__dataset_roots_check(const json_t *projects, const json_t *allowed,
+                            const char *where, struct err *e)
+{
+  const char *project;
+  json_t *roots;
+
+  if (!json_is_object(projects))
+    return err_set(e, ERR_CONFIG, "field '%sprojects' must be an object "
+                   "{\"PROJECT\": [\"PATH\", ...]}", where);
+  json_object_foreach((json_t *)projects, project, roots) {
+    size_t i;
+    size_t k;
+    json_t *v;
+    int known = allowed == NULL;
+
+    if (!agentc_valid_name(project))
+      return err_set(e, ERR_CONFIG, "field '%sprojects': project '%.64s' "
+                     "must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", where,
+                     project);
+    json_array_foreach(allowed, k, v) {
+      if (strcmp(json_string_value(v), project) == 0)
+        known = 1;
+    }
+    if (!known)
+      return err_set(e, ERR_CONFIG, "field '%sprojects': unknown project "
+                     "'%s' (not in 'projects')", where, project);
+    if (!json_is_array(roots))
+      return err_set(e, ERR_CONFIG, "field '%sprojects.%s' must be an "
+                     "array of paths", where, project);
+    json_array_foreach(roots, i, v) {
+      if (!json_is_string(v) || !valid_path(json_string_value(v)))
+        return err_set(e, ERR_CONFIG, "field '%sprojects.%s[%zu]': a "
+                       "directory relative to the agent's root (or "
+                       "\".\"), without '..' or control characters",
+                       where, project, i);
+    }
+  }
+  return 0;
+}
+
+/* Whether project may register path at site s (admins aside). */
+static int
+root_allowed(const struct site *s, const char *project, const char *path)
+{
+  const json_t *roots = json_object_get(s->agent_projects, project);
+  size_t i;
+  json_t *v;
+
+  json_array_foreach(roots, i, v) {
+    if (path_under(path, json_string_value(v)))
+      return 1;
+  }
+  return 0;
+}
+
+/* Whether p sees d: d's project is in p's scope; a dataset without one
+ * is for admins of every project. */
+static int
+may_see(const struct principal *p, const struct db_dataset *d)
+{
+  if (d->project == NULL)
+    return p->role == ROLE_ADMIN && p->projects == NULL;
+  return principal_has_project(p, d->project);
+}
+
+/* db_dataset_get for p: one it may not see is not found, as an unknown
+ * name (same message), so that names do not leak across projects. */
+static int
+visible_get(struct broker *b, const struct principal *p, const char *name,
+            struct db_dataset *out, struct err *e)
+{
+  int rc = db_dataset_get(b->db, name, out, e);
+
+  if (rc == 0 && !may_see(p, out)) {
+    db_dataset_release(out);
+    rc = err_set(e, ERR_NOT_FOUND, "dataset '%s' not found", name);
+  }
+  return rc;
+}
+
 int
 broker__dataset_split(const char *ds, char *name, char *version,
                       struct err *e)
@@ -81,8 +210,8 @@ broker__dataset_split(const char *ds, char *name, char *version,
 }
 
 int
-broker__dataset_resolve(struct broker *b, struct job_spec *spec,
-                        struct err *e)
+broker__dataset_resolve(struct broker *b, const struct principal *p,
+                        struct job_spec *spec, struct err *e)
 {
   struct db_dataset_version v;
   struct db_dataset d;
@@ -105,13 +234,22 @@ broker__dataset_resolve(struct broker *b, struct job_spec *spec,
   if (at != NULL && strcmp(at + 1, "latest") != 0)
     want = at + 1;
   memset(&v, 0, sizeof(v));
-  rc = db_dataset_get(b->db, name, &d, e);
-  db_dataset_release(&d);
+  rc = visible_get(b, p, name, &d, e);
   if (rc == ERR_NOT_FOUND)
     return err_set(e, ERR_UNPROCESSABLE, "field 'dataset': unknown "
                    "dataset '%s'", name);
   if (rc < 0)
     return rc;
+  /* A job reads its own project's data only: what it writes to its
+   * output and logs goes to that project's readers. */
+  if (d.project != NULL && strcmp(d.project, spec->project) != 0) {
+    rc = err_set(e, ERR_UNPROCESSABLE, "field 'dataset': dataset '%s' "
+                 "belongs to project '%s', not to the job's project '%s'",
+                 name, d.project, spec->project);
+    db_dataset_release(&d);
+    return rc;
+  }
+  db_dataset_release(&d);
   if (want == NULL) {
     rc = db_dataset_version_latest(b->db, name, &v, e);
     if (rc == ERR_NOT_FOUND)
@@ -160,7 +298,9 @@ broker__replica_want(struct broker *b, const char *name,
   rc = db_replica_get(b->db, name, version, site, &r, e);
   if (rc < 0 && rc != ERR_NOT_FOUND)
     return rc;
-  if (rc == 0 && (r.state != DB_REPLICA_FAILED || !retry_failed))
+  if (rc == 0 && ((r.state != DB_REPLICA_FAILED &&
+                   r.state != DB_REPLICA_SUPERSEDED) ||
+                  !retry_failed))
     goto out;
   if (s == NULL || s->agent == NULL) {
     db_replica_release(&r);
@@ -263,6 +403,8 @@ replica_json(const struct db_replica *r)
   jsonx_set_time(o, "started", r->started_ms);
   jsonx_set_time(o, "finished", r->finished_ms);
   jsonx_set_time(o, "updated", r->updated_ms);
+  /* While a try waits out a backoff: when the next one goes. */
+  jsonx_set_time(o, "next_try", r->next_try_ms);
   return o;
 }
 
@@ -308,6 +450,7 @@ dataset_json(struct broker *b, const struct db_dataset *d, json_t **out,
   o = json_pack("{s:s, s:s, s:s, s:I}", "name", d->name, "source_site",
                 d->source_site, "path", d->path, "versions", (json_int_t)n);
   jsonx_set_str(o, "latest", rc == 0 ? latest.version : NULL);
+  jsonx_set_str(o, "project", d->project);
   jsonx_set_time(o, "created", d->created_ms);
   db_dataset_version_release(&latest);
   *out = o;
@@ -316,6 +459,7 @@ dataset_json(struct broker *b, const struct db_dataset *d, json_t **out,
 
 struct list_ctx {
   struct broker *b;
+  const struct principal *p;
   json_t *arr;
   struct err *e;
 };
@@ -325,8 +469,11 @@ list_dataset_cb(const struct db_dataset *d, void *arg)
 {
   struct list_ctx *l = arg;
   json_t *o = NULL;
-  int rc = dataset_json(l->b, d, &o, l->e);
+  int rc;
 
+  if (!may_see(l->p, d))
+    return 0;
+  rc = dataset_json(l->b, d, &o, l->e);
   if (rc < 0)
     return rc;
   json_array_append_new(l->arr, o);
@@ -334,9 +481,10 @@ list_dataset_cb(const struct db_dataset *d, void *arg)
 }
 
 int
-broker_dataset_list(struct broker *b, json_t **out, struct err *e)
+broker_dataset_list(struct broker *b, const struct principal *p,
+                    json_t **out, struct err *e)
 {
-  struct list_ctx l = {b, json_array(), e};
+  struct list_ctx l = {b, p, json_array(), e};
   int rc = db_dataset_list(b->db, list_dataset_cb, &l, e);
 
   if (rc < 0) {
@@ -369,8 +517,8 @@ add_transfer_cb(const struct db_transfer *t, void *arg)
 }
 
 int
-broker_dataset_get(struct broker *b, const char *name, json_t **out,
-                   struct err *e)
+broker_dataset_get(struct broker *b, const struct principal *p,
+                   const char *name, json_t **out, struct err *e)
 {
   struct db_dataset d;
   json_t *o = NULL;
@@ -379,7 +527,7 @@ broker_dataset_get(struct broker *b, const char *name, json_t **out,
   json_t *transfers = json_array();
   int rc;
 
-  rc = db_dataset_get(b->db, name, &d, e);
+  rc = visible_get(b, p, name, &d, e);
   if (rc == 0)
     rc = dataset_json(b, &d, &o, e);
   if (rc == 0)
@@ -433,6 +581,38 @@ agent_site(struct broker *b, const char *field, const char *name,
   return 0;
 }
 
+/* The project a dataset is registered for: one p acts for and tenbind
+ * knows; none only from an admin of every project. */
+static int
+register_scope(struct broker *b, const struct principal *p,
+               const char *project, struct err *e)
+{
+  size_t i;
+  json_t *v;
+  int known = b->projects == NULL;
+
+  if (project == NULL) {
+    if (p->role == ROLE_ADMIN && p->projects == NULL)
+      return 0;
+    return err_set(e, ERR_INVALID, "field 'project': required (only an "
+                   "admin of every project may register a dataset "
+                   "without one)");
+  }
+  if (!agentc_valid_name(project))
+    return err_set(e, ERR_INVALID, "field 'project': must match "
+                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (!principal_has_project(p, project))
+    return err_set(e, ERR_FORBIDDEN, "no access to project '%s'", project);
+  json_array_foreach(b->projects, i, v) {
+    if (strcmp(json_string_value(v), project) == 0)
+      known = 1;
+  }
+  if (!known)
+    return err_set(e, ERR_UNPROCESSABLE, "field 'project': unknown "
+                   "project '%s'", project);
+  return 0;
+}
+
 int
 broker_dataset_register(struct broker *b, const struct principal *p,
                         const json_t *body, json_t **out, struct err *e)
@@ -440,10 +620,12 @@ broker_dataset_register(struct broker *b, const struct principal *p,
   static const struct jsonx_field fields[] = {{"name", JX_STRING},
                                               {"source_site", JX_STRING},
                                               {"path", JX_STRING},
+                                              {"project", JX_STRING},
                                               {NULL, 0}};
   const char *name = jsonx_str(body, "name");
   const char *site = jsonx_str(body, "source_site");
   const char *path = jsonx_str(body, "path");
+  const char *project = jsonx_str(body, "project");
   struct db_dataset d;
   struct site *s;
   int rc;
@@ -463,18 +645,31 @@ broker_dataset_register(struct broker *b, const struct principal *p,
                    "relative to the source agent's root (or \".\") of at "
                    "most %d bytes, without '..' or control characters",
                    DATASET_PATH_MAX);
+  rc = register_scope(b, p, project, e);
+  if (rc < 0)
+    return rc;
   rc = agent_site(b, "source_site", site, &s, e);
   if (rc < 0)
     return rc;
+  /* Any directory of the agent's root is an admin's to give; others
+   * register only under the roots the site allows their project. */
+  if (p->role != ROLE_ADMIN && !root_allowed(s, project, path))
+    return err_set(e, ERR_FORBIDDEN, "field 'path': project '%s' may not "
+                   "register '%.200s' at site '%s' (an admin may, or the "
+                   "site's agent.projects lists the roots it may)",
+                   project, path, s->name);
+  memset(&d, 0, sizeof(d));
   d.name = (char *)name;
   d.source_site = (char *)site;
   d.path = (char *)path;
+  d.project = (char *)project;
   d.created_ms = time_now_ms();
   rc = db_dataset_insert(b->db, &d, e);
   if (rc < 0)
     return rc;
-  log_info("dataset '%s' registered at site '%s', path '%s' (by %s)", name,
-           site, path, p->name);
+  log_info("dataset '%s' registered at site '%s', path '%s', project "
+           "'%s' (by %s)", name, site, path,
+           project != NULL ? project : "(admins)", p->name);
   return dataset_json(b, &d, out, e);
 }
 
@@ -604,7 +799,7 @@ broker_dataset_publish(struct broker *b, const struct principal *p,
     return rc;
   if (b->closing)
     return err_set(e, ERR_UNAVAILABLE, "tenbind is shutting down");
-  rc = db_dataset_get(b->db, name, &d, e);
+  rc = visible_get(b, p, name, &d, e);
   if (rc < 0)
     return rc;
   rc = agent_site(b, "source_site", d.source_site, &s, e);
@@ -666,7 +861,7 @@ broker_dataset_replicate(struct broker *b, const struct principal *p,
     rc = jsonx_check(body, fields, "", e);
   if (rc < 0)
     return rc;
-  rc = db_dataset_get(b->db, name, &d, e);
+  rc = visible_get(b, p, name, &d, e);
   if (rc < 0)
     return rc;
   if (site == NULL) {

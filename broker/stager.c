@@ -28,8 +28,15 @@
  *     failed, and a new PUT tries again, up to STAGER_MAX_PULLS attempts
  *     in all; then the replica is failed with the agent's error;
  *   - the agent refused the request (4xx): the replica fails at once.
+ * While a replica waits out a backoff its row says why (error) and when
+ * the next try goes (next_try_ms), so that a user watching it sees both.
  * A replica that ends (complete or failed) kicks the scheduler, whose
  * staging jobs wait for exactly that.
+ *
+ * The rounds also keep every site's agent_seen: a GET /healthz every
+ * AGENT_PROBE_ROUNDS rounds, and the outcome of every pull request (no
+ * answer or a 5xx is down, any other answer up), so that an agent that
+ * is down shows in GET /v1/sites and /metrics even with nothing to pull.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +55,10 @@
 #define STAGER_BACKOFF_MIN_ROUNDS 2u
 #define STAGER_BACKOFF_MAX_MS 60000u
 #define SITE_NAME_LEN 65
+/* Every 4 rounds (2 s by default): a /healthz costs the agent nothing,
+ * and a user who just started a sync should not wait long to see why it
+ * does not move. */
+#define AGENT_PROBE_ROUNDS 4u
 
 /* One replica being made. */
 struct stage {
@@ -115,6 +126,59 @@ broker__stager_free(struct broker *b)
   }
 }
 
+/* ---- agents' health ---- */
+
+/* Record what s's agent just showed: up, or down saying why. */
+static void
+agent_mark(struct site *s, int up, const char *why)
+{
+  struct agent_seen *a = &s->agent_seen;
+  enum agent_health h = up ? AGENT_UP : AGENT_DOWN;
+  int64_t now = time_now_ms();
+
+  if (a->health != h) {
+    a->since_ms = now;
+    if (h == AGENT_DOWN)
+      log_warn("agent of site '%s' is down: %s", s->name, why);
+    else if (a->health == AGENT_DOWN)
+      log_info("agent of site '%s' answers again", s->name);
+  }
+  a->health = h;
+  a->checked_ms = now;
+  snprintf(a->error, sizeof(a->error), "%s", up ? "" : why);
+}
+
+static void
+on_probe(void *arg, int rc, const struct err *e)
+{
+  struct site *s = arg;
+
+  s->agent_seen.probing = 0;
+  if (s->broker->closing)
+    return;
+  agent_mark(s, rc == 0, err_msg(e));
+}
+
+static void
+probe_agents(struct broker *b, uint64_t now)
+{
+  for (size_t i = 0; i < b->nsites; i++) {
+    struct site *s = &b->sites[i];
+    struct err e = {0};
+
+    if (s->agent == NULL || s->agent_seen.probing ||
+        now < s->agent_seen.next_probe)
+      continue;
+    s->agent_seen.next_probe = now + (uint64_t)b->stage_poll_ms *
+                                         AGENT_PROBE_ROUNDS;
+    if (agentc_health(s->agent, on_probe, s, &e) < 0) {
+      agent_mark(s, 0, err_msg(&e));
+      continue;
+    }
+    s->agent_seen.probing = 1;
+  }
+}
+
 /* ---- answers ---- */
 
 static void
@@ -122,12 +186,16 @@ on_answer(void *arg, int rc, const struct agentc_pull *st,
           const struct err *e)
 {
   struct stage *t = arg;
+  struct site *dst;
 
   t->inflight = 0;
   /* Closing: the http client cancels what is in flight; nothing of it
    * is written (the next start resumes). */
   if (t->b->closing)
     return;
+  dst = broker__site(t->b, t->site);
+  if (dst != NULL)
+    agent_mark(dst, rc == 0 || !agentc_transient(rc), err_msg(e));
   t->rc = rc;
   t->why[0] = '\0';
   free(t->path);
@@ -288,6 +356,7 @@ apply_status(struct broker *b, struct stage *t, struct db_replica *r,
              int64_t now, int *kick, struct err *e)
 {
   char msg[ERR_MSG_SIZE + 64];
+  uint64_t wait_ms;
   int rc;
 
   t->backoff_ms = 0;
@@ -320,9 +389,10 @@ apply_status(struct broker *b, struct stage *t, struct db_replica *r,
            t->site, msg);
   set_error(r, msg);
   t->need_put = 1;
-  t->not_before = uv_now(b->loop) + (uint64_t)b->stage_poll_ms *
-                                        STAGER_RETRY_ROUNDS *
-                                        (unsigned)t->attempts;
+  wait_ms = (uint64_t)b->stage_poll_ms * STAGER_RETRY_ROUNDS *
+            (unsigned)t->attempts;
+  t->not_before = uv_now(b->loop) + wait_ms;
+  r->next_try_ms = now + (int64_t)wait_ms;
   return update_transfer(b, t, "failed", t->st.error, now, e);
 }
 
@@ -348,12 +418,15 @@ apply_failure(struct broker *b, struct stage *t, struct db_replica *r,
   if (t->backoff_ms > STAGER_BACKOFF_MAX_MS)
     t->backoff_ms = STAGER_BACKOFF_MAX_MS;
   t->not_before = uv_now(b->loop) + t->backoff_ms;
+  /* The error says why, next_try_ms when: a watcher shows both, and
+   * the error stays the same text from one try to the next. */
+  r->next_try_ms = now + (int64_t)t->backoff_ms;
   snprintf(msg, sizeof(msg), "%s; trying again in %u s", t->why,
            (t->backoff_ms + 999) / 1000);
-  if (r->error == NULL || strcmp(r->error, msg) != 0)
+  if (r->error == NULL || strcmp(r->error, t->why) != 0)
     log_info("replica of %s@%.12s at site '%s': %s", t->dataset,
              t->version, t->site, msg);
-  set_error(r, msg);
+  set_error(r, t->why);
   return 0;
 }
 
@@ -376,6 +449,8 @@ apply(struct broker *b, struct stage *t, int *kick, struct err *e)
     t->gone = 1;
     goto out;
   }
+  /* Set again below only when this answer means another wait. */
+  r.next_try_ms = 0;
   if (t->rc < 0)
     rc = apply_failure(b, t, &r, now, kick, e);
   else
@@ -577,4 +652,5 @@ round_cb(uv_timer_t *timer)
       send_one(b, t);
     p = &t->next;
   }
+  probe_agents(b, now);
 }

@@ -256,7 +256,7 @@ broker_submit(struct broker *b, const struct principal *p,
   if (rc < 0)
     goto out;
   /* Stored resolved: "latest" means the latest at submit time. */
-  rc = broker__dataset_resolve(b, &spec, e);
+  rc = broker__dataset_resolve(b, p, &spec, e);
   if (rc == 0)
     rc = check_dataset_site(b, &spec, e);
   if (rc < 0)

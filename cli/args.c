@@ -89,7 +89,8 @@ const char cli_dataset_usage[] =
     "Datasets are versioned directory trees that tenbin copies between\n"
     "sites.\n"
     "\n"
-    "  add NAME --site S --path P  register the directory P at site S\n"
+    "  add NAME --site S --path P [--project P]\n"
+    "                              register the directory P at site S\n"
     "  publish NAME                snapshot the source as a new version\n"
     "  sync NAME[@V] --site S      copy version V (default: the latest)\n"
     "                              to site S and show the progress\n"
@@ -99,14 +100,18 @@ const char cli_dataset_usage[] =
     "Run 'tenbin dataset COMMAND --help' for the options of a command.\n";
 
 const char cli_dataset_add_usage[] =
-    "usage: tenbin dataset add NAME --site SITE --path PATH\n"
+    "usage: tenbin dataset add NAME --site SITE --path PATH [--project P]\n"
     "\n"
     "Register a dataset whose source is the directory PATH under the agent\n"
     "root of SITE.  NAME is 1 to 64 of A-Z a-z 0-9 . _ - and starts with a\n"
     "letter or a digit.\n"
     "\n"
-    "  --site SITE   the source site (it needs an agent)\n"
-    "  --path PATH   the directory, relative to the agent's root\n";
+    "  --site SITE     the source site (it needs an agent)\n"
+    "  --path PATH     the directory, relative to the agent's root\n"
+    "  --project P     the project whose tokens see and use the dataset\n"
+    "                  (required but for an admin of every project; PATH\n"
+    "                  must be under a root the site allows P, unless an\n"
+    "                  admin registers it)\n";
 
 const char cli_dataset_publish_usage[] =
     "usage: tenbin dataset publish NAME\n"
@@ -116,15 +121,20 @@ const char cli_dataset_publish_usage[] =
 
 const char cli_dataset_sync_usage[] =
     "usage: tenbin dataset sync NAME[@VERSION] --site SITE [--no-wait]\n"
+    "                           [--timeout T]\n"
     "\n"
     "Copy a version of a dataset to SITE and show its progress until it is\n"
     "complete (exit 0) or failed (exit 1).  VERSION is a version id, the\n"
     "start of one, or 'latest' (the default).  Ctrl-C stops watching; the\n"
     "copy goes on ('tenbin dataset show NAME').  With --json, the replica\n"
-    "is printed as JSON when it ends (with --no-wait, at once).\n"
+    "is printed as JSON when it ends (with --no-wait, at once).  While the\n"
+    "copy cannot go on (an agent is down), the reason and the next try are\n"
+    "printed.\n"
     "\n"
     "  --site SITE   the site that gets the copy\n"
-    "  --no-wait     ask for the copy and return at once\n";
+    "  --no-wait     ask for the copy and return at once\n"
+    "  --timeout T   stop watching after T (seconds, or 90s, 5m, 2h) and\n"
+    "                exit 1 if the copy is not complete; it goes on\n";
 
 const char cli_dataset_ls_usage[] =
     "usage: tenbin dataset ls\n\nList datasets.\n";
@@ -360,6 +370,7 @@ enum {
   OPT_ALL,
   OPT_PATH,
   OPT_NO_WAIT,
+  OPT_TIMEOUT,
   OPT_DATASET,
 };
 
@@ -779,11 +790,13 @@ cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
   static const struct option opts[] = {
       {"site", required_argument, NULL, OPT_SITE},
       {"path", required_argument, NULL, OPT_PATH},
+      {"project", required_argument, NULL, OPT_PROJECT},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   const char *site = NULL;
   const char *path = NULL;
+  const char *project = NULL;
   const char *name;
   json_t *b = NULL;
   int rc = ERR_INVALID;
@@ -801,6 +814,8 @@ cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
       site = optarg;
     else if (c == OPT_PATH)
       path = optarg;
+    else if (c == OPT_PROJECT)
+      project = optarg;
     else
       return opt_error(c, argv, e);
   }
@@ -819,7 +834,8 @@ cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
   b = json_object();
   json_object_set_new(b, "name", json_string(name));
   if (set_str(b, "source_site", "--site", site, e) < 0 ||
-      set_str(b, "path", "--path", path, e) < 0)
+      set_str(b, "path", "--path", path, e) < 0 ||
+      (project != NULL && set_str(b, "project", "--project", project, e) < 0))
     goto out;
   *body = b;
   b = NULL;
@@ -887,6 +903,34 @@ bad:
                  v, CLI_VERSION_LEN);
 }
 
+/* --timeout: "90", "90s", "5m" or "2h", at most a week, into seconds. */
+static int
+parse_timeout(const char *s, int64_t *out, struct err *e)
+{
+  static const int64_t max_s = 7 * 86400;
+  char num[24];
+  size_t n = strlen(s);
+  int64_t unit = 1;
+  int64_t v;
+
+  if (n > 0 && strchr("smh", s[n - 1]) != NULL) {
+    unit = s[n - 1] == 'h' ? 3600 : s[n - 1] == 'm' ? 60 : 1;
+    n--;
+  }
+  if (n == 0 || n >= sizeof(num))
+    goto bad;
+  memcpy(num, s, n);
+  num[n] = '\0';
+  if (parse_int("--timeout", num, 1, max_s / unit, &v, NULL) < 0)
+    goto bad;
+  *out = v * unit;
+  return 0;
+bad:
+  return err_set(e, ERR_INVALID, "option '--timeout': '%s' is not a time "
+                 "of 1s to 7 days (seconds, or a number with s, m or h)",
+                 s);
+}
+
 int
 cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
                        struct err *e)
@@ -894,6 +938,7 @@ cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
   static const struct option opts[] = {
       {"site", required_argument, NULL, OPT_SITE},
       {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -913,7 +958,10 @@ cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
       o->site = optarg;
     else if (c == OPT_NO_WAIT)
       o->wait = 0;
-    else
+    else if (c == OPT_TIMEOUT) {
+      if (parse_timeout(optarg, &o->timeout_s, e) < 0)
+        return ERR_INVALID;
+    } else
       return opt_error(c, argv, e);
   }
   if (optind >= argc)

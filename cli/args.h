@@ -151,9 +151,10 @@ extern const char cli_dataset_show_usage[];
 /* 1 when name is a dataset name, [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
 int cli_is_dataset_name(const char *name);
 /*
- * 'dataset add NAME --site SITE --path PATH' into *body, the POST
- * /v1/datasets body {"name","source_site","path"} (new reference; NULL
- * unless 0 is returned).  Options may come before or after NAME.
+ * 'dataset add NAME --site SITE --path PATH [--project P]' into *body,
+ * the POST /v1/datasets body {"name","source_site","path"[,"project"]}
+ * (new reference; NULL unless 0 is returned).  Options may come before
+ * or after NAME.
  */
 int cli_dataset_add_parse(int argc, char **argv, json_t **body,
                           struct err *e) WARN_UNUSED;
@@ -169,10 +170,12 @@ struct cli_dataset_sync {
   char version[CLI_VERSION_LEN + 1]; /* "latest", or hex in lower case */
   const char *site;                  /* borrowed */
   int wait;                          /* 0 with --no-wait */
+  int64_t timeout_s;                 /* --timeout: give up after; 0 never */
 };
 
 /*
- * 'dataset sync NAME[@VERSION] --site SITE [--no-wait]'.  VERSION is
+ * 'dataset sync NAME[@VERSION] --site SITE [--no-wait] [--timeout T]'
+ * (T: seconds, or a number with s, m or h).  VERSION is
  * "latest" (the default) or 1 to 64 hex digits: a whole version id or
  * the start of one, as the listings show them.
  */

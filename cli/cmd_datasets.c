@@ -145,8 +145,8 @@ get_dataset(struct cli *cli, const char *name, struct cli_response *r,
 static int
 list_datasets(struct cli *cli)
 {
-  static const char *const head[] = {"NAME", "SOURCE", "PATH", "LATEST",
-                                     "VERSIONS"};
+  static const char *const head[] = {"NAME",   "PROJECT", "SOURCE",
+                                     "PATH",   "LATEST",  "VERSIONS"};
   struct cli_response r;
   struct cli_table t;
   struct err e = {0};
@@ -156,9 +156,9 @@ list_datasets(struct cli *cli)
   int status = CLI_EXIT_OK;
 
   cli_response_init(&r);
-  cli_table_init(&t, head, 5);
-  cli_table_set_max(&t, 2, 48);
-  cli_table_set_right(&t, 4);
+  cli_table_init(&t, head, 6);
+  cli_table_set_max(&t, 3, 48);
+  cli_table_set_right(&t, 5);
   if (cli_request(cli, "GET", "/v1/datasets", NULL, &r, &reply, &e) < 0) {
     status = cli_fail(&e);
     goto out;
@@ -171,17 +171,21 @@ list_datasets(struct cli *cli)
     const json_t *v = json_object_get(d, "versions");
     char latest[SHORT_ID + 1];
     char versions[32];
-    const char *row[5];
+    const char *row[6];
+    const char *project = jsonx_str(d, "project");
 
     /* A count by the contract; an array of them would do as well. */
     snprintf(versions, sizeof(versions), "%lld",
              (long long)(json_is_array(v) ? (json_int_t)json_array_size(v)
                                           : json_integer_value(v)));
     row[0] = jsonx_str(d, "name");
-    row[1] = jsonx_str(d, "source_site");
-    row[2] = jsonx_str(d, "path");
-    row[3] = short_id(jsonx_str(d, "latest"), latest, sizeof(latest));
-    row[4] = versions;
+    /* No project: an admin's dataset (from before projects, or given
+     * none). */
+    row[1] = project != NULL ? project : "-";
+    row[2] = jsonx_str(d, "source_site");
+    row[3] = jsonx_str(d, "path");
+    row[4] = short_id(jsonx_str(d, "latest"), latest, sizeof(latest));
+    row[5] = versions;
     cli_table_add(&t, row);
   }
   if (cli_table_print(&t, stdout) < 0)
@@ -245,6 +249,10 @@ dataset_add(struct cli *cli, int argc, char **argv)
     put_clean(jsonx_str(body, "source_site"), stdout);
     fputs(":", stdout);
     put_clean(jsonx_str(body, "path"), stdout);
+    if (jsonx_str(body, "project") != NULL) {
+      fputs(", project ", stdout);
+      put_clean(jsonx_str(body, "project"), stdout);
+    }
     fputs(")\n", stdout);
   }
   json_decref(reply);
@@ -370,7 +378,8 @@ print_replicas(const json_t *replicas)
   cli_table_set_max(&t, 0, 24);
   cli_table_set_right(&t, 4);
   cli_table_set_right(&t, 5);
-  cli_table_set_max(&t, 6, 60);
+  /* The error is the last column and shown whole: a cut reason is one
+   * the user must fetch again with --json. */
   json_array_foreach(replicas, i, rep) {
     char id[SHORT_ID + 1];
     char progress[CLI_FMT_SIZE];
@@ -405,6 +414,9 @@ show_dataset(const json_t *d)
   cli_table_init(&t, NULL, 2);
   snprintf(count, sizeof(count), "%zu", json_array_size(versions));
   cli_table_add_kv(&t, "name", jsonx_str(d, "name"));
+  cli_table_add_kv(&t, "project", jsonx_str(d, "project") != NULL
+                                      ? jsonx_str(d, "project")
+                                      : "- (admins only)");
   cli_table_add_kv(&t, "source", jsonx_str(d, "source_site"));
   cli_table_add_kv(&t, "path", jsonx_str(d, "path"));
   cli_table_add_kv(&t, "latest", jsonx_str(d, "latest"));
@@ -504,8 +516,11 @@ struct watch {
   size_t drawn;                      /* columns of the bar on screen */
   int on_line;                       /* a bar line wants its newline */
   int64_t start_ms;                  /* monotonic, when watching began */
-  struct cli_progress_rate rate;
+  int64_t deadline_ms;               /* monotonic; 0: no --timeout */
+  struct cli_progress_rate rate;     /* content bytes, for the ETA */
+  struct cli_progress_rate wire;     /* bytes on the wire, shown */
   struct cli_progress_log log;
+  char waiting[LINE_SIZE];           /* the last "waiting" line printed */
 };
 
 static void
@@ -602,10 +617,14 @@ show_progress(struct watch *w, const json_t *rep, int64_t now)
   p.label = strcmp(state, "syncing") != 0 ? state : NULL;
   p.bytes_done = int_of(rep, "bytes_done");
   p.bytes_total = int_of(rep, "bytes_total");
+  p.bytes_wire = int_of(rep, "bytes_wire");
+  p.bytes_saved = int_of(rep, "bytes_saved");
   p.files_done = int_of(rep, "files_done");
   p.files_total = int_of(rep, "files_total");
   cli_progress_rate_add(&w->rate, now, p.bytes_done);
+  cli_progress_rate_add(&w->wire, now, p.bytes_wire);
   p.rate = w->rate.bps;
+  p.wire_rate = w->wire.bps;
   if (copy_time(rep, &p.elapsed_ms) < 0)
     p.elapsed_ms = now - w->start_ms;
   if (!w->tty) {
@@ -674,11 +693,61 @@ finish(struct watch *w, const json_t *rep, int printed)
   return CLI_EXIT_FAIL;
 }
 
+/*
+ * The copy cannot go on (tenbind keeps trying): say why and when the
+ * next try goes, once per reason and try, on stderr, between bars.
+ */
+static void
+show_waiting(struct watch *w, const json_t *rep)
+{
+  const char *error = jsonx_str(rep, "error");
+  char line[LINE_SIZE];
+  char when[CLI_FMT_SIZE];
+  int64_t next;
+  int64_t left;
+
+  if (error == NULL)
+    return;
+  if (cli_parse_iso(jsonx_str(rep, "next_try"), &next) == 0) {
+    left = next - time_now_ms();
+    cli_fmt_duration(left > 0 ? (left + 999) / 1000 : 0, when,
+                     sizeof(when));
+    snprintf(line, sizeof(line), "%s: waiting: %s; next try in %s (%s)",
+             w->label, error, when, jsonx_str(rep, "next_try"));
+  } else {
+    snprintf(line, sizeof(line), "%s: waiting: %s", w->label, error);
+  }
+  /* The same reason and the same next try: nothing new to say. */
+  if (strcmp(line, w->waiting) == 0)
+    return;
+  snprintf(w->waiting, sizeof(w->waiting), "%s", line);
+  end_line(w);
+  cli_message("", line, "");
+}
+
+/* --timeout ran out: say what the replica was doing and give up. */
+static int
+give_up(struct watch *w, const json_t *rep)
+{
+  const char *state = rep != NULL ? jsonx_str(rep, "state") : NULL;
+  const char *error = rep != NULL ? jsonx_str(rep, "error") : NULL;
+  char msg[LINE_SIZE];
+
+  end_line(w);
+  snprintf(msg, sizeof(msg), "%s: not complete after --timeout (%s%s%s); "
+           "the copy goes on (see 'tenbin dataset show %s')",
+           w->label, state != NULL ? state : "no replica listed",
+           error != NULL ? ": " : "", error != NULL ? error : "", w->name);
+  cli_message("", msg, "");
+  return CLI_EXIT_FAIL;
+}
+
 static int
 is_final(const char *state)
 {
   return state != NULL &&
-         (strcmp(state, "complete") == 0 || strcmp(state, "failed") == 0);
+         (strcmp(state, "complete") == 0 || strcmp(state, "failed") == 0 ||
+          strcmp(state, "superseded") == 0);
 }
 
 /*
@@ -710,6 +779,10 @@ watch(struct watch *w)
     /* Ctrl-C during the request may have failed it: not worth a word. */
     if (interrupted)
       break;
+    if (w->deadline_ms > 0 && now >= w->deadline_ms) {
+      status = give_up(w, rc == 0 ? find_replica(w, d) : NULL);
+      goto out;
+    }
     if (rc == ERR_UNAVAILABLE) {
       end_line(w);
       if (away_since < 0) {
@@ -752,6 +825,7 @@ watch(struct watch *w)
         status = finish(w, rep, 0);
         goto out;
       }
+      show_waiting(w, rep);
       if (!w->cli->json)
         show_progress(w, rep, now);
     }
@@ -832,7 +906,10 @@ dataset_sync(struct cli *cli, int argc, char **argv)
   w.site = o.site;
   w.tty = isatty(STDOUT_FILENO);
   w.start_ms = time_mono_ms();
+  if (o.timeout_s > 0)
+    w.deadline_ms = w.start_ms + o.timeout_s * 1000;
   cli_progress_rate_init(&w.rate);
+  cli_progress_rate_init(&w.wire);
   cli_progress_log_init(&w.log);
   /* The replica names the version that "latest" was resolved to. */
   if (jsonx_str(rep, "version") != NULL)

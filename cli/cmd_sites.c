@@ -1,6 +1,8 @@
 /*
  * The site commands: 'sites' lists every site with its reachability,
- * GPU use per type and job counts; 'site show NAME' prints one.
+ * its agent's state, GPU use per type and job counts; 'site show NAME'
+ * prints one.  A site's own state (its adapter) and its agent's are
+ * apart: jobs run at a site whose agent is down, but no data moves.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -21,6 +23,29 @@ static const char *
 reach(const json_t *site)
 {
   return jsonx_bool(site, "reachable", 0) ? "reachable" : "unreachable";
+}
+
+/* The AGENT cell: "up", "down", "unknown" (not asked yet), "-" none. */
+static const char *
+agent_word(const json_t *site)
+{
+  const char *s = jsonx_str(json_object_get(site, "agent_state"), "state");
+
+  return s != NULL ? s : "-";
+}
+
+/* "down since 2026-01-02T03:04:05Z: agent http://...: connection
+ * refused", "up since ...", or NULL without an agent. */
+static void
+agent_text(const json_t *site, char *out, size_t outlen)
+{
+  const json_t *a = json_object_get(site, "agent_state");
+  const char *since = jsonx_str(a, "since");
+  const char *error = jsonx_str(a, "error");
+
+  snprintf(out, outlen, "%s%s%s%s%s", agent_word(site),
+           since != NULL ? " since " : "", since != NULL ? since : "",
+           error != NULL ? ": " : "", error != NULL ? error : "");
 }
 
 static void
@@ -47,8 +72,9 @@ count(const json_t *site, const char *key, char *out, size_t outlen)
 int
 cli_cmd_sites(struct cli *cli, int argc, char **argv)
 {
-  static const char *const head[] = {"NAME",   "KIND",   "STATE", "NODES",
-                                     "GPUS",   "QUEUED", "RUNNING"};
+  static const char *const head[] = {"NAME",   "KIND",   "STATE",
+                                     "AGENT",  "NODES",  "GPUS",
+                                     "QUEUED", "RUNNING"};
   struct cli_response r;
   struct cli_table t;
   struct err e = {0};
@@ -62,10 +88,10 @@ cli_cmd_sites(struct cli *cli, int argc, char **argv)
                   sites_usage, &e, &status))
     return status;
   cli_response_init(&r);
-  cli_table_init(&t, head, 7);
+  cli_table_init(&t, head, 8);
   cli_table_set_max(&t, 0, 24);
-  cli_table_set_right(&t, 5);
   cli_table_set_right(&t, 6);
+  cli_table_set_right(&t, 7);
   if (cli_request(cli, "GET", "/v1/sites", NULL, &r, &reply, &e) < 0) {
     status = cli_fail(&e);
     goto out;
@@ -79,7 +105,7 @@ cli_cmd_sites(struct cli *cli, int argc, char **argv)
     char running[32];
     char nodes[64];
     struct buf gpus;
-    const char *row[7];
+    const char *row[8];
 
     buf_init(&gpus, CLI_MAX_RESPONSE);
     count(site, "queued", queued, sizeof(queued));
@@ -88,12 +114,13 @@ cli_cmd_sites(struct cli *cli, int argc, char **argv)
     row[0] = jsonx_str(site, "name");
     row[1] = jsonx_str(site, "kind");
     row[2] = reach(site);
-    row[3] = nodes;
-    row[4] = cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0
+    row[3] = agent_word(site);
+    row[4] = nodes;
+    row[5] = cli_fmt_site_gpus(json_object_get(site, "gpus"), &gpus) == 0
                  ? buf_str(&gpus)
                  : "?";
-    row[5] = queued;
-    row[6] = running;
+    row[6] = queued;
+    row[7] = running;
     cli_table_add(&t, row);
     buf_release(&gpus);
   }
@@ -111,6 +138,7 @@ show_site(const json_t *site)
 {
   char nodes[64], max_jobs[32], total[64], queued[32], running[32];
   char pending[32];
+  char agent[1024];
   const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
   struct buf gpus;
@@ -124,6 +152,11 @@ show_site(const json_t *site)
   cli_table_add_kv(&t, "state", reach(site));
   if (detail != NULL && detail[0] != '\0')
     cli_table_add_kv(&t, "detail", detail);
+  if (jsonx_str(site, "agent") != NULL) {
+    agent_text(site, agent, sizeof(agent));
+    cli_table_add_kv(&t, "agent", jsonx_str(site, "agent"));
+    cli_table_add_kv(&t, "agent state", agent);
+  }
   nodes_text(site, nodes, sizeof(nodes));
   cli_table_add_kv(&t, "nodes", nodes);
   v = json_object_get(site, "max_jobs");

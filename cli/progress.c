@@ -23,6 +23,7 @@
 /* Widths of the fields beside a bar: "1.25 GiB/2.50 GiB", "12.3 MiB/s",
  * "ETA 4d23h" (longer ETAs push the line, rarely). */
 #define BYTES_SLOT 17
+#define AMOUNT_SLOT 8 /* one byte count: "1.25 GiB", "12.3 MiB" */
 #define RATE_SLOT 10
 #define ETA_SLOT 9
 /* The rate looks this far back (but always at two changes). */
@@ -34,7 +35,9 @@ enum {
   F_BAR,
   F_PCT,
   F_BYTES,
+  F_WIRE,
   F_RATE,
+  F_SAVED,
   F_ETA,
   F_FILES,
   NFIELDS
@@ -216,10 +219,19 @@ fields_make(const struct cli_progress *p, int tty, struct fields *f)
   }
   snprintf(f->text[F_BYTES], FIELD_SIZE, "%*s", pad ? BYTES_SLOT : 0, t);
   f->on[F_BYTES] = 1;
-  if (p->rate > 0) {
+  cli_progress_bytes(p->bytes_wire, done, sizeof(done));
+  snprintf(f->text[F_WIRE], FIELD_SIZE, "wire %*s", pad ? AMOUNT_SLOT : 0,
+           done);
+  f->on[F_WIRE] = 1;
+  cli_progress_bytes(p->bytes_saved, done, sizeof(done));
+  snprintf(f->text[F_SAVED], FIELD_SIZE, "saved %*s", pad ? AMOUNT_SLOT : 0,
+           done);
+  f->on[F_SAVED] = 1;
+  if (p->wire_rate > 0) {
     /* A rate past int64 is a broken counter; the cap keeps the cast. */
-    cli_progress_bytes(p->rate < 9e18 ? (int64_t)p->rate : INT64_MAX, done,
-                       sizeof(done));
+    cli_progress_bytes(p->wire_rate < 9e18 ? (int64_t)p->wire_rate
+                                           : INT64_MAX,
+                       done, sizeof(done));
     snprintf(t, sizeof(t), "%s/s", done);
     f->on[F_RATE] = 1;
   } else {
@@ -300,8 +312,8 @@ cli_progress_bar(const struct cli_progress *p, size_t width, char *out,
                  size_t outlen)
 {
   /* The least useful field goes first; the percent never does. */
-  static const int drop[] = {F_FILES, F_RATE, F_LABEL,
-                             F_BAR,   F_ETA,  F_BYTES};
+  static const int drop[] = {F_FILES, F_SAVED, F_RATE, F_LABEL,
+                             F_WIRE,  F_BAR,   F_ETA,  F_BYTES};
   struct fields f;
   size_t barw = 0;
   size_t k = 0;

@@ -24,36 +24,49 @@
 /* The plain form writes a line at most this often while moving. */
 #define CLI_PROGRESS_PLAIN_MS 2000
 
+/*
+ * Content bytes (done/total) say how far the copy is; bytes on the wire
+ * say what it costs.  A delta of 1 MB against a 48 MB file is 48 MB done
+ * but 1 MB moved: the rate shown is the wire's, the ETA is content's.
+ */
 struct cli_progress {
   const char *label;   /* first word(s), e.g. the state; NULL for none */
   int64_t bytes_done;
   int64_t bytes_total; /* <= 0: not known (no bar, no percent, no ETA) */
+  int64_t bytes_wire;  /* crossed the network so far */
+  int64_t bytes_saved; /* content not sent, thanks to deltas and reuse */
   int64_t files_done;
   int64_t files_total; /* <= 0: not known */
-  double rate;         /* smoothed bytes/s; <= 0: not known yet */
+  double rate;         /* smoothed content bytes/s, for the ETA; <= 0:
+                          not known yet */
+  double wire_rate;    /* smoothed bytes/s on the wire, shown; <= 0: not
+                          known yet */
   int64_t elapsed_ms;  /* since the copy started; shown once it is done */
 };
 
 /*
  * The terminal form, at most width columns (the caller passes one less
  * than the terminal's, so the cursor never wraps):
- *   "[#######.......]   45%  1.17 GiB/2.60 GiB   113 MiB/s  ETA 13s
- *    files 120/300"
- * after the label when there is one.  The numbers are padded to fixed
- * widths and an unknown rate shows as "--/s", so that from one redraw to
- * the next nothing moves; the bar takes the room left, 10 to 40 cells.
- * When the line does not fit, fields go in this order: files, rate,
- * label, bar, ETA, bytes; the percent alone is cut to width.  Writes no
- * control characters (the caller adds "\r"), only ASCII, so bytes are
- * columns, and no trailing blanks.  Returns strlen(out).
+ *   "[#######.......]   45%  1.17 GiB/2.60 GiB  wire 12.0 MiB
+ *    4.00 MiB/s  saved 1.15 GiB  ETA 13s  files 120/300"
+ * after the label when there is one: content done/total, then bytes on
+ * the wire and their rate, then content not sent.  The numbers are
+ * padded to fixed widths and an unknown rate shows as "--/s", so that
+ * from one redraw to the next nothing moves; the bar takes the room
+ * left, 10 to 40 cells.  When the line does not fit, fields go in this
+ * order: files, saved, rate, label, wire, bar, ETA, bytes; the percent
+ * alone is cut to width.  Writes no control characters (the caller adds
+ * "\r"), only ASCII, so bytes are columns, and no trailing blanks.
+ * Returns strlen(out).
  */
 size_t cli_progress_bar(const struct cli_progress *p, size_t width,
                         char *out, size_t outlen);
 /*
  * The plain form for logs and pipes, the same fields without the bar and
- * never cut: "ds@0123456789ab at gpu2: syncing 45%  1.17 GiB/2.60 GiB
- * 113 MiB/s  ETA 13s  files 120/300".  Control characters of the label
- * (server text) print as '?'.  Returns strlen(out).
+ * never cut: "ds@0123456789ab at gpu2: syncing  45%  1.17 GiB/2.60 GiB
+ * wire 12.0 MiB  4.00 MiB/s  saved 1.15 GiB  ETA 13s  files 120/300".
+ * Control characters of the label (server text) print as '?'.  Returns
+ * strlen(out).
  */
 size_t cli_progress_text(const struct cli_progress *p, char *out,
                          size_t outlen);

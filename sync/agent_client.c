@@ -33,7 +33,12 @@ struct agentc {
   char *auth;              /* "Authorization: Bearer TOKEN" */
 };
 
-enum answer_kind { ANSWER_VERSION, ANSWER_VERSIONS, ANSWER_PULL };
+enum answer_kind {
+  ANSWER_VERSION,
+  ANSWER_VERSIONS,
+  ANSWER_PULL,
+  ANSWER_HEALTH
+};
 
 /* One request in flight; freed after its callback. */
 struct agentc_req {
@@ -43,6 +48,7 @@ struct agentc_req {
     agentc_version_cb version;
     agentc_versions_cb versions;
     agentc_pull_cb pull;
+    agentc_health_cb health;
   } cb;
   void *arg;
 };
@@ -339,6 +345,9 @@ deliver_error(struct agentc_req *r, int rc, const struct err *e)
   case ANSWER_PULL:
     r->cb.pull(r->arg, rc, NULL, e);
     break;
+  case ANSWER_HEALTH:
+    r->cb.health(r->arg, rc, e);
+    break;
   }
 }
 
@@ -400,6 +409,14 @@ deliver(struct agentc_req *r, const struct http_client_response *resp,
       break;
     p.http_status = resp->status;
     r->cb.pull(r->arg, 0, &p, NULL);
+    break;
+  case ANSWER_HEALTH:
+    if (!jsonx_bool(body, "ok", 0)) {
+      rc = err_set(e, ERR_SITE, "agent %s: /healthz does not say ok",
+                   r->url);
+      break;
+    }
+    r->cb.health(r->arg, 0, NULL);
     break;
   }
 out:
@@ -594,4 +611,17 @@ agentc_pull_get(struct agentc *c, const char *name, const char *version,
   r->cb.pull = cb;
   r->arg = arg;
   return send_req(c, "GET", p, NULL, AGENTC_TIMEOUT_MS, r, e);
+}
+
+int
+agentc_health(struct agentc *c, agentc_health_cb cb, void *arg,
+              struct err *e)
+{
+  struct agentc_req *r = xcalloc(1, sizeof(*r));
+
+  r->kind = ANSWER_HEALTH;
+  r->cb.health = cb;
+  r->arg = arg;
+  return send_req(c, "GET", "/healthz", NULL, AGENTC_HEALTH_TIMEOUT_MS, r,
+                  e);
 }

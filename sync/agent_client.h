@@ -47,6 +47,9 @@
  * answers; tens of TB take hours. */
 #define AGENTC_PUBLISH_TIMEOUT_MS (12u * 3600u * 1000u)
 #define AGENTC_TIMEOUT_MS 30000u
+/* A /healthz answers at once; one slower than this is as good as down
+ * for telling a user whether data can move. */
+#define AGENTC_HEALTH_TIMEOUT_MS 5000u
 
 struct agentc;
 
@@ -99,6 +102,7 @@ typedef void (*agentc_versions_cb)(void *arg, int rc,
 typedef void (*agentc_pull_cb)(void *arg, int rc,
                                const struct agentc_pull *p,
                                const struct err *e);
+typedef void (*agentc_health_cb)(void *arg, int rc, const struct err *e);
 
 /*
  * A client of the agent at url ("http://127.0.0.1:7000", a trailing '/'
@@ -144,6 +148,14 @@ int agentc_pull_put(struct agentc *c, const char *name, const char *version,
 int agentc_pull_get(struct agentc *c, const char *name, const char *version,
                     agentc_pull_cb cb, void *arg, struct err *e)
     WARN_UNUSED;
+
+/*
+ * GET /healthz: rc 0 when the agent answers {"ok": true} within
+ * AGENTC_HEALTH_TIMEOUT_MS; else the error, as for the other calls
+ * (e.msg names the agent's URL).
+ */
+int agentc_health(struct agentc *c, agentc_health_cb cb, void *arg,
+                  struct err *e) WARN_UNUSED;
 
 /*
  * 1 when a failure with rc may go away by itself (no answer, an answer

@@ -62,6 +62,8 @@ struct fake_agent {
   int complete_after;        /* status GETs answered running before
                                 complete; 0: never complete */
   const char *pull_error;    /* set: pulls end failed with it */
+  int health_down;           /* set: /healthz is answered 503 */
+  int healths;               /* /healthz requests seen */
   int known;                 /* a PUT was seen (else GET is 404) */
   int gets_since_put;
   int publishes;
@@ -1467,6 +1469,16 @@ on_agent_request(struct http_request *req, void *arg)
   size_t len;
   const char *body = http_request_body(req, &len);
 
+  /* As the real agent: health needs no token. */
+  if (strcmp(path, "/healthz") == 0) {
+    a->healths++;
+    if (a->health_down)
+      agent_reply(req, 503, "{\"error\":{\"code\":\"UNAVAILABLE\","
+                  "\"message\":\"the agent is stopping\"}}");
+    else
+      agent_reply(req, 200, "{\"ok\":true}");
+    return;
+  }
   if (auth == NULL || strcmp(auth, "Bearer " AGENT_TOKEN) != 0) {
     agent_reply(req, 401, "{\"error\":{\"code\":\"UNAUTHORIZED\","
                 "\"message\":\"missing or wrong agent token\"}}");
@@ -1663,7 +1675,7 @@ dataset_view(struct fx *f, const char *name)
   json_t *out = NULL;
   struct err e = {0};
 
-  if (broker_dataset_get(f->b, name, &out, &e) < 0)
+  if (broker_dataset_get(f->b, &admin, name, &out, &e) < 0)
     fail_msg("dataset '%s': %s", name, e.msg);
   return out;
 }
@@ -1865,9 +1877,9 @@ test_dataset_register_checks_its_fields_and_refuses_a_duplicate(
                    ERR_CONFLICT);
   assert_string_equal(e.msg, "dataset 'c4' already exists");
 
-  assert_int_equal(broker_dataset_get(f->b, "nope", &out, &e),
+  assert_int_equal(broker_dataset_get(f->b, &admin, "nope", &out, &e),
                    ERR_NOT_FOUND);
-  assert_int_equal(broker_dataset_list(f->b, &out, &e), 0);
+  assert_int_equal(broker_dataset_list(f->b, &admin, &out, &e), 0);
   assert_int_equal(json_array_size(json_object_get(out, "datasets")), 1);
   assert_string_equal(str_of(json_array_get(json_object_get(out,
                                                              "datasets"),
@@ -2260,11 +2272,19 @@ test_unreachable_agent_is_retried_showing_why(void **state)
                    0);
   json_decref(out);
   json_decref(body);
-  if (!run_until(f, replica_error_has, "the agent is stopping; trying "
-                                       "again in"))
+  if (!run_until(f, replica_error_has, "the agent is stopping"))
     fail_msg("the replica never showed why it waits");
   assert_true(replica_is(f, &(struct want_replica){"c4", "dst",
                                                    "pending"}));
+  /* ... and when it tries next: a time, not a phrase in the error. */
+  {
+    json_t *v = dataset_view(f, "c4");
+    json_t *rep = replica_at(v, "dst");
+
+    assert_true(json_is_string(json_object_get(rep, "next_try")));
+    assert_null(strstr(str_of(rep, "error"), "trying again"));
+    json_decref(v);
+  }
   f->agent.unavailable = 0;
   wait_replica(f, "c4", "dst", "complete");
   assert_true(f->agent.puts >= 2);
@@ -2303,6 +2323,334 @@ test_unresolved_dataset_of_an_older_job_fails_it_not_the_pass(void **state)
   assert_non_null(strstr(got, "'v2.1'"));
   free(got);
   wait_state(f, other, JOB_SUCCEEDED);
+}
+
+/* ---- datasets belong to a project ---- */
+
+static char research[] = "research";
+static char prod[] = "prod";
+static char *research_only[] = {research, NULL};
+static char *prod_only[] = {prod, NULL};
+static const struct principal res_viewer = {
+    .role = ROLE_VIEWER, .token_id = 21, .projects = research_only,
+    .name = "token 21"};
+static const struct principal res_sub = {
+    .role = ROLE_SUBMITTER, .token_id = 22, .projects = research_only,
+    .name = "token 22"};
+static const struct principal prod_sub = {
+    .role = ROLE_SUBMITTER, .token_id = 23, .projects = prod_only,
+    .name = "token 23"};
+static const struct principal res_admin = {
+    .role = ROLE_ADMIN, .token_id = 24, .projects = research_only,
+    .name = "token 24"};
+
+/* Sites "src" (research may register under sets/research and
+ * shared/r) and "dst" (no roots), projects research and prod. */
+static void
+open_with_roots(struct fx *f)
+{
+  char sites[1024];
+
+  open_with_agents(f, "src", "dst");
+  close_broker(f);
+  snprintf(sites, sizeof(sites),
+           "[{\"name\": \"src\", \"kind\": \"local\", \"gpus\": "
+           "{\"h100\": 2}, \"agent\": {\"url\": \"%s\", \"token\": \""
+           AGENT_TOKEN "\", \"projects\": {\"research\": "
+           "[\"sets/research\", \"./shared//r/\"]}}}, {\"name\": \"dst\", "
+           "\"kind\": \"local\", \"gpus\": {\"h100\": 2}, \"agent\": "
+           "{\"url\": \"%s\", \"token\": \"" AGENT_TOKEN "\"}}]",
+           f->agent.url, f->agent.url);
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  open_broker_ok(f, "[\"research\", \"prod\"]");
+}
+
+/* Register as p; the code (0 or the error) with e set on an error. */
+static int
+register_as(struct fx *f, const struct principal *p, const char *name,
+            const char *site, const char *path, const char *project,
+            struct err *e)
+{
+  json_t *body = json_pack("{s:s, s:s, s:s}", "name", name, "source_site",
+                           site, "path", path);
+  json_t *out = NULL;
+  int rc;
+
+  if (project != NULL)
+    json_object_set_new(body, "project", json_string(project));
+  rc = broker_dataset_register(f->b, p, body, &out, e);
+  json_decref(body);
+  json_decref(out);
+  return rc;
+}
+
+static void
+test_datasets_are_seen_only_within_their_project_like_jobs(void **state)
+{
+  struct fx *f = *state;
+  struct published pub;
+  struct err e = {0};
+  json_t *body = parse("{\"site\": \"dst\"}");
+  json_t *out = NULL;
+
+  open_with_roots(f);
+  assert_int_equal(register_as(f, &admin, "ra", "src", "sets/research/ra",
+                               "research", &e), 0);
+  assert_int_equal(register_as(f, &admin, "pb", "src", "sets/prod/pb",
+                               "prod", &e), 0);
+  assert_int_equal(register_as(f, &admin, "legacy", "src", "old", NULL,
+                               &e), 0);
+
+  /* A research token lists research's dataset only. */
+  assert_int_equal(broker_dataset_list(f->b, &res_viewer, &out, &e), 0);
+  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 1);
+  assert_string_equal(str_of(json_array_get(json_object_get(out,
+                                                             "datasets"),
+                                            0),
+                             "name"),
+                      "ra");
+  assert_string_equal(str_of(json_array_get(json_object_get(out,
+                                                             "datasets"),
+                                            0),
+                             "project"),
+                      "research");
+  json_decref(out);
+  assert_int_equal(broker_dataset_list(f->b, &admin, &out, &e), 0);
+  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 3);
+  json_decref(out);
+  out = NULL;
+
+  /* Another project's dataset, and an admins' one, are unknown names. */
+  assert_int_equal(broker_dataset_get(f->b, &res_viewer, "pb", &out, &e),
+                   ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "dataset 'pb' not found");
+  assert_int_equal(broker_dataset_get(f->b, &res_viewer, "legacy", &out,
+                                      &e),
+                   ERR_NOT_FOUND);
+  assert_int_equal(broker_dataset_get(f->b, &res_admin, "legacy", &out,
+                                      &e),
+                   ERR_NOT_FOUND);
+  assert_null(out);
+  memset(&pub, 0, sizeof(pub));
+  assert_int_equal(broker_dataset_publish(f->b, &res_sub, "pb",
+                                          on_published, &pub, &e),
+                   ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "dataset 'pb' not found");
+  assert_int_equal(f->agent.publishes, 0);
+  assert_int_equal(broker_dataset_replicate(f->b, &res_sub, "pb", body,
+                                            &out, &e),
+                   ERR_NOT_FOUND);
+  assert_null(out);
+  /* Its own: seen and touched. */
+  assert_int_equal(broker_dataset_get(f->b, &res_viewer, "ra", &out, &e),
+                   0);
+  json_decref(out);
+  memset(&pub, 0, sizeof(pub));
+  assert_int_equal(broker_dataset_publish(f->b, &res_sub, "ra",
+                                          on_published, &pub, &e),
+                   0);
+  assert_true(run_until(f, published_called, &pub));
+  assert_int_equal(pub.rc, 0);
+  json_decref(pub.version);
+  json_decref(body);
+}
+
+static void
+test_register_needs_an_admin_or_a_root_the_site_allows_the_project(
+    void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  char sites[512];
+
+  open_with_roots(f);
+  assert_int_equal(register_as(f, &res_sub, "r0", "src", "sets/research",
+                               "research", &e), 0);
+  assert_int_equal(register_as(f, &res_sub, "r1", "src",
+                               "sets/research/r1", "research", &e), 0);
+  /* Compared by component, whatever the spelling. */
+  assert_int_equal(register_as(f, &res_sub, "r2", "src", "shared/r/./x/",
+                               "research", &e), 0);
+  assert_int_equal(register_as(f, &res_sub, "x", "src", "sets/researchx",
+                               "research", &e), ERR_FORBIDDEN);
+  assert_non_null(strstr(e.msg, "field 'path'"));
+  assert_int_equal(register_as(f, &res_sub, "x", "src", "sets/prod/x",
+                               "research", &e), ERR_FORBIDDEN);
+  assert_int_equal(register_as(f, &res_sub, "x", "src", ".", "research",
+                               &e), ERR_FORBIDDEN);
+  /* No roots for research at dst, none for prod anywhere. */
+  assert_int_equal(register_as(f, &res_sub, "x", "dst", "sets/research/x",
+                               "research", &e), ERR_FORBIDDEN);
+  assert_int_equal(register_as(f, &prod_sub, "x", "src", "sets/prod/x",
+                               "prod", &e), ERR_FORBIDDEN);
+  /* The project: in the caller's scope, known, and needed. */
+  assert_int_equal(register_as(f, &res_sub, "x", "src", "sets/research/x",
+                               "prod", &e), ERR_FORBIDDEN);
+  assert_string_equal(e.msg, "no access to project 'prod'");
+  assert_int_equal(register_as(f, &res_sub, "x", "src", "sets/research/x",
+                               NULL, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "field 'project'"));
+  assert_int_equal(register_as(f, &admin, "x", "src", "a", "nosuch", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'project': unknown project 'nosuch'");
+  assert_int_equal(register_as(f, &res_admin, "x", "src", "a", NULL, &e),
+                   ERR_INVALID);
+  /* An admin may register anywhere under the root. */
+  assert_int_equal(register_as(f, &res_admin, "a1", "src", "anywhere",
+                               "research", &e), 0);
+  assert_int_equal(register_as(f, &admin, "a2", "dst", ".", NULL, &e), 0);
+
+  /* The roots are checked at start, naming the field. */
+  close_broker(f);
+  snprintf(sites, sizeof(sites),
+           "[{\"name\": \"src\", \"kind\": \"local\", \"agent\": "
+           "{\"url\": \"%s\", \"token\": \"t\", \"projects\": "
+           "{\"ghost\": [\"a\"]}}}]", f->agent.url);
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  assert_int_equal(open_broker(f, "[\"research\"]", &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, "sites[0].agent.projects"));
+  assert_non_null(strstr(e.msg, "ghost"));
+  snprintf(sites, sizeof(sites),
+           "[{\"name\": \"src\", \"kind\": \"local\", \"agent\": "
+           "{\"url\": \"%s\", \"token\": \"t\", \"projects\": "
+           "{\"research\": [\"a/../../etc\"]}}}]", f->agent.url);
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, "sites[0].agent.projects.research[0]"));
+  free(f->sites);
+  f->sites = NULL;
+  open_broker_ok(f, NULL);
+}
+
+static void
+test_job_naming_another_projects_dataset_is_refused_naming_the_field(
+    void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  int64_t id;
+
+  open_with_roots(f);
+  assert_int_equal(register_as(f, &admin, "ra", "src", "sets/research/ra",
+                               "research", &e), 0);
+  assert_int_equal(register_as(f, &admin, "legacy", "src", "old", NULL,
+                               &e), 0);
+  publish_ok(f, "ra");
+  publish_ok(f, "legacy");
+  /* Even an admin may not feed research's data to a prod job. */
+  assert_int_equal(submit_refused(f, &admin,
+                                  "{\"project\": \"prod\", \"command\": "
+                                  "[\"true\"], \"dataset\": \"ra\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'dataset': dataset 'ra' belongs to "
+                      "project 'research', not to the job's project "
+                      "'prod'");
+  /* A prod token does not learn that it exists. */
+  assert_int_equal(submit_refused(f, &prod_sub,
+                                  "{\"project\": \"prod\", \"command\": "
+                                  "[\"true\"], \"dataset\": \"ra@latest\"}",
+                                  &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'dataset': unknown dataset 'ra'");
+  assert_int_equal(submit_refused(f, &res_sub,
+                                  "{\"project\": \"research\", "
+                                  "\"command\": [\"true\"], \"dataset\": "
+                                  "\"legacy\"}", &e),
+                   ERR_UNPROCESSABLE);
+  assert_string_equal(e.msg, "field 'dataset': unknown dataset 'legacy'");
+  /* Its own project's, and an admin's job with an admins' dataset. */
+  id = submit_ok(f, &res_sub, "{\"project\": \"research\", \"command\": "
+                 "[\"true\"], \"dataset\": \"ra\"}");
+  wait_state(f, id, JOB_SUCCEEDED);
+  id = submit_ok(f, &admin, "{\"project\": \"prod\", \"command\": "
+                 "[\"true\"], \"dataset\": \"legacy\"}");
+  wait_state(f, id, JOB_SUCCEEDED);
+}
+
+/* The agent_state of site name in GET /v1/sites/{name} is state. */
+struct want_agent {
+  const char *site;
+  const char *state;
+};
+
+static int
+agent_state_is(struct fx *f, const void *arg)
+{
+  const struct want_agent *w = arg;
+  json_t *v = broker_site_json(f->b, w->site);
+  int ok = strcmp(str_of(json_object_get(v, "agent_state"), "state"),
+                  w->state) == 0;
+
+  json_decref(v);
+  return ok;
+}
+
+static int
+metrics_have(struct fx *f, const char *line)
+{
+  struct buf out;
+  int found;
+
+  buf_init(&out, 1 << 20);
+  assert_int_equal(broker_metrics(f->b, &out), 0);
+  found = strstr(buf_str(&out), line) != NULL;
+  buf_release(&out);
+  return found;
+}
+
+static void
+test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
+    void **state)
+{
+  struct fx *f = *state;
+  json_t *v;
+  json_t *a;
+  char sites[512];
+
+  open_with_agents(f, "src", "dst");
+  close_broker(f);
+  snprintf(sites, sizeof(sites),
+           "[{\"name\": \"src\", \"kind\": \"local\", \"agent\": "
+           "{\"url\": \"%s\", \"token\": \"" AGENT_TOKEN "\"}}, "
+           "{\"name\": \"bare\", \"kind\": \"local\"}]", f->agent.url);
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  open_broker_ok(f, NULL);
+
+  if (!run_until(f, agent_state_is, &(struct want_agent){"src", "up"}))
+    fail_msg("the agent of src never showed up");
+  assert_true(f->agent.healths > 0);
+  assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 1\n"));
+  assert_false(metrics_have(f, "tenbin_agent_up{site=\"bare\"}"));
+  v = broker_site_json(f->b, "bare");
+  assert_true(json_is_null(json_object_get(v, "agent_state")));
+  json_decref(v);
+
+  /* Down with nothing to pull: the probe finds it, and says why. */
+  f->agent.health_down = 1;
+  if (!run_until(f, agent_state_is, &(struct want_agent){"src", "down"}))
+    fail_msg("the agent of src never showed down");
+  v = broker_site_json(f->b, "src");
+  a = json_object_get(v, "agent_state");
+  assert_non_null(strstr(str_of(a, "error"), "the agent is stopping"));
+  assert_true(json_is_string(json_object_get(a, "since")));
+  assert_true(json_is_string(json_object_get(a, "checked")));
+  /* The site itself still runs jobs. */
+  assert_true(json_is_true(json_object_get(v, "reachable")));
+  json_decref(v);
+  assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 0\n"));
+
+  f->agent.health_down = 0;
+  if (!run_until(f, agent_state_is, &(struct want_agent){"src", "up"}))
+    fail_msg("the agent of src never came back up");
+  v = broker_site_json(f->b, "src");
+  assert_true(json_is_null(json_object_get(json_object_get(v,
+                                                           "agent_state"),
+                                           "error")));
+  json_decref(v);
 }
 
 int
@@ -2354,6 +2702,10 @@ main(int argc, char **argv)
       T(test_restart_resumes_a_syncing_replica_by_putting_its_pull_again),
       T(test_unreachable_agent_is_retried_showing_why),
       T(test_unresolved_dataset_of_an_older_job_fails_it_not_the_pass),
+      T(test_datasets_are_seen_only_within_their_project_like_jobs),
+      T(test_register_needs_an_admin_or_a_root_the_site_allows_the_project),
+      T(test_job_naming_another_projects_dataset_is_refused_naming_the_field),
+      T(test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent),
   };
 #undef T
   int rc;

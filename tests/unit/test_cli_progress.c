@@ -28,7 +28,11 @@ sample(int64_t done, int64_t total)
   p.bytes_total = total;
   p.files_done = 120;
   p.files_total = 300;
+  /* Content moves at 113 MiB/s, of which 4 MiB/s cross the wire. */
   p.rate = 113.0 * (double)MiB;
+  p.bytes_wire = 12 * MiB;
+  p.bytes_saved = GiB;
+  p.wire_rate = 4.0 * (double)MiB;
   p.elapsed_ms = 65000;
   return p;
 }
@@ -142,6 +146,9 @@ test_bar_at_0_percent_is_empty_with_an_unknown_eta(void **state)
 
   (void)state;
   p.rate = 0;
+  p.wire_rate = 0;
+  p.bytes_wire = 0;
+  p.bytes_saved = 0;
   p.files_done = 0;
   cli_progress_bar(&p, 120, line, sizeof(line));
   bar_cells(line, &cells, &done);
@@ -151,6 +158,8 @@ test_bar_at_0_percent_is_empty_with_an_unknown_eta(void **state)
   assert_non_null(strstr(line, "ETA --"));
   /* Padded as they will be later, so the bar keeps its size. */
   assert_non_null(strstr(line, "       --/s"));
+  assert_non_null(strstr(line, "wire      0 B"));
+  assert_non_null(strstr(line, "saved      0 B"));
   assert_non_null(strstr(line, "files   0/300"));
 }
 
@@ -182,8 +191,8 @@ test_bar_in_the_middle_has_every_field(void **state)
   cli_progress_bar(&p, 200, line, sizeof(line));
   assert_string_equal(line,
                       "syncing  [####################....................]"
-                      "   50%  1.25 GiB/2.50 GiB   113 MiB/s  ETA 12s"
-                      "    files 120/300");
+                      "   50%  1.25 GiB/2.50 GiB  wire 12.0 MiB  4.00 MiB/s"
+                      "  saved 1.00 GiB  ETA 12s    files 120/300");
   bar_cells(line, &cells, &done);
   assert_int_equal(cells, 40);
   assert_int_equal(done, 20);
@@ -219,6 +228,9 @@ test_bar_keeps_its_size_while_the_numbers_change(void **state)
 
     p.label = NULL;
     p.rate = i == 0 ? 0 : (double)(i * i * 1000) * (double)MiB;
+    p.wire_rate = p.rate / 3;
+    p.bytes_wire = done[i] / 3;
+    p.bytes_saved = done[i] - done[i] / 3;
     p.files_done = (int64_t)i * 50;
     cli_progress_bar(&p, 100, line, sizeof(line));
     bar_cells(line, &cells, &filled);
@@ -230,7 +242,9 @@ test_bar_keeps_its_size_while_the_numbers_change(void **state)
     assert_non_null(pct);
     assert_int_equal(pct - line, (long)first + 7);
     assert_non_null(strstr(line, "ETA "));
-    assert_int_equal(strstr(line, "ETA ") - line, (long)first + 41);
+    assert_int_equal(strstr(line, "wire ") - line, (long)first + 29);
+    assert_int_equal(strstr(line, "saved ") - line, (long)first + 56);
+    assert_int_equal(strstr(line, "ETA ") - line, (long)first + 72);
   }
 }
 
@@ -244,9 +258,11 @@ test_unknown_total_has_no_bar_percent_or_eta(void **state)
   p.files_total = 0;
   p.files_done = 7;
   cli_progress_bar(&p, 120, line, sizeof(line));
-  assert_string_equal(line, "syncing  3.00 MiB  113 MiB/s  files 7");
+  assert_string_equal(line, "syncing  3.00 MiB  wire 12.0 MiB  4.00 MiB/s"
+                            "  saved 1.00 GiB  files 7");
   cli_progress_text(&p, line, sizeof(line));
-  assert_string_equal(line, "syncing  3.00 MiB  113 MiB/s  files 7");
+  assert_string_equal(line, "syncing  3.00 MiB  wire 12.0 MiB  4.00 MiB/s"
+                            "  saved 1.00 GiB  files 7");
 }
 
 static void
@@ -264,31 +280,37 @@ test_bar_fits_every_width_dropping_fields_in_order(void **state)
     assert_true(n <= w);
     assert_no_control_chars(line);
   }
-  /* 114 columns hold all at the largest bar; 84 at the smallest. */
-  assert_int_equal(cli_progress_bar(&p, 200, line, sizeof(line)), 114);
-  cli_progress_bar(&p, 84, line, sizeof(line));
+  /* 145 columns hold all at the largest bar; 115 at the smallest. */
+  assert_int_equal(cli_progress_bar(&p, 200, line, sizeof(line)), 145);
+  cli_progress_bar(&p, 115, line, sizeof(line));
   bar_cells(line, &cells, &done);
   assert_int_equal(cells, 10);
   assert_non_null(strstr(line, "files 120/300"));
-  /* Narrower: the files go first, then the rate, then the label. */
-  cli_progress_bar(&p, 83, line, sizeof(line));
+  /* Narrower: the files go first, then the saved bytes, the rate, the
+   * label and the bytes on the wire. */
+  cli_progress_bar(&p, 114, line, sizeof(line));
   assert_null(strstr(line, "files"));
   assert_non_null(strstr(line, "syncing  ["));
-  assert_non_null(strstr(line, "113 MiB/s"));
+  assert_non_null(strstr(line, "saved 1.00 GiB"));
   bar_cells(line, &cells, &done);
   assert_int_equal(cells, 24);
-  cli_progress_bar(&p, 69, line, sizeof(line));
+  cli_progress_bar(&p, 99, line, sizeof(line));
+  assert_null(strstr(line, "saved"));
+  assert_non_null(strstr(line, "4.00 MiB/s"));
+  bar_cells(line, &cells, &done);
+  assert_int_equal(cells, 25);
+  cli_progress_bar(&p, 84, line, sizeof(line));
   bar_cells(line, &cells, &done);
   assert_int_equal(cells, 10);
-  assert_non_null(strstr(line, "113 MiB/s"));
-  cli_progress_bar(&p, 68, line, sizeof(line));
+  assert_non_null(strstr(line, "4.00 MiB/s"));
+  cli_progress_bar(&p, 83, line, sizeof(line));
   assert_string_equal(line, "syncing  [##########...........]   50%"
-                            "  1.25 GiB/2.50 GiB  ETA 12s");
-  cli_progress_bar(&p, 57, line, sizeof(line));
-  assert_string_equal(line, "syncing  [#####.....]   50%"
-                            "  1.25 GiB/2.50 GiB  ETA 12s");
-  cli_progress_bar(&p, 56, line, sizeof(line));
+                            "  1.25 GiB/2.50 GiB  wire 12.0 MiB  ETA 12s");
+  cli_progress_bar(&p, 71, line, sizeof(line));
   assert_string_equal(line, "[#########.........]   50%"
+                            "  1.25 GiB/2.50 GiB  wire 12.0 MiB  ETA 12s");
+  cli_progress_bar(&p, 62, line, sizeof(line));
+  assert_string_equal(line, "[############............]   50%"
                             "  1.25 GiB/2.50 GiB  ETA 12s");
   /* Then the bar, the ETA and the bytes: the percent is last. */
   cli_progress_bar(&p, 47, line, sizeof(line));
@@ -302,7 +324,7 @@ test_bar_fits_every_width_dropping_fields_in_order(void **state)
 }
 
 static void
-test_bar_without_a_label_keeps_every_field_in_80_columns(void **state)
+test_bar_without_a_label_keeps_every_field_in_120_columns(void **state)
 {
   struct cli_progress p = sample(GiB + GiB / 4, (int64_t)5 * GiB / 2);
   char line[CLI_PROGRESS_SIZE];
@@ -310,11 +332,38 @@ test_bar_without_a_label_keeps_every_field_in_80_columns(void **state)
 
   (void)state;
   p.label = NULL;
-  cli_progress_bar(&p, 79, line, sizeof(line));
-  assert_string_equal(line, "[#######.......]   50%  1.25 GiB/2.50 GiB"
-                            "   113 MiB/s  ETA 12s    files 120/300");
+  cli_progress_bar(&p, 119, line, sizeof(line));
+  assert_string_equal(line, "[###########............]   50%"
+                            "  1.25 GiB/2.50 GiB  wire 12.0 MiB  4.00 MiB/s"
+                            "  saved 1.00 GiB  ETA 12s    files 120/300");
   bar_cells(line, &cells, &done);
-  assert_int_equal(cells, 14);
+  assert_int_equal(cells, 23);
+}
+
+/*
+ * A 1 MiB delta against a 47.7 MiB file: the content is done at disk
+ * speed, but what the line shows moving is the wire's, with the rest
+ * saved.  The ETA still follows the content.
+ */
+static void
+test_a_delta_shows_the_bytes_on_the_wire_and_the_bytes_saved(void **state)
+{
+  struct cli_progress p = sample(24 * MiB, 47 * MiB + 734003);
+  char line[CLI_PROGRESS_SIZE];
+
+  (void)state;
+  p.rate = 190.0 * (double)MiB;
+  p.bytes_wire = MiB / 2;
+  p.bytes_saved = 24 * MiB - MiB / 2;
+  p.wire_rate = 2.0 * (double)MiB;
+  cli_progress_text(&p, line, sizeof(line));
+  assert_string_equal(line, "syncing  50%  24.0 MiB/47.7 MiB  wire 512 KiB"
+                            "  2.00 MiB/s  saved 23.5 MiB  ETA 1s"
+                            "  files 120/300");
+  assert_null(strstr(line, "190"));
+  cli_progress_bar(&p, 200, line, sizeof(line));
+  assert_non_null(strstr(line, "wire  512 KiB  2.00 MiB/s  saved 23.5 MiB"));
+  assert_null(strstr(line, "190"));
 }
 
 static void
@@ -343,8 +392,8 @@ test_plain_form_has_no_bar_padding_or_cut(void **state)
   p.label = "ds@0123456789ab at gpu2: syncing";
   cli_progress_text(&p, line, sizeof(line));
   assert_string_equal(line, "ds@0123456789ab at gpu2: syncing  50%  "
-                            "1.25 GiB/2.50 GiB  113 MiB/s  ETA 12s  "
-                            "files 120/300");
+                            "1.25 GiB/2.50 GiB  wire 12.0 MiB  4.00 MiB/s  "
+                            "saved 1.00 GiB  ETA 12s  files 120/300");
   /* A long label is kept up to its cap, never cut to a terminal. */
   memset(label, 'x', sizeof(label) - 1);
   label[sizeof(label) - 1] = '\0';
@@ -492,7 +541,9 @@ main(void)
       cmocka_unit_test(test_unknown_total_has_no_bar_percent_or_eta),
       cmocka_unit_test(test_bar_fits_every_width_dropping_fields_in_order),
       cmocka_unit_test(
-          test_bar_without_a_label_keeps_every_field_in_80_columns),
+          test_bar_without_a_label_keeps_every_field_in_120_columns),
+    cmocka_unit_test(
+        test_a_delta_shows_the_bytes_on_the_wire_and_the_bytes_saved),
       cmocka_unit_test(test_labels_lose_control_characters_in_both_forms),
       cmocka_unit_test(test_plain_form_has_no_bar_padding_or_cut),
       cmocka_unit_test(

@@ -523,6 +523,60 @@ test_unreachable_agent_is_transient_unavailable_naming_its_url(
 }
 
 static void
+on_health(void *arg, int rc, const struct err *e)
+{
+  struct fx *fx = arg;
+
+  record_err(fx, rc, e);
+  if (rc == 0)
+    assert_null(e);
+}
+
+static void
+health(struct fx *fx, struct agentc *c, int status, const char *reply)
+{
+  struct err e = {0};
+  int n = fx->calls;
+
+  fx->status = status;
+  fx->reply = reply;
+  if (agentc_health(c, on_health, fx, &e) < 0)
+    fail_msg("agentc_health: %s", e.msg);
+  assert_int_equal(fx->calls, n);
+  run_until_calls(fx, n + 1);
+}
+
+static void
+test_health_is_ok_only_when_the_agent_says_ok_and_names_it_otherwise(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct agentc *down = NULL;
+  struct err e = {0};
+  char url[64];
+
+  health(fx, fx->ac, 200, "{\"ok\":true,\"background\":0}");
+  assert_int_equal(fx->rc, 0);
+  assert_string_equal(fx->method, "GET");
+  assert_string_equal(fx->path, "/healthz");
+  /* An answer that does not say ok, or an error status, is not up. */
+  health(fx, fx->ac, 200, "{\"ok\":false}");
+  assert_int_equal(fx->rc, ERR_SITE);
+  assert_non_null(strstr(fx->e.msg, "127.0.0.1"));
+  health(fx, fx->ac, 503, "{\"error\":{\"code\":\"UNAVAILABLE\","
+         "\"message\":\"the agent is stopping\"}}");
+  assert_int_equal(fx->rc, ERR_UNAVAILABLE);
+  assert_string_equal(fx->e.msg, "the agent is stopping");
+  /* No agent at all: unavailable, naming the URL. */
+  snprintf(url, sizeof(url), "http://127.0.0.1:%u", closed_port());
+  assert_int_equal(agentc_new(fx->hc, url, TOKEN, &down, &e), 0);
+  health(fx, down, 200, NULL);
+  agentc_free(down);
+  assert_int_equal(fx->rc, ERR_UNAVAILABLE);
+  assert_non_null(strstr(fx->e.msg, url));
+}
+
+static void
 test_bad_arguments_fail_at_once_without_a_request(void **state)
 {
   struct fx *fx = *state;
@@ -599,6 +653,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_bad_arguments_fail_at_once_without_a_request, setup,
           teardown),
+      cmocka_unit_test_setup_teardown(
+          test_health_is_ok_only_when_the_agent_says_ok_and_names_it_otherwise,
+          setup, teardown),
   };
   int rc;
 
