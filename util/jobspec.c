@@ -312,7 +312,7 @@ env_set(struct job_spec *s, const char *key, size_t keylen,
   free(kv);
 }
 
-static int
+int
 strv_contains(char *const *v, const char *s)
 {
   size_t i;
@@ -767,8 +767,12 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
                    "fields 'command' and 'script': give one, not both");
   if (command == NULL && script == NULL)
     return err_set(e, ERR_INVALID, "field 'command': required (or 'script')");
-  /* The script first: every explicit field below overrides it. */
-  if (script != NULL && take_script(script, s, warnings, e) < 0)
+  /* The script first: every explicit field below overrides it.  A JSON
+   * sbatch_extra replaces the script's, so its warnings wait for that. */
+  if (script != NULL &&
+      take_script(script, s,
+                  field(obj, "sbatch_extra") != NULL ? NULL : warnings,
+                  e) < 0)
     return ERR_INVALID;
   if (command != NULL && take_command(command, s, e) < 0)
     return ERR_INVALID;
@@ -824,8 +828,23 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
   if (v != NULL)
     s->hold = json_is_true(v);
   v = field(obj, "sbatch_extra");
-  if (v != NULL && take_extra(v, s, e) < 0)
-    return ERR_INVALID;
+  if (v != NULL) {
+    char **from_script = s->sbatch_extra;
+    int rc;
+
+    s->sbatch_extra = NULL;
+    rc = take_extra(v, s, e);
+    /* Name the script's directives that are still kept, and only them. */
+    for (size_t i = 0; rc == 0 && warnings != NULL &&
+                       i < strv_len(s->sbatch_extra);
+         i++)
+      if (strv_contains(from_script, s->sbatch_extra[i]))
+        json_array_append_new(warnings,
+                              sbatch_extra_warning(s->sbatch_extra[i], 1));
+    strv_free(from_script);
+    if (rc < 0)
+      return ERR_INVALID;
+  }
 
   if (s->name == NULL)
     s->name = default_name(s);

@@ -108,5 +108,7 @@ void strv_free(char **v);
 char **strv_dup(char *const *v);
 /* Append a copy of s to *v (grows it). */
 void strv_push(char ***v, const char *s);
+/* 1 when v (may be NULL) holds a string equal to s. */
+int strv_contains(char *const *v, const char *s);
 
 #endif

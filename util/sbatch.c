@@ -8,6 +8,9 @@
  * and backslash escapes, and an unquoted '#' that starts a word begins a
  * comment.  The options tenbin acts on fill the spec; every other sbatch
  * option is kept verbatim for Slurm sites, with a warning.
+ *
+ * sbatch's own command line is read by the same code (sbatch_parse_args),
+ * so "-p gpu" means on the command line what it means in a directive.
  */
 #include "sbatch.h"
 
@@ -18,6 +21,7 @@
 
 #include "alloc.h"
 #include "jobspec_int.h"
+#include "timeutil.h"
 
 /*
  * Limits: a header of more than 256 directives or a line over 4 KiB is not
@@ -197,6 +201,12 @@ struct parser {
   int lineno;
   int ndirectives;
   struct gpu_state gpu;
+  /* Command-line mode (sbatch_parse_args): errors name the option, not a
+   * line, and what was given is recorded to become JSON fields. */
+  int cmdline;
+  unsigned set;           /* 1 << enum opt_id of every option given */
+  const char *time_raw;   /* --time as written (borrowed) */
+  const char *export_raw; /* --export as written (borrowed) */
 };
 
 static int
@@ -209,18 +219,29 @@ static int
 bad(struct parser *p, const char *opt, const char *fmt, ...)
     PRINTF_LIKE(3, 4);
 
+/* Where opt was given: "line N: #SBATCH --opt", or "option '--opt'". */
+static void
+where(const struct parser *p, const char *opt, char *out, size_t outlen)
+{
+  if (p->cmdline)
+    snprintf(out, outlen, "option '%s'", opt);
+  else
+    snprintf(out, outlen, "line %d: #SBATCH %s", p->lineno, opt);
+}
+
 /* ERR_INVALID "line N: #SBATCH --opt: <formatted reason>". */
 static int
 bad(struct parser *p, const char *opt, const char *fmt, ...)
 {
   char why[ERR_MSG_SIZE];
+  char at[96];
   va_list ap;
 
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  return err_set(p->e, ERR_INVALID, "line %d: #SBATCH %s: %s", p->lineno,
-                 opt, why);
+  where(p, opt, at, sizeof(at));
+  return err_set(p->e, ERR_INVALID, "%s: %s", at, why);
 }
 
 /*
@@ -342,11 +363,11 @@ set_gpu_type(struct parser *p, const char *opt, const char *type,
   if (jobspec__gpu_type_problem(t) != NULL)
     return bad(p, opt, "GPU type must match [A-Za-z0-9_-]{1,31}");
   if (p->gpu.type_opt != NULL && strcmp(p->gpu.type, t) != 0) {
-    return err_set(p->e, ERR_INVALID,
-                   "line %d: #SBATCH %s: GPU type '%s' conflicts with '%s' "
-                   "from %s on line %d",
-                   p->lineno, opt, t, p->gpu.type, p->gpu.type_opt,
-                   p->gpu.type_line);
+    if (p->cmdline)
+      return bad(p, opt, "GPU type '%s' conflicts with '%s' from %s", t,
+                 p->gpu.type, p->gpu.type_opt);
+    return bad(p, opt, "GPU type '%s' conflicts with '%s' from %s on line %d",
+               t, p->gpu.type, p->gpu.type_opt, p->gpu.type_line);
   }
   memcpy(p->gpu.type, t, len + 1);
   p->gpu.type_opt = opt;
@@ -371,17 +392,22 @@ parse_typed_count(struct parser *p, const char *opt, const char *v,
   return 0;
 }
 
-static void
-warn_extra(struct parser *p, const char *extra)
+json_t *
+sbatch_extra_warning(const char *extra, int from_script)
 {
   char msg[MAX_LINE + 128];
 
-  if (p->warnings == NULL)
-    return;
   snprintf(msg, sizeof(msg),
-           "#SBATCH %s is not interpreted by tenbin; kept for Slurm sites",
-           extra);
-  json_array_append_new(p->warnings, json_string(msg));
+           "%s %s is not interpreted by tenbin; kept for Slurm sites",
+           from_script ? "#SBATCH" : "option", extra);
+  return json_string(msg);
+}
+
+static void
+warn_extra(struct parser *p, const char *extra)
+{
+  if (p->warnings != NULL)
+    json_array_append_new(p->warnings, sbatch_extra_warning(extra, 1));
 }
 
 /* Keep an option tenbin does not act on, verbatim, for Slurm sites. */
@@ -389,21 +415,20 @@ static int
 keep_extra(struct parser *p, const char *name, const char *value)
 {
   char extra[MAX_LINE + 8];
+  char opt[72];
   const char *why;
 
   if (value != NULL)
     snprintf(extra, sizeof(extra), "--%s=%s", name, value);
   else
     snprintf(extra, sizeof(extra), "--%s", name);
+  snprintf(opt, sizeof(opt), "--%.64s", name);
   why = jobspec__extra_problem(extra);
   if (why != NULL)
-    return err_set(p->e, ERR_INVALID, "line %d: #SBATCH --%.64s: %s",
-                   p->lineno, name, why);
+    return bad(p, opt, "%s", why);
   if (strv_len(p->s->sbatch_extra) >= MAX_EXTRA)
-    return err_set(p->e, ERR_INVALID,
-                   "line %d: #SBATCH --%.64s: more than %d directives tenbin "
-                   "does not interpret",
-                   p->lineno, name, MAX_EXTRA);
+    return bad(p, opt, "more than %d %s tenbin does not interpret",
+               MAX_EXTRA, p->cmdline ? "options" : "directives");
   strv_push(&p->s->sbatch_extra, extra);
   warn_extra(p, extra);
   return 0;
@@ -550,7 +575,11 @@ apply(struct parser *p, const struct sbatch_opt *o, const char *value)
   int64_t secs;
   int64_t n;
 
+  char at[96];
+
   snprintf(opt, sizeof(opt), "--%s", o->name);
+  where(p, opt, at, sizeof(at));
+  p->set |= 1u << o->id;
   switch (o->id) {
   case OPT_EXTRA:
     return keep_extra(p, o->name, value);
@@ -586,15 +615,17 @@ apply(struct parser *p, const struct sbatch_opt *o, const char *value)
     return parse_nodes(p, opt, value);
   case OPT_TIME:
     if (jobspec__parse_duration(value, &secs, p->e) < 0)
-      return err_prefix(p->e, "line %d: #SBATCH --time", p->lineno);
+      return err_prefix(p->e, "%s", at);
     s->time_limit_s = secs;
+    p->time_raw = value;
     return 0;
   case OPT_EXPORT:
     /* The last --export wins, values included (getopt's rule). */
     strv_free(s->env);
     s->env = NULL;
     if (jobspec__parse_export(value, s, p->e) < 0)
-      return err_prefix(p->e, "line %d: #SBATCH --export", p->lineno);
+      return err_prefix(p->e, "%s", at);
+    p->export_raw = value;
     return 0;
   case OPT_HOLD:
     s->hold = 1;
@@ -606,6 +637,9 @@ apply(struct parser *p, const struct sbatch_opt *o, const char *value)
 static int
 count_directive(struct parser *p)
 {
+  /* A command line is bounded by the kernel, not by this limit. */
+  if (p->cmdline)
+    return 0;
   if (++p->ndirectives > MAX_DIRECTIVES)
     return err_set(p->e, ERR_INVALID,
                    "line %d: more than %d #SBATCH directives", p->lineno,
@@ -613,24 +647,33 @@ count_directive(struct parser *p)
   return 0;
 }
 
-/* "--name[=value]" at words[*i]; may consume the next word as value. */
+/*
+ * "--name[=value]" at words[*i]; may consume the next word as value.  An
+ * option the table does not know is kept in a directive (a newer Slurm
+ * may know it) and an error on a command line (there it is a typo).
+ */
 static int
-long_option(struct parser *p, struct line_words *w, int *i)
+long_option(struct parser *p, char *const *words, int nwords, int *i)
 {
-  const char *word = w->words[*i] + 2;
+  const char *word = words[*i] + 2;
   const char *eq = strchr(word, '=');
   size_t len = eq != NULL ? (size_t)(eq - word) : strlen(word);
   const char *value = eq != NULL ? eq + 1 : NULL;
   const struct sbatch_opt *o = NULL;
+  char opt[72];
 
+  snprintf(opt, sizeof(opt), "--%.*s", (int)(len > 64 ? 64 : len), word);
+  if (len == 0 && p->cmdline)
+    return err_set(p->e, ERR_INVALID, "unexpected argument '%.64s'",
+                   words[*i]);
   if (len == 0)
     return err_set(p->e, ERR_INVALID,
                    "line %d: #SBATCH: unexpected argument '%.64s'", p->lineno,
-                   w->words[*i]);
+                   words[*i]);
   if (find_long(word, len, &o) < 0)
-    return err_set(p->e, ERR_INVALID,
-                   "line %d: #SBATCH --%.*s: ambiguous option", p->lineno,
-                   (int)(len > 64 ? 64 : len), word);
+    return bad(p, opt, "ambiguous option");
+  if (o == NULL && p->cmdline)
+    return err_set(p->e, ERR_INVALID, "unknown option '%s'", opt);
   if (o == NULL) {
     /* Unknown to this table: newer Slurm may know it; keep it as is. */
     char name[MAX_LINE];
@@ -638,45 +681,42 @@ long_option(struct parser *p, struct line_words *w, int *i)
     snprintf(name, sizeof(name), "%.*s", (int)len, word);
     return keep_extra(p, name, value);
   }
+  snprintf(opt, sizeof(opt), "--%s", o->name);
   if (o->arg == ARG_NONE && value != NULL)
-    return err_set(p->e, ERR_INVALID,
-                   "line %d: #SBATCH --%s: takes no value", p->lineno,
-                   o->name);
+    return bad(p, opt, "takes no value");
   if (o->arg == ARG_REQUIRED && value == NULL) {
-    if (*i + 1 >= w->nwords)
-      return err_set(p->e, ERR_INVALID,
-                     "line %d: #SBATCH --%s: missing value", p->lineno,
-                     o->name);
-    value = w->words[++*i];
+    if (*i + 1 >= nwords)
+      return bad(p, opt, "missing value");
+    value = words[++*i];
   }
   return apply(p, o, value);
 }
 
 /* "-Xvalue", "-X value" or a cluster of flags such as "-Hv". */
 static int
-short_options(struct parser *p, struct line_words *w, int *i)
+short_options(struct parser *p, char *const *words, int nwords, int *i)
 {
-  const char *word = w->words[*i];
+  const char *word = words[*i];
   size_t j;
 
   for (j = 1; word[j] != '\0'; j++) {
     const struct sbatch_opt *o = find_short(word[j]);
     const char *value = NULL;
+    char opt[3] = {'-', word[j], '\0'};
 
-    if (o == NULL)
-      return err_set(p->e, ERR_INVALID,
-                     "line %d: #SBATCH -%c: unknown option", p->lineno,
-                     word[j]);
+    if (o == NULL) {
+      if (p->cmdline)
+        return err_set(p->e, ERR_INVALID, "unknown option '%s'", opt);
+      return bad(p, opt, "unknown option");
+    }
     if (j > 1 && count_directive(p) < 0)
       return ERR_INVALID;
     if (o->arg != ARG_NONE && word[j + 1] != '\0') {
       value = word + j + 1;
     } else if (o->arg == ARG_REQUIRED) {
-      if (*i + 1 >= w->nwords)
-        return err_set(p->e, ERR_INVALID,
-                       "line %d: #SBATCH -%c: missing value", p->lineno,
-                       word[j]);
-      value = w->words[++*i];
+      if (*i + 1 >= nwords)
+        return bad(p, opt, "missing value");
+      value = words[++*i];
     }
     if (apply(p, o, value) < 0)
       return ERR_INVALID;
@@ -700,9 +740,9 @@ directive_line(struct parser *p, const char *text, struct line_words *w)
     if (count_directive(p) < 0)
       return ERR_INVALID;
     if (word[0] == '-' && word[1] == '-' && word[2] != '\0')
-      rc = long_option(p, w, &i);
+      rc = long_option(p, w->words, w->nwords, &i);
     else if (word[0] == '-' && word[1] != '\0' && word[1] != '-')
-      rc = short_options(p, w, &i);
+      rc = short_options(p, w->words, w->nwords, &i);
     else
       rc = err_set(p->e, ERR_INVALID,
                    "line %d: #SBATCH: unexpected argument '%.64s' (options "
@@ -808,4 +848,187 @@ out:
   free(line);
   free(w);
   return rc;
+}
+
+/* ---- sbatch's command line ---- */
+
+/* own's entry for "--name[=v]" (exact) or "-X[v]" (val 'X'), else NULL. */
+static const struct option *
+own_option(const struct option *own, const char *word, const char **value)
+{
+  size_t i;
+
+  *value = NULL;
+  for (i = 0; own != NULL && own[i].name != NULL; i++) {
+    const struct option *o = &own[i];
+
+    if (word[1] == '-') {
+      const char *eq = strchr(word + 2, '=');
+      size_t len = eq != NULL ? (size_t)(eq - word - 2) : strlen(word + 2);
+
+      if (strlen(o->name) == len && strncmp(o->name, word + 2, len) == 0) {
+        *value = eq != NULL ? eq + 1 : NULL;
+        return o;
+      }
+    } else if (o->val == (unsigned char)word[1] &&
+               (word[2] == '\0' || o->has_arg != no_argument)) {
+      *value = word[2] != '\0' ? word + 2 : NULL;
+      return o;
+    }
+  }
+  return NULL;
+}
+
+#define GIVEN(p, id) (((p)->set & (1u << (id))) != 0)
+
+/* What the command line gave, as POST /v1/jobs fields. */
+static void
+args_to_fields(const struct parser *p, json_t *fields)
+{
+  const struct job_spec *s = p->s;
+
+  if (GIVEN(p, OPT_JOB_NAME))
+    json_object_set_new(fields, "name", json_string(s->name));
+  if (GIVEN(p, OPT_ACCOUNT))
+    json_object_set_new(fields, "project", json_string(s->project));
+  if (GIVEN(p, OPT_OUTPUT))
+    json_object_set_new(fields, "output", json_string(s->stdout_path));
+  if (GIVEN(p, OPT_ERROR))
+    json_object_set_new(fields, "error", json_string(s->stderr_path));
+  if (GIVEN(p, OPT_CHDIR))
+    json_object_set_new(fields, "chdir", json_string(s->chdir));
+  if (GIVEN(p, OPT_TIME))
+    json_object_set_new(fields, "time_limit", json_string(p->time_raw));
+  if (GIVEN(p, OPT_EXPORT))
+    json_object_set_new(fields, "export", json_string(p->export_raw));
+  if (GIVEN(p, OPT_HOLD))
+    json_object_set_new(fields, "hold", json_true());
+  if (GIVEN(p, OPT_NODES))
+    json_object_set_new(fields, "nodes", json_integer(s->nodes));
+  /* tenbind settles totals against nodes, as for any JSON request. */
+  if (p->gpu.has_total)
+    json_object_set_new(fields, "gpus", json_integer(p->gpu.total));
+  if (p->gpu.has_per_node)
+    json_object_set_new(fields, "gpus_per_node",
+                        json_integer(p->gpu.per_node));
+  if (p->gpu.type_opt != NULL)
+    json_object_set_new(fields, "gpu_type", json_string(p->gpu.type));
+}
+
+int
+sbatch_parse_args(int argc, char **argv, const struct option *own,
+                  sbatch_own_fn own_fn, void *own_arg, json_t *fields,
+                  char ***extra, int *end, struct err *e)
+{
+  struct parser p;
+  struct job_spec s;
+  int i;
+  int rc = 0;
+
+  jobspec_init(&s);
+  memset(&p, 0, sizeof(p));
+  p.s = &s;
+  p.e = e;
+  p.cmdline = 1;
+  *extra = NULL;
+  for (i = 0; i < argc; i++) {
+    const char *word = argv[i];
+    const struct option *o;
+    const char *value;
+
+    if (strcmp(word, "--") == 0) {
+      i++;
+      break;
+    }
+    if (word[0] != '-' || word[1] == '\0')
+      break; /* the script */
+    o = own_option(own, word, &value);
+    if (o == NULL) {
+      rc = word[1] == '-' ? long_option(&p, argv, argc, &i)
+                          : short_options(&p, argv, argc, &i);
+      if (rc < 0)
+        goto out;
+      continue;
+    }
+    if (o->has_arg == no_argument && value != NULL) {
+      rc = err_set(e, ERR_INVALID, "option '--%s' takes no value", o->name);
+      goto out;
+    }
+    if (o->has_arg == required_argument && value == NULL) {
+      if (i + 1 >= argc) {
+        rc = err_set(e, ERR_INVALID, "option '%.64s' needs a value", word);
+        goto out;
+      }
+      value = argv[++i];
+    }
+    rc = own_fn(own_arg, o->val, value, e);
+    if (rc != 0)
+      goto out;
+  }
+  *end = i;
+  args_to_fields(&p, fields);
+  *extra = s.sbatch_extra;
+  s.sbatch_extra = NULL;
+out:
+  jobspec_release(&s);
+  return rc;
+}
+
+int
+sbatch_args_arity(const struct option *own, const char *word)
+{
+  const struct sbatch_opt *so = NULL;
+  const struct option *o;
+  const char *value;
+  size_t j;
+
+  if (strcmp(word, "--") == 0 || word[0] != '-' || word[1] == '\0')
+    return -1;
+  o = own_option(own, word, &value);
+  if (o != NULL)
+    return o->has_arg == required_argument && value == NULL ? 1 : 0;
+  if (word[1] == '-') {
+    if (strchr(word, '=') != NULL ||
+        find_long(word + 2, strlen(word + 2), &so) < 0 || so == NULL)
+      return 0;
+    return so->arg == ARG_REQUIRED ? 1 : 0;
+  }
+  for (j = 1; word[j] != '\0'; j++) {
+    so = find_short(word[j]);
+    if (so == NULL)
+      return 0;
+    if (so->arg != ARG_NONE)
+      return so->arg == ARG_REQUIRED && word[j + 1] == '\0' ? 1 : 0;
+  }
+  return 0;
+}
+
+/* Length of the option name of an entry: "--mem=4G" -> 5 ("--mem"). */
+static size_t
+extra_name_len(const char *extra)
+{
+  return strcspn(extra, "=");
+}
+
+void
+sbatch_extra_override(char ***list, char *const *over)
+{
+  size_t i;
+
+  for (i = 0; over != NULL && over[i] != NULL; i++) {
+    size_t n = extra_name_len(over[i]);
+    char **v = *list;
+    size_t r;
+    size_t w = 0;
+
+    for (r = 0; v != NULL && v[r] != NULL; r++) {
+      if (extra_name_len(v[r]) == n && strncmp(v[r], over[i], n) == 0)
+        free(v[r]);
+      else
+        v[w++] = v[r];
+    }
+    if (v != NULL)
+      v[w] = NULL;
+    strv_push(list, over[i]);
+  }
 }

@@ -876,6 +876,34 @@ test_script_warnings_are_appended(void **state)
   jobspec_release(&s);
 }
 
+/*
+ * A request's sbatch_extra replaces the script's: a directive it replaced
+ * is not sent to Slurm, so no warning may say it is kept.
+ */
+static void
+test_script_warnings_name_only_directives_still_kept(void **state)
+{
+  struct job_spec s;
+  struct err e;
+  json_t *warnings = json_array();
+
+  (void)state;
+  assert_int_equal(
+      parse_text("{\"script\":\"#!/bin/sh\\n#SBATCH --partition=cpu\\n"
+                 "#SBATCH --mem=4G\\nx\\n\",\"sbatch_extra\":"
+                 "[\"--mem=4G\",\"--partition=gpu\"]}",
+                 &s, warnings, &e),
+      0);
+  assert_int_equal(strv_len(s.sbatch_extra), 2);
+  assert_string_equal(s.sbatch_extra[1], "--partition=gpu");
+  assert_int_equal(json_array_size(warnings), 1);
+  assert_string_equal(
+      json_string_value(json_array_get(warnings, 0)),
+      "#SBATCH --mem=4G is not interpreted by tenbin; kept for Slurm sites");
+  json_decref(warnings);
+  jobspec_release(&s);
+}
+
 static void
 test_script_error_names_the_field_and_the_line(void **state)
 {
@@ -1061,6 +1089,7 @@ main(void)
     cmocka_unit_test(test_json_nodes_scale_the_script_gpus_per_node),
     cmocka_unit_test(test_json_export_replaces_the_script_export_values),
     cmocka_unit_test(test_script_warnings_are_appended),
+    cmocka_unit_test(test_script_warnings_name_only_directives_still_kept),
     cmocka_unit_test(test_script_error_names_the_field_and_the_line),
     cmocka_unit_test(test_null_field_means_absent),
     cmocka_unit_test(test_string_with_embedded_nul_is_rejected),

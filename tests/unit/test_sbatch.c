@@ -644,6 +644,271 @@ test_script_without_directives_changes_nothing(void **state)
   jobspec_release(&s);
 }
 
+/* ---- sbatch's command line ---- */
+
+/* What own_cb saw: the last own option and its value. */
+struct own_seen {
+  int val;
+  char value[32];
+  int calls;
+};
+
+static int
+own_cb(void *arg, int val, const char *value, struct err *e)
+{
+  struct own_seen *seen = arg;
+
+  (void)e;
+  seen->val = val;
+  snprintf(seen->value, sizeof(seen->value), "%s",
+           value != NULL ? value : "(null)");
+  seen->calls++;
+  return val == 'h' ? 7 : 0;
+}
+
+static const struct option own_opts[] = {
+  {"site", required_argument, NULL, 'S'},
+  {"help", no_argument, NULL, 'h'},
+  {NULL, 0, NULL, 0},
+};
+
+static void
+test_command_line_options_become_request_fields(void **state)
+{
+  char *argv[] = {"-J", "train", "-A", "vision", "-N", "2-4",
+                  "--gpus-per-node=h100:2", "-t", "1:00:00", "-oo.log",
+                  "--error", "e.log", "-D", "/w", "--export=NONE,A=1",
+                  "-H", "job.sh", "-p", "x", NULL};
+  json_t *fields = json_object();
+  char **extra = NULL;
+  struct own_seen seen = {0};
+  struct err e;
+  int end = -1;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(sbatch_parse_args(19, argv, own_opts, own_cb, &seen,
+                                     fields, &extra, &end, &e),
+                   0);
+  assert_int_equal(end, 16);
+  assert_null(extra);
+  assert_int_equal(seen.calls, 0);
+  assert_string_equal(json_string_value(json_object_get(fields, "name")),
+                      "train");
+  assert_string_equal(json_string_value(json_object_get(fields, "project")),
+                      "vision");
+  assert_int_equal(json_integer_value(json_object_get(fields, "nodes")), 2);
+  assert_int_equal(
+      json_integer_value(json_object_get(fields, "gpus_per_node")), 2);
+  assert_null(json_object_get(fields, "gpus"));
+  assert_string_equal(json_string_value(json_object_get(fields, "gpu_type")),
+                      "h100");
+  assert_string_equal(
+      json_string_value(json_object_get(fields, "time_limit")), "1:00:00");
+  assert_string_equal(json_string_value(json_object_get(fields, "output")),
+                      "o.log");
+  assert_string_equal(json_string_value(json_object_get(fields, "error")),
+                      "e.log");
+  assert_string_equal(json_string_value(json_object_get(fields, "chdir")),
+                      "/w");
+  assert_string_equal(json_string_value(json_object_get(fields, "export")),
+                      "NONE,A=1");
+  assert_true(json_is_true(json_object_get(fields, "hold")));
+  assert_int_equal(json_object_size(fields), 11);
+  json_decref(fields);
+}
+
+static void
+test_command_line_keeps_the_others_under_their_full_name(void **state)
+{
+  char *argv[] = {"-p", "gpu", "--mem=4G", "--qos", "high",
+                  "--gres=gpu:2,mps:1", "--exclus", "job.sh", NULL};
+  json_t *fields = json_object();
+  char **extra = NULL;
+  struct err e;
+  int end = -1;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(sbatch_parse_args(8, argv, NULL, NULL, NULL, fields,
+                                     &extra, &end, &e),
+                   0);
+  assert_int_equal(end, 7);
+  assert_int_equal(strv_len(extra), 5);
+  assert_string_equal(extra[0], "--partition=gpu");
+  assert_string_equal(extra[1], "--mem=4G");
+  assert_string_equal(extra[2], "--qos=high");
+  assert_string_equal(extra[3], "--gres=mps:1");
+  assert_string_equal(extra[4], "--exclusive");
+  assert_int_equal(
+      json_integer_value(json_object_get(fields, "gpus_per_node")), 2);
+  strv_free(extra);
+  json_decref(fields);
+}
+
+static void
+test_command_line_own_options_go_to_the_caller(void **state)
+{
+  char *argv[] = {"--site", "a", "-p", "x", "--site=b", "job.sh", NULL};
+  char *help[] = {"-t", "5", "-h", "job.sh", NULL};
+  json_t *fields = json_object();
+  char **extra = NULL;
+  struct own_seen seen = {0};
+  struct err e;
+  int end = -1;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(sbatch_parse_args(6, argv, own_opts, own_cb, &seen,
+                                     fields, &extra, &end, &e),
+                   0);
+  assert_int_equal(seen.calls, 2);
+  assert_int_equal(seen.val, 'S');
+  assert_string_equal(seen.value, "b");
+  assert_int_equal(end, 5);
+  strv_free(extra);
+  extra = NULL;
+  /* The caller's non-zero answer ends the parse and is returned. */
+  assert_int_equal(sbatch_parse_args(4, help, own_opts, own_cb, &seen,
+                                     fields, &extra, &end, &e),
+                   7);
+  assert_null(extra);
+  json_decref(fields);
+}
+
+static void
+test_command_line_ends_at_the_script_or_double_dash(void **state)
+{
+  char *script_first[] = {"job.sh", "-p", "x", NULL};
+  char *dashes[] = {"-H", "--", "-odd.sh", NULL};
+  json_t *fields = json_object();
+  char **extra = NULL;
+  struct err e;
+  int end = -1;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(sbatch_parse_args(3, script_first, NULL, NULL, NULL,
+                                     fields, &extra, &end, &e),
+                   0);
+  assert_int_equal(end, 0);
+  assert_null(extra);
+  assert_int_equal(json_object_size(fields), 0);
+  assert_int_equal(sbatch_parse_args(3, dashes, NULL, NULL, NULL, fields,
+                                     &extra, &end, &e),
+                   0);
+  assert_int_equal(end, 2);
+  json_decref(fields);
+}
+
+/* Expect argv (NULL-terminated) to be rejected with exactly msg. */
+static void
+args_bad(char **argv, const char *msg)
+{
+  json_t *fields = json_object();
+  char **extra = NULL;
+  struct err e;
+  int argc = 0;
+  int end = -1;
+
+  while (argv[argc] != NULL)
+    argc++;
+  err_clear(&e);
+  assert_int_equal(sbatch_parse_args(argc, argv, own_opts, own_cb, NULL,
+                                     fields, &extra, &end, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, msg);
+  assert_null(extra);
+  json_decref(fields);
+}
+
+/* On a command line an unknown option is a typo; a directive keeps it. */
+static void
+test_command_line_errors_name_the_option(void **state)
+{
+  char *unknown[] = {"--frobnicate=1", "job.sh", NULL};
+  char *unknown_short[] = {"-Z", "job.sh", NULL};
+  char *bad_time[] = {"-t", "soon", "job.sh", NULL};
+  char *bad_nodes[] = {"--nodes=0", "job.sh", NULL};
+  char *no_value[] = {"-N", NULL};
+  char *flag_value[] = {"--hold=yes", "job.sh", NULL};
+  char *own_flag_value[] = {"--help=yes", "job.sh", NULL};
+  char *ambiguous[] = {"--ti=5", "job.sh", NULL};
+
+  (void)state;
+  args_bad(unknown, "unknown option '--frobnicate'");
+  args_bad(unknown_short, "unknown option '-Z'");
+  args_bad(bad_time,
+           "option '--time': invalid duration 'soon' (minutes, MM:SS, "
+           "HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED, at most 365 days)");
+  args_bad(bad_nodes, "option '--nodes': invalid value '0' (want N or "
+                      "MIN-MAX, from 1 to 1024)");
+  args_bad(no_value, "option '-N': missing value");
+  args_bad(flag_value, "option '--hold': takes no value");
+  args_bad(own_flag_value, "option '--help' takes no value");
+  args_bad(ambiguous, "option '--ti': ambiguous option");
+}
+
+static void
+test_arity_says_which_words_take_the_next(void **state)
+{
+  (void)state;
+  assert_int_equal(sbatch_args_arity(own_opts, "-p"), 1);
+  assert_int_equal(sbatch_args_arity(own_opts, "-pgpu"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "--partition"), 1);
+  assert_int_equal(sbatch_args_arity(own_opts, "--partition=x"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "--part"), 1);
+  assert_int_equal(sbatch_args_arity(own_opts, "-H"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "-Hp"), 1);
+  assert_int_equal(sbatch_args_arity(own_opts, "--hold"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "--site"), 1);
+  assert_int_equal(sbatch_args_arity(own_opts, "--site=x"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "--nosuch"), 0);
+  assert_int_equal(sbatch_args_arity(own_opts, "job.sh"), -1);
+  assert_int_equal(sbatch_args_arity(own_opts, "-"), -1);
+  assert_int_equal(sbatch_args_arity(own_opts, "--"), -1);
+}
+
+static void
+test_override_replaces_the_same_option_and_keeps_the_rest(void **state)
+{
+  char *script[] = {"--partition=cpu", "--mem=4G", "--exclusive",
+                    "--partition=x", NULL};
+  char *cli[] = {"--partition=gpu", "--qos=high", "--exclusive=user",
+                 "--qos=low", NULL};
+  char **list = strv_dup(script);
+
+  (void)state;
+  sbatch_extra_override(&list, cli);
+  assert_int_equal(strv_len(list), 4);
+  assert_string_equal(list[0], "--mem=4G");
+  assert_string_equal(list[1], "--partition=gpu");
+  assert_string_equal(list[2], "--exclusive=user");
+  assert_string_equal(list[3], "--qos=low");
+  strv_free(list);
+  list = NULL;
+  sbatch_extra_override(&list, cli + 3);
+  assert_int_equal(strv_len(list), 1);
+  strv_free(list);
+}
+
+static void
+test_extra_warning_says_where_the_option_came_from(void **state)
+{
+  json_t *a = sbatch_extra_warning("--mem=4G", 1);
+  json_t *b = sbatch_extra_warning("--mem=4G", 0);
+
+  (void)state;
+  assert_string_equal(
+      json_string_value(a),
+      "#SBATCH --mem=4G is not interpreted by tenbin; kept for Slurm sites");
+  assert_string_equal(
+      json_string_value(b),
+      "option --mem=4G is not interpreted by tenbin; kept for Slurm sites");
+  json_decref(a);
+  json_decref(b);
+}
+
 int
 main(void)
 {
@@ -691,6 +956,15 @@ main(void)
     cmocka_unit_test(test_control_characters_in_kept_options_are_rejected),
     cmocka_unit_test(test_warnings_may_be_null),
     cmocka_unit_test(test_script_without_directives_changes_nothing),
+    cmocka_unit_test(test_command_line_options_become_request_fields),
+    cmocka_unit_test(test_command_line_keeps_the_others_under_their_full_name),
+    cmocka_unit_test(test_command_line_own_options_go_to_the_caller),
+    cmocka_unit_test(test_command_line_ends_at_the_script_or_double_dash),
+    cmocka_unit_test(test_command_line_errors_name_the_option),
+    cmocka_unit_test(test_arity_says_which_words_take_the_next),
+    cmocka_unit_test(
+        test_override_replaces_the_same_option_and_keeps_the_rest),
+    cmocka_unit_test(test_extra_warning_says_where_the_option_came_from),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
