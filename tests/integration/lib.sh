@@ -17,6 +17,10 @@ T_FAILS=0
 T_CHECKS=0
 export TENBIN_SERVER=""
 unset TENBIN_TOKEN
+# A test never installs packages (apt-get mid-run races other apt-gets on
+# the machine): scripts/setup and scripts/slurm-testbed fail instead,
+# naming what is missing.  scripts/test installs everything first.
+export TENBIN_NO_INSTALL=1
 
 # LeakSanitizer reports at exit; a shutdown by signal must stay clean too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -166,6 +170,7 @@ t_agent_start() {
   local port=0
   mkdir -p "$root"
   [ -f "$tok" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=\n' >"$tok"
+  chmod 600 "$tok" # token files must be private (util/secret.h)
   [ -s "$portf" ] && port=$(cat "$portf")
   rm -f "$portf"
   # shellcheck disable=SC2086 # the prefix is words on purpose
