@@ -10,11 +10,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/format.h"
 #include "util/alloc.h"
+#include "util/sbatch.h"
 #include "util/timeutil.h"
 
 #define MAX_GPUS 4096 /* JOBSPEC_MAX_GPUS */
@@ -52,17 +54,32 @@ const char cli_sbatch_usage[] =
     "usage: tenbin sbatch [options] SCRIPT\n"
     "\n"
     "Submit a batch script ('-' reads it from stdin, at most 512 KiB) and\n"
-    "print the job id; its #SBATCH lines are honoured, and directives\n"
-    "tenbin does not interpret are reported on stderr.\n"
+    "print the job id.  Its #SBATCH lines are honoured; options given here\n"
+    "override them, as on sbatch's command line.  Options tenbin does not\n"
+    "interpret (-p, --mem, ...) are kept for Slurm sites and reported on\n"
+    "stderr, as are the script's.  A job without a name is named after\n"
+    "SCRIPT.\n"
     "\n"
-    "  --name N              job name\n"
-    "  --project P           project the job belongs to\n"
+    "  -J, --job-name N, --name N  job name\n"
+    "  -A, --account P, --project P\n"
+    "                        project the job belongs to (the Slurm account)\n"
+    "  -G, --gpus [TYPE:]N   GPUs in total\n"
+    "  --gpus-per-node [TYPE:]N, --gres=gpu[:TYPE]:N\n"
+    "                        GPUs on each node\n"
+    "  -N, --nodes N         nodes (N or MIN-MAX: MIN)\n"
+    "  -t, --time LIMIT      time limit: minutes or [D-]HH:MM:SS\n"
+    "  -o, --output F        file for stdout (%j %x %u %N %%)\n"
+    "  -e, --error F         file for stderr\n"
+    "  -D, --chdir D         working directory\n"
+    "  --export ALL|NONE|[ALL,]NAME[=V],...\n"
+    "                        the job's environment\n"
+    "  -H, --hold            keep it queued until 'tenbin release'\n"
     "  --site S              run on this site only\n"
-    "  --hold                keep it queued until 'tenbin release'\n"
     "  --dataset D[@V]       run where version V (default: the latest) of\n"
     "                        dataset D is; it is copied there first\n"
     "  --idempotency-key K   a retry with the same key returns the same "
-    "job\n";
+    "job\n"
+    "  any other sbatch option (-p, --mem, -q, ...) for Slurm sites\n";
 
 const char cli_jobs_usage[] =
     "usage: tenbin jobs [options]\n"
@@ -273,21 +290,105 @@ set_idem_key(char **dst, const char *s, struct err *e)
   return 0;
 }
 
+/*
+ * The global options.  Each one is a field of struct cli_global: a
+ * const char * for an option with a value, an int set to 1 for a flag.
+ * A new global option is a field and one line here; parsing, the
+ * environment fallback, finding it after the command and the usage text
+ * all follow from this table.
+ */
+struct global_opt {
+  const char *name;
+  const char *arg; /* the value's name in the usage, NULL for a flag */
+  size_t offset;   /* of the field in struct cli_global */
+  const char *env; /* read when the option is not given, or NULL */
+  const char *help;
+};
+
+static const struct global_opt global_opts[] = {
+    {"server", "URL", offsetof(struct cli_global, server), "TENBIN_SERVER",
+     "tenbind's address ($TENBIN_SERVER, else " CLI_DEFAULT_SERVER ")"},
+    {"token", "T", offsetof(struct cli_global, token), "TENBIN_TOKEN",
+     "bearer token ($TENBIN_TOKEN)"},
+    {"json", NULL, offsetof(struct cli_global, json), NULL,
+     "print the server's JSON replies verbatim"},
+};
+
+#define NGLOBAL (sizeof(global_opts) / sizeof(global_opts[0]))
+/* getopt_long's val of global_opts[i]: above any character. */
+#define GLOBAL_VAL 1000
+
+/* Store one global option's value (NULL for a flag) in g. */
+static int
+global_set(struct cli_global *g, const struct global_opt *o,
+           const char *value, struct err *e)
+{
+  char *field = (char *)g + o->offset;
+
+  if (o->arg == NULL && value != NULL)
+    return err_set(e, ERR_INVALID, "option '--%s' takes no value", o->name);
+  if (o->arg == NULL) {
+    *(int *)(void *)field = 1;
+    return 0;
+  }
+  *(const char **)(void *)field = value;
+  return 0;
+}
+
+/* The global option word is ("--name" or "--name=value"), else NULL. */
+static const struct global_opt *
+global_find(const char *word, const char **value)
+{
+  size_t len;
+
+  *value = NULL;
+  if (strncmp(word, "--", 2) != 0)
+    return NULL;
+  len = strcspn(word + 2, "=");
+  for (size_t i = 0; i < NGLOBAL; i++) {
+    if (strlen(global_opts[i].name) == len &&
+        strncmp(global_opts[i].name, word + 2, len) == 0) {
+      if (word[2 + len] == '=')
+        *value = word + 3 + len;
+      return &global_opts[i];
+    }
+  }
+  return NULL;
+}
+
+void
+cli_global_usage(FILE *f)
+{
+  char lhs[64];
+
+  for (size_t i = 0; i < NGLOBAL; i++) {
+    const struct global_opt *o = &global_opts[i];
+
+    snprintf(lhs, sizeof(lhs), "--%s%s%s", o->name, o->arg != NULL ? " " : "",
+             o->arg != NULL ? o->arg : "");
+    fprintf(f, "  %-14s %s\n", lhs, o->help);
+  }
+}
+
 int
 cli_global_parse(int argc, char **argv,
                  const char *(*getenv_fn)(const char *name),
                  struct cli_global *out, struct err *e)
 {
-  static const struct option opts[] = {
-      {"server", required_argument, NULL, 's'},
-      {"token", required_argument, NULL, 't'},
-      {"json", no_argument, NULL, 'j'},
-      {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0},
-  };
+  struct option opts[NGLOBAL + 3];
   const char *env;
+  size_t i;
 
+  for (i = 0; i < NGLOBAL; i++) {
+    opts[i].name = global_opts[i].name;
+    opts[i].has_arg =
+        global_opts[i].arg != NULL ? required_argument : no_argument;
+    opts[i].flag = NULL;
+    opts[i].val = GLOBAL_VAL + (int)i;
+  }
+  opts[i++] = (struct option){"help", no_argument, NULL, 'h'};
+  opts[i++] = (struct option){"version", no_argument, NULL, 'V'};
+  opts[i] = (struct option){NULL, 0, NULL, 0};
   memset(out, 0, sizeof(*out));
   args_reset();
   for (;;) {
@@ -295,40 +396,112 @@ cli_global_parse(int argc, char **argv,
 
     if (c == -1)
       break;
-    switch (c) {
-    case 's':
-      out->server = optarg;
-      break;
-    case 't':
-      out->token = optarg;
-      break;
-    case 'j':
-      out->json = 1;
-      break;
-    case 'h':
+    if (c == 'h') {
       out->help = 1;
-      break;
-    case 'V':
+    } else if (c == 'V') {
       out->version = 1;
-      break;
-    default:
+    } else if (c >= GLOBAL_VAL && c < GLOBAL_VAL + (int)NGLOBAL) {
+      (void)global_set(out, &global_opts[c - GLOBAL_VAL], optarg, NULL);
+    } else if (c == '?' && optopt >= GLOBAL_VAL) {
+      /* getopt's '?' for "--json=x": a flag given a value. */
+      return err_set(e, ERR_INVALID, "option '--%s' takes no value",
+                     global_opts[optopt - GLOBAL_VAL].name);
+    } else {
       return opt_error(c, argv, e);
     }
   }
   out->cmd_index = optind;
+  out->argc = argc;
   if (getenv_fn == NULL)
     getenv_fn = env_lookup;
-  if (out->server == NULL) {
-    env = getenv_fn("TENBIN_SERVER");
-    out->server = env != NULL && env[0] != '\0' ? env : CLI_DEFAULT_SERVER;
+  for (i = 0; i < NGLOBAL; i++) {
+    const char **field =
+        (const char **)(void *)((char *)out + global_opts[i].offset);
+
+    if (global_opts[i].env == NULL || *field != NULL)
+      continue;
+    env = getenv_fn(global_opts[i].env);
+    *field = env != NULL && env[0] != '\0' ? env : NULL;
   }
-  if (out->token == NULL) {
-    env = getenv_fn("TENBIN_TOKEN");
-    out->token = env != NULL && env[0] != '\0' ? env : NULL;
-  }
+  if (out->server == NULL)
+    out->server = CLI_DEFAULT_SERVER;
   if (out->server[0] == '\0')
     return err_set(e, ERR_INVALID, "option '--server': empty URL");
   return 0;
+}
+
+int
+cli_global_take(struct cli_global *g, int argc, char **argv,
+                cli_arity_fn arity, struct err *e)
+{
+  int w = g->cmd_index + 1;
+  int ended = 0;
+
+  /* Where the command's options end, its words are its own: the CMD
+   * after submit's options, the script after sbatch's. */
+  for (int i = g->cmd_index + 1; i < argc; i++) {
+    const char *value = NULL;
+    const struct global_opt *o = ended ? NULL : global_find(argv[i], &value);
+    int n;
+
+    if (o != NULL) {
+      if (o->arg != NULL && value == NULL) {
+        if (i + 1 >= argc)
+          return err_set(e, ERR_INVALID, "option '--%s' needs a value",
+                         o->name);
+        value = argv[++i];
+      }
+      if (global_set(g, o, value, e) < 0)
+        return ERR_INVALID;
+      continue;
+    }
+    if (!ended) {
+      n = arity != NULL ? arity(argv[i])
+                        : (strcmp(argv[i], "--") == 0 ? -1 : 0);
+      ended = n < 0;
+      /* The option's value is its own, even if it reads "--json". */
+      if (n > 0 && i + 1 < argc)
+        argv[w++] = argv[i++];
+    }
+    argv[w++] = argv[i];
+  }
+  if (w < argc)
+    argv[w] = NULL;
+  g->argc = g->cmd_index < argc ? w : argc;
+  if (g->server[0] == '\0')
+    return err_set(e, ERR_INVALID, "option '--server': empty URL");
+  return 0;
+}
+
+/*
+ * cli_arity_fn for a getopt_long table whose short options are flags:
+ * exact or unique abbreviated long names, as getopt_long matches them.
+ */
+static int
+getopt_arity(const struct option *opts, int in_order, const char *word)
+{
+  const struct option *found = NULL;
+  size_t len;
+
+  if (strcmp(word, "--") == 0)
+    return -1;
+  if (word[0] != '-' || word[1] == '\0')
+    return in_order ? -1 : 0;
+  if (word[1] != '-' || strchr(word, '=') != NULL)
+    return 0;
+  len = strlen(word + 2);
+  for (size_t i = 0; opts[i].name != NULL; i++) {
+    if (strncmp(opts[i].name, word + 2, len) != 0)
+      continue;
+    if (strlen(opts[i].name) == len) {
+      found = &opts[i];
+      break;
+    }
+    if (found != NULL && found->has_arg != opts[i].has_arg)
+      return 0; /* ambiguous: getopt_long rejects it */
+    found = &opts[i];
+  }
+  return found != NULL && found->has_arg == required_argument ? 1 : 0;
 }
 
 void
@@ -432,30 +605,39 @@ submit_option(int c, const char *arg, struct cli_submit *s, json_t **env,
   return err_set(e, ERR_INTERNAL, "unhandled option %d", c);
 }
 
+/* submit's options; its argv is read by getopt_long and by the arity. */
+static const struct option submit_opts[] = {
+    {"name", required_argument, NULL, OPT_NAME},
+    {"project", required_argument, NULL, OPT_PROJECT},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"gpu-type", required_argument, NULL, OPT_GPU_TYPE},
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"gpus-per-node", required_argument, NULL, OPT_GPUS_PER_NODE},
+    {"time", required_argument, NULL, OPT_TIME},
+    {"site", required_argument, NULL, OPT_SITE},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"chdir", required_argument, NULL, OPT_CHDIR},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"error", required_argument, NULL, OPT_ERROR},
+    {"hold", no_argument, NULL, OPT_HOLD},
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"param", required_argument, NULL, OPT_PARAM},
+    {"dataset", required_argument, NULL, OPT_DATASET},
+    {"idempotency-key", required_argument, NULL, OPT_IDEM},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_submit_arity(const char *word)
+{
+  /* In order: the command's own options come after its first word. */
+  return getopt_arity(submit_opts, 1, word);
+}
+
 int
 cli_submit_parse(int argc, char **argv, struct cli_submit *s, struct err *e)
 {
-  static const struct option opts[] = {
-      {"name", required_argument, NULL, OPT_NAME},
-      {"project", required_argument, NULL, OPT_PROJECT},
-      {"gpus", required_argument, NULL, OPT_GPUS},
-      {"gpu-type", required_argument, NULL, OPT_GPU_TYPE},
-      {"nodes", required_argument, NULL, OPT_NODES},
-      {"gpus-per-node", required_argument, NULL, OPT_GPUS_PER_NODE},
-      {"time", required_argument, NULL, OPT_TIME},
-      {"site", required_argument, NULL, OPT_SITE},
-      {"env", required_argument, NULL, OPT_ENV},
-      {"chdir", required_argument, NULL, OPT_CHDIR},
-      {"output", required_argument, NULL, OPT_OUTPUT},
-      {"error", required_argument, NULL, OPT_ERROR},
-      {"hold", no_argument, NULL, OPT_HOLD},
-      {"workload", required_argument, NULL, OPT_WORKLOAD},
-      {"param", required_argument, NULL, OPT_PARAM},
-      {"dataset", required_argument, NULL, OPT_DATASET},
-      {"idempotency-key", required_argument, NULL, OPT_IDEM},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   json_t *env = NULL;
   json_t *params = NULL;
   json_t *cmd = NULL;
@@ -465,7 +647,7 @@ cli_submit_parse(int argc, char **argv, struct cli_submit *s, struct err *e)
   args_reset();
   for (;;) {
     /* '+': stop at the first non-option, so CMD keeps its own options. */
-    int c = getopt_long(argc, argv, "+:h", opts, NULL);
+    int c = getopt_long(argc, argv, "+:h", submit_opts, NULL);
 
     if (c == -1)
       break;
@@ -525,6 +707,7 @@ cli_sbatch_init(struct cli_sbatch *s)
   s->body = NULL;
   s->path = NULL;
   s->idempotency_key = NULL;
+  s->extra = NULL;
 }
 
 void
@@ -534,76 +717,163 @@ cli_sbatch_release(struct cli_sbatch *s)
     return;
   json_decref(s->body);
   free(s->idempotency_key);
+  strv_free(s->extra);
   cli_sbatch_init(s);
+}
+
+/*
+ * tenbin's own options of sbatch, looked up before sbatch's (which are
+ * util/sbatch.c's table: -J, -A, -N, -t, -p, --mem, ...).
+ */
+static const struct option sbatch_own_opts[] = {
+    {"name", required_argument, NULL, OPT_NAME},
+    {"project", required_argument, NULL, OPT_PROJECT},
+    {"site", required_argument, NULL, OPT_SITE},
+    {"dataset", required_argument, NULL, OPT_DATASET},
+    {"idempotency-key", required_argument, NULL, OPT_IDEM},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_sbatch_arity(const char *word)
+{
+  return sbatch_args_arity(sbatch_own_opts, word);
+}
+
+/* sbatch_own_fn: the shared options mean what they mean for submit. */
+static int
+sbatch_own(void *arg, int val, const char *value, struct err *e)
+{
+  if (val == 'h')
+    return CLI_HELP;
+  return submit_option(val, value, arg, NULL, NULL, e);
 }
 
 int
 cli_sbatch_parse(int argc, char **argv, struct cli_sbatch *s, struct err *e)
 {
-  static const struct option opts[] = {
-      {"name", required_argument, NULL, OPT_NAME},
-      {"project", required_argument, NULL, OPT_PROJECT},
-      {"site", required_argument, NULL, OPT_SITE},
-      {"hold", no_argument, NULL, OPT_HOLD},
-      {"dataset", required_argument, NULL, OPT_DATASET},
-      {"idempotency-key", required_argument, NULL, OPT_IDEM},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   struct cli_submit sub;
-  int rc = ERR_INVALID;
+  json_t *fields = json_object();
+  char **extra = NULL;
+  int end = argc;
+  int rc;
 
-  /* The shared options mean what they mean for submit. */
   cli_submit_init(&sub);
   sub.body = json_object();
-  args_reset();
-  for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
-
-    if (c == -1)
-      break;
-    if (c == 'h') {
-      rc = CLI_HELP;
-      goto out;
-    }
-    if (c == '?' || c == ':') {
-      rc = opt_error(c, argv, e);
-      goto out;
-    }
-    rc = submit_option(c, optarg, &sub, NULL, NULL, e);
-    if (rc < 0)
-      goto out;
-  }
+  rc = sbatch_parse_args(argc - 1, argv + 1, sbatch_own_opts, sbatch_own,
+                         &sub, fields, &extra, &end, e);
+  if (rc != 0)
+    goto out;
+  end++; /* argv + 1 above */
   rc = ERR_INVALID;
-  if (optind >= argc) {
+  if (end >= argc) {
     err_set(e, ERR_INVALID, "a SCRIPT argument is needed");
     goto out;
   }
-  if (optind + 1 < argc) {
-    err_set(e, ERR_INVALID, "unexpected argument '%s' after the script",
-            argv[optind + 1]);
+  /* sbatch passes these to the script; tenbin has nowhere to put them. */
+  if (end + 1 < argc) {
+    err_set(e, ERR_INVALID,
+            "unexpected argument '%s' after the script (options go before "
+            "it; tenbin passes no arguments to a script)",
+            argv[end + 1]);
     goto out;
   }
-  s->path = argv[optind];
+  /* sbatch's -J and -A are the same fields as --name and --project. */
+  json_object_update(sub.body, fields);
+  s->path = argv[end];
   s->body = sub.body;
   sub.body = NULL;
   s->idempotency_key = sub.idempotency_key;
   sub.idempotency_key = NULL;
+  s->extra = extra;
+  extra = NULL;
   rc = 0;
 out:
+  strv_free(extra);
+  json_decref(fields);
   cli_submit_release(&sub);
   return rc;
 }
 
-int
-cli_sbatch_set_script(json_t *body, const char *text, size_t len,
-                      struct err *e)
+/*
+ * The job name sbatch gives a script without --job-name: its file name,
+ * or "sbatch" when it came on stdin.  NULL when that is not a valid job
+ * name (tenbind then picks one).
+ */
+static json_t *
+name_from_path(const char *path)
 {
-  if (len == 0)
-    return err_set(e, ERR_INVALID, "script is empty");
-  if (json_object_set_new(body, "script", json_stringn(text, len)) < 0)
-    return err_set(e, ERR_INVALID, "script is not valid UTF-8");
-  return 0;
+  const char *base = strrchr(path, '/');
+  size_t n;
+
+  base = base != NULL ? base + 1 : path;
+  if (strcmp(path, "-") == 0)
+    base = "sbatch";
+  n = strlen(base);
+  if (n == 0 || n > CLI_MAX_JOB_NAME)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)base[i] < 0x20 || base[i] == 0x7f)
+      return NULL;
+  return json_string(base);
+}
+
+int
+cli_sbatch_set_script(struct cli_sbatch *s, const char *text, size_t len,
+                      json_t *warnings, struct err *e)
+{
+  struct job_spec spec;
+  json_t *script = NULL;
+  json_t *name = NULL;
+  char **kept = NULL;
+  json_t *list = NULL;
+  int rc = ERR_INVALID;
+
+  jobspec_init(&spec);
+  if (len == 0) {
+    err_set(e, ERR_INVALID, "script '%s' is empty", s->path);
+    goto out;
+  }
+  script = json_stringn(text, len);
+  if (script == NULL || strlen(text) != len) {
+    err_set(e, ERR_INVALID, "script '%s' is not valid UTF-8 text",
+            s->path);
+    goto out;
+  }
+  /* Read here as tenbind will, so that what is not interpreted can be
+   * told even when the submission fails. */
+  if (sbatch_parse(text, &spec, NULL, e) < 0) {
+    err_prefix(e, "script '%s'", s->path);
+    goto out;
+  }
+  json_object_set_new(s->body, "script", script);
+  script = NULL;
+  if (json_object_get(s->body, "name") == NULL && spec.name == NULL) {
+    name = name_from_path(s->path);
+    if (name != NULL)
+      json_object_set_new(s->body, "name", name);
+  }
+  /* The command line's options replace the script's of the same name. */
+  kept = strv_dup(spec.sbatch_extra);
+  if (s->extra != NULL) {
+    sbatch_extra_override(&kept, s->extra);
+    list = json_array();
+    for (size_t i = 0; kept[i] != NULL; i++)
+      json_array_append_new(list, json_string(kept[i]));
+    json_object_set_new(s->body, "sbatch_extra", list);
+  }
+  for (size_t i = 0; warnings != NULL && i < strv_len(kept); i++)
+    json_array_append_new(
+        warnings,
+        sbatch_extra_warning(kept[i],
+                             strv_contains(spec.sbatch_extra, kept[i])));
+  rc = 0;
+out:
+  strv_free(kept);
+  json_decref(script);
+  jobspec_release(&spec);
+  return rc;
 }
 
 int
@@ -646,23 +916,29 @@ cli_is_job_state(const char *name)
   return 0;
 }
 
+static const struct option jobs_opts[] = {
+    {"state", required_argument, NULL, OPT_STATE},
+    {"project", required_argument, NULL, OPT_PROJECT},
+    {"site", required_argument, NULL, OPT_SITE},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"all", no_argument, NULL, OPT_ALL},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_jobs_arity(const char *word)
+{
+  return getopt_arity(jobs_opts, 0, word);
+}
+
 int
 cli_jobs_parse(int argc, char **argv, struct cli_jobs *o, struct err *e)
 {
-  static const struct option opts[] = {
-      {"state", required_argument, NULL, OPT_STATE},
-      {"project", required_argument, NULL, OPT_PROJECT},
-      {"site", required_argument, NULL, OPT_SITE},
-      {"limit", required_argument, NULL, OPT_LIMIT},
-      {"all", no_argument, NULL, OPT_ALL},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-
   memset(o, 0, sizeof(*o));
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    int c = getopt_long(argc, argv, ":h", jobs_opts, NULL);
 
     if (c == -1)
       break;

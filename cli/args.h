@@ -30,6 +30,8 @@
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:8750"
 /* The REST contract caps Idempotency-Key at 128 characters. */
 #define CLI_MAX_IDEM_KEY 128
+/* A job name is at most 128 characters (JOBSPEC_MAX_NAME). */
+#define CLI_MAX_JOB_NAME 128
 /* Scripts are capped by the server at 512 KiB (JOBSPEC_MAX_SCRIPT). */
 #define CLI_MAX_SCRIPT (512 * 1024)
 
@@ -38,16 +40,26 @@ extern const char cli_submit_usage[];
 extern const char cli_sbatch_usage[];
 extern const char cli_jobs_usage[];
 
-/* ---- global options (before the command) ---- */
+/* ---- global options (before or after the command) ---- */
 
 struct cli_global {
   const char *server; /* --server, else $TENBIN_SERVER, else the default */
   const char *token;  /* --token, else $TENBIN_TOKEN, else NULL */
   int json;           /* --json: print the server's JSON verbatim */
-  int help;           /* --help/-h */
-  int version;        /* --version */
+  int help;           /* --help/-h (before the command only) */
+  int version;        /* --version (before the command only) */
   int cmd_index;      /* argv index of the command; argc when none */
+  int argc;           /* argc once cli_global_take took its options out */
 };
+
+/*
+ * How a command reads one of its words, so that global options can be
+ * found among its own: 1 for an option whose value is the next word
+ * (that value is the command's, even if it reads "--json"), 0 for any
+ * other word, -1 where the command's options end ("--"; for submit, the
+ * CMD; for sbatch, the script): every word from there on is its own.
+ */
+typedef int (*cli_arity_fn)(const char *word);
 
 /*
  * Parse the options that come before the command.  getenv_fn (NULL for
@@ -57,6 +69,24 @@ struct cli_global {
 int cli_global_parse(int argc, char **argv,
                      const char *(*getenv_fn)(const char *name),
                      struct cli_global *out, struct err *e) WARN_UNUSED;
+/*
+ * After cli_global_parse: take the global options that follow the
+ * command out of argv (moving the command's words down; argv[g->argc]
+ * becomes NULL) into g, up to where the command's options end.  Only
+ * exact names are global there ("--json", "--server=URL", "--server
+ * URL"), so abbreviations stay the command's.  arity is the command's
+ * (NULL: every word but "--" is a flag or an operand).  ERR_INVALID for
+ * a global option without its value.
+ */
+int cli_global_take(struct cli_global *g, int argc, char **argv,
+                    cli_arity_fn arity, struct err *e) WARN_UNUSED;
+/* One line per global option for 'tenbin --help'. */
+void cli_global_usage(FILE *f);
+
+/* The arity (above) of submit, sbatch and jobs. */
+int cli_submit_arity(const char *word);
+int cli_sbatch_arity(const char *word);
+int cli_jobs_arity(const char *word);
 
 /* ---- submit ---- */
 
@@ -83,17 +113,34 @@ struct cli_sbatch {
   json_t *body;          /* everything but "script" (new reference) */
   const char *path;      /* SCRIPT argument, "-" = stdin (borrowed) */
   char *idempotency_key; /* copy of --idempotency-key, or NULL */
+  char **extra;          /* options kept for Slurm, "--mem=4G" (owned) */
 };
 
 void cli_sbatch_init(struct cli_sbatch *s);
 void cli_sbatch_release(struct cli_sbatch *s);
+/*
+ * sbatch's argv: tenbin's --name --project --site --dataset
+ * --idempotency-key --help, then sbatch's own options read as
+ * util/sbatch.c reads #SBATCH lines (-J, -A, -N, -G, -t, -o, ...; -A is
+ * the project).  Options end at the script; an argument after it is an
+ * error.  Options tenbin does not interpret (-p, --mem, ...) go to
+ * s->extra.  s must be freshly initialised.
+ */
 int cli_sbatch_parse(int argc, char **argv, struct cli_sbatch *s,
                      struct err *e) WARN_UNUSED;
 /*
- * Set body["script"] to the len bytes of text (copies).  ERR_INVALID when
- * the text is empty or not valid UTF-8 (JSON cannot carry it).
+ * Complete s->body with the script's len bytes of text (copies), as
+ * sbatch does: the command line's options override the script's, also
+ * the ones tenbin only keeps for Slurm (body["sbatch_extra"] is then the
+ * script's with the command line's replacing those of the same name); a
+ * job whose script and options give no name is named after the script
+ * file ("sbatch" for stdin).  The warnings tenbind will give for options
+ * kept for Slurm are appended to warnings (borrowed; may be NULL).
+ * ERR_INVALID, naming the file, for an empty script, one that is not
+ * UTF-8 text and a directive that tenbind would reject.
  */
-int cli_sbatch_set_script(json_t *body, const char *text, size_t len,
+int cli_sbatch_set_script(struct cli_sbatch *s, const char *text,
+                          size_t len, json_t *warnings,
                           struct err *e) WARN_UNUSED;
 
 /*

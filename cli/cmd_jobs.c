@@ -54,21 +54,43 @@ is_final_state(const char *s)
          strcmp(s, "cancelled") == 0 || strcmp(s, "lost") == 0;
 }
 
+/* Print each string of warnings as "tenbin: warning: ..." on stderr. */
+static void
+print_warnings(const json_t *warnings, const json_t *skip)
+{
+  const json_t *w;
+  const json_t *old;
+  size_t i;
+  size_t j;
+
+  json_array_foreach(warnings, i, w) {
+    int seen = 0;
+
+    if (!json_is_string(w))
+      continue;
+    json_array_foreach(skip, j, old) {
+      if (json_equal((json_t *)w, (json_t *)old))
+        seen = 1;
+    }
+    if (!seen)
+      cli_message("warning: ", json_string_value(w), "");
+  }
+}
+
 /*
  * POST /v1/jobs with body, retried with the same key on connection errors
- * and 5xx; prints the id (or the JSON) and the server's warnings.
+ * and 5xx; prints the id (or the JSON) and the server's warnings but
+ * those in printed (borrowed, may be NULL), which were printed already.
  */
 static int
-post_job(struct cli *cli, const json_t *body, const char *user_key)
+post_job(struct cli *cli, const json_t *body, const char *user_key,
+         const json_t *printed)
 {
   char key[64];
   struct buf text;
   struct cli_response r;
   struct err e = {0};
   json_t *job = NULL;
-  json_t *warnings;
-  json_t *w;
-  size_t i;
   int status = CLI_EXIT_FAIL;
   int rc;
 
@@ -113,11 +135,7 @@ post_job(struct cli *cli, const json_t *body, const char *user_key)
     cli_print_raw(&r);
   } else {
     printf("%lld\n", (long long)json_integer_value(json_object_get(job, "id")));
-    warnings = json_object_get(job, "warnings");
-    json_array_foreach(warnings, i, w) {
-      if (json_is_string(w))
-        cli_message("warning: ", json_string_value(w), "");
-    }
+    print_warnings(json_object_get(job, "warnings"), printed);
     if (r.replayed && user_key != NULL)
       fprintf(stderr, "tenbin: note: job %lld was already submitted with "
                       "this idempotency key\n",
@@ -141,7 +159,7 @@ cli_cmd_submit(struct cli *cli, int argc, char **argv)
   cli_submit_init(&s);
   if (cli_parsed(cli_submit_parse(argc, argv, &s, &e), cli_submit_usage, &e,
              &status))
-    status = post_job(cli, s.body, s.idempotency_key);
+    status = post_job(cli, s.body, s.idempotency_key, NULL);
   cli_submit_release(&s);
   return status;
 }
@@ -152,6 +170,7 @@ cli_cmd_sbatch(struct cli *cli, int argc, char **argv)
   struct cli_sbatch s;
   struct buf script;
   struct err e = {0};
+  json_t *warnings = json_array();
   int status = CLI_EXIT_OK;
 
   cli_sbatch_init(&s);
@@ -160,12 +179,16 @@ cli_cmd_sbatch(struct cli *cli, int argc, char **argv)
               &status))
     goto out;
   if (cli_read_file(s.path, &script, &e) < 0 ||
-      cli_sbatch_set_script(s.body, buf_str(&script), script.len, &e) < 0) {
+      cli_sbatch_set_script(&s, buf_str(&script), script.len, warnings,
+                            &e) < 0) {
     status = cli_fail(&e);
     goto out;
   }
-  status = post_job(cli, s.body, s.idempotency_key);
+  /* Before the request, as sbatch does: they matter most when it fails. */
+  print_warnings(warnings, NULL);
+  status = post_job(cli, s.body, s.idempotency_key, warnings);
 out:
+  json_decref(warnings);
   buf_release(&script);
   cli_sbatch_release(&s);
   return status;
@@ -343,16 +366,27 @@ when(const json_t *job, const char *key, int64_t now, char *out,
   return out;
 }
 
+/* The job's batch script, or NULL when it runs a command. */
+static const char *
+job_script(const json_t *job)
+{
+  const char *script = jsonx_str(json_object_get(job, "spec"), "script");
+
+  return script != NULL ? script : jsonx_str(job, "script");
+}
+
 /*
- * The command line or the script's first line of a job's spec into out;
- * *label says which ("command" or "script"), NULL when it has neither.
+ * The command line of a job's spec into out, or where its script is
+ * shown; *label says which ("command" or "script"), NULL for neither.
  */
 static int
 job_command(const json_t *job, struct buf *out, const char **label)
 {
   const json_t *spec = json_object_get(job, "spec");
   const json_t *argv = json_object_get(spec, "command");
-  const char *script = jsonx_str(spec, "script");
+  const char *script = job_script(job);
+  size_t lines = 0;
+  char text[64];
 
   *label = NULL;
   if (!json_is_array(argv))
@@ -362,11 +396,13 @@ job_command(const json_t *job, struct buf *out, const char **label)
     return cli_fmt_argv(argv, out);
   }
   if (script == NULL)
-    script = jsonx_str(job, "script");
-  if (script == NULL)
     return 0;
   *label = "script";
-  return buf_add(out, script, strcspn(script, "\n"));
+  for (const char *p = script; *p != '\0'; p++)
+    lines += *p == '\n' || p[1] == '\0';
+  snprintf(text, sizeof(text), "%zu line%s, below", lines,
+           lines == 1 ? "" : "s");
+  return buf_adds(out, text);
 }
 
 static int
@@ -436,6 +472,13 @@ show_job(const json_t *job)
     log = jsonx_str(spec, "output");
   cli_table_add_kv(&t, "log", log);
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  /* All of it: a script's first line is only its interpreter. */
+  if (rc == CLI_EXIT_OK && label != NULL && strcmp(label, "script") == 0) {
+    buf_reset(&cmd);
+    if (cli_fmt_script(job_script(job), &cmd) < 0 ||
+        printf("\n%s", buf_str(&cmd)) < 0)
+      rc = CLI_EXIT_FAIL;
+  }
   buf_release(&cmd);
   cli_table_release(&t);
   return rc;

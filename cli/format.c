@@ -328,3 +328,22 @@ cli_url_add_segment(struct buf *out, const char *prefix, const char *name)
     rc = cli_url_escape(out, name);
   return rc;
 }
+
+int
+cli_fmt_script(const char *script, struct buf *out)
+{
+  size_t n = strlen(script);
+  int rc = 0;
+
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    unsigned char c = (unsigned char)script[i];
+    char shown = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f
+                     ? '?'
+                     : (char)c;
+
+    rc = buf_add(out, &shown, 1);
+  }
+  if (rc == 0 && (n == 0 || script[n - 1] != '\n'))
+    rc = buf_add(out, "\n", 1);
+  return rc;
+}

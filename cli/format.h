@@ -61,6 +61,13 @@ int cli_fmt_site_gpus(const json_t *gpus, struct buf *out) WARN_UNUSED;
  */
 int cli_fmt_argv(const json_t *argv, struct buf *out) WARN_UNUSED;
 
+/*
+ * Append a batch script for the terminal: as it is, but control
+ * characters other than tab and newline (the script is user input) as
+ * '?', and ending in a newline.
+ */
+int cli_fmt_script(const char *script, struct buf *out) WARN_UNUSED;
+
 /* Append s percent-escaped (all but RFC 3986 unreserved bytes) to out. */
 int cli_url_escape(struct buf *out, const char *s) WARN_UNUSED;
 /*

@@ -1,7 +1,9 @@
 /*
  * tenbin: the command-line client of tenbind.  Global options come
- * before the command; the command table below (git's commands[]) maps a
- * name to its handler in cmd_*.c, which gets the rest of argv.
+ * before the command or after it (as git, gh and kubectl users type
+ * them); the command table below (git's commands[]) maps a name to its
+ * handler in cmd_*.c, which gets the rest of argv, and to how it reads
+ * its words, so that its own are never taken for global options.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +18,27 @@
 struct cmd {
   const char *name;
   cli_cmd_fn fn;
-  const char *help; /* one line for 'tenbin --help' */
+  cli_arity_fn arity; /* how it reads its words; NULL: only flags */
+  const char *help;   /* one line for 'tenbin --help' */
 };
 
 static const struct cmd commands[] = {
-    {"submit", cli_cmd_submit, "submit a command or a workload as a job"},
-    {"sbatch", cli_cmd_sbatch, "submit a batch script with #SBATCH lines"},
-    {"jobs", cli_cmd_jobs, "list jobs"},
-    {"show", cli_cmd_show, "show one job"},
-    {"events", cli_cmd_events, "list a job's state transitions"},
-    {"logs", cli_cmd_logs, "print a job's output (-f follows it)"},
-    {"cancel", cli_cmd_cancel, "cancel jobs"},
-    {"release", cli_cmd_release, "release held jobs"},
-    {"workloads", cli_cmd_workloads, "list the workload catalog"},
-    {"workload", cli_cmd_workload, "add FILE.json | show NAME"},
-    {"sites", cli_cmd_sites, "list sites with their GPUs and jobs"},
-    {"site", cli_cmd_site, "show NAME"},
-    {"datasets", cli_cmd_datasets, "list datasets"},
-    {"dataset", cli_cmd_dataset, "add | publish | sync | ls | show"},
+    {"submit", cli_cmd_submit, cli_submit_arity,
+     "submit a command or a workload as a job"},
+    {"sbatch", cli_cmd_sbatch, cli_sbatch_arity,
+     "submit a batch script with #SBATCH lines"},
+    {"jobs", cli_cmd_jobs, cli_jobs_arity, "list jobs"},
+    {"show", cli_cmd_show, NULL, "show one job"},
+    {"events", cli_cmd_events, NULL, "list a job's state transitions"},
+    {"logs", cli_cmd_logs, NULL, "print a job's output (-f follows it)"},
+    {"cancel", cli_cmd_cancel, NULL, "cancel jobs"},
+    {"release", cli_cmd_release, NULL, "release held jobs"},
+    {"workloads", cli_cmd_workloads, NULL, "list the workload catalog"},
+    {"workload", cli_cmd_workload, NULL, "add FILE.json | show NAME"},
+    {"sites", cli_cmd_sites, NULL, "list sites with their GPUs and jobs"},
+    {"site", cli_cmd_site, NULL, "show NAME"},
+    {"datasets", cli_cmd_datasets, NULL, "list datasets"},
+    {"dataset", cli_cmd_dataset, NULL, "add | publish | sync | ls | show"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -41,18 +46,16 @@ static const struct cmd commands[] = {
 static void
 usage(FILE *f)
 {
-  fprintf(f, "usage: tenbin [--server URL] [--token T] [--json] COMMAND "
-             "[ARGS]\n\nCommands:\n");
+  fprintf(f, "usage: tenbin [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\n"
+             "Commands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-  fprintf(f,
-          "\nOptions:\n"
-          "  --server URL  tenbind's address ($TENBIN_SERVER, else %s)\n"
-          "  --token T     bearer token ($TENBIN_TOKEN)\n"
-          "  --json        print the server's JSON replies verbatim\n"
-          "  --version     print tenbin's version\n"
-          "\nRun 'tenbin COMMAND --help' for the options of a command.\n",
-          CLI_DEFAULT_SERVER);
+  fprintf(f, "\nOptions (before or after the command):\n");
+  cli_global_usage(f);
+  fprintf(f, "  %-14s %s\n", "--version", "print tenbin's version");
+  fprintf(f, "\nRun 'tenbin COMMAND --help' for the options of a command.\n"
+             "Words after 'submit ... --' or after sbatch's SCRIPT are "
+             "never options.\n");
 }
 
 static const struct cmd *
@@ -175,6 +178,12 @@ main(int argc, char **argv)
             argv[g.cmd_index]);
     return CLI_EXIT_USAGE;
   }
+  if (cli_global_take(&g, argc, argv, cmd != NULL ? cmd->arity : NULL,
+                      &e) < 0) {
+    fprintf(stderr, "tenbin: %s\n", err_msg(&e));
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "tenbin: cannot initialise libcurl\n");
     goto out;
@@ -186,9 +195,9 @@ main(int argc, char **argv)
   }
   cli.json = g.json;
   if (cmd == NULL)
-    status = run_help(&cli, argc - g.cmd_index, argv + g.cmd_index);
+    status = run_help(&cli, g.argc - g.cmd_index, argv + g.cmd_index);
   else
-    status = cmd->fn(&cli, argc - g.cmd_index, argv + g.cmd_index);
+    status = cmd->fn(&cli, g.argc - g.cmd_index, argv + g.cmd_index);
   if (fflush(stdout) != 0 && status == CLI_EXIT_OK) {
     fprintf(stderr, "tenbin: cannot write to stdout\n");
     status = CLI_EXIT_FAIL;

@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/format.h"
 #include "cli/table.h"
+#include "util/jobspec.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 
@@ -382,8 +383,8 @@ test_submit_with_invalid_utf8_is_rejected(void **state)
 static void
 test_sbatch_body_has_its_flags_and_the_script(void **state)
 {
-  char *argv[] = {"sbatch", "job.sh", "--project", "demo", "--site",
-                  "local",  "--hold", "--name",    "nightly", NULL};
+  char *argv[] = {"sbatch", "--project", "demo", "--site", "local",
+                  "--hold", "--name",    "nightly", "job.sh", NULL};
   static const char script[] = "#!/bin/bash\n#SBATCH --gpus=2\necho hi\n";
   struct cli_sbatch s;
   struct err e = {0};
@@ -392,8 +393,8 @@ test_sbatch_body_has_its_flags_and_the_script(void **state)
   cli_sbatch_init(&s);
   assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), 0);
   assert_string_equal(s.path, "job.sh");
-  assert_int_equal(cli_sbatch_set_script(s.body, script, strlen(script), &e),
-                   0);
+  assert_int_equal(
+      cli_sbatch_set_script(&s, script, strlen(script), NULL, &e), 0);
   assert_json_str(s.body, "project", "demo");
   assert_json_str(s.body, "site", "local");
   assert_json_str(s.body, "name", "nightly");
@@ -408,7 +409,6 @@ test_sbatch_needs_exactly_one_script(void **state)
 {
   char *none[] = {"sbatch", "--hold", NULL};
   char *two[] = {"sbatch", "a.sh", "b.sh", NULL};
-  char *gpus[] = {"sbatch", "--gpus", "2", "a.sh", NULL};
   struct cli_sbatch s;
   struct err e = {0};
 
@@ -418,9 +418,223 @@ test_sbatch_needs_exactly_one_script(void **state)
   assert_non_null(strstr(e.msg, "SCRIPT"));
   assert_int_equal(cli_sbatch_parse(ARGC(two), two, &s, &e), ERR_INVALID);
   assert_non_null(strstr(e.msg, "'b.sh'"));
-  /* Resources come from #SBATCH lines, not from sbatch's options. */
-  assert_int_equal(cli_sbatch_parse(ARGC(gpus), gpus, &s, &e), ERR_INVALID);
-  assert_string_equal(e.msg, "unknown option '--gpus'");
+  cli_sbatch_release(&s);
+}
+
+/* sbatch reads what follows the script as the script's own arguments. */
+static void
+test_sbatch_option_after_the_script_is_refused_not_taken(void **state)
+{
+  char *argv[] = {"sbatch", "job.sh", "--hold", NULL};
+  struct cli_sbatch s;
+  struct err e = {0};
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "unexpected argument '--hold' after the "
+                                "script"));
+  assert_null(s.body);
+  cli_sbatch_release(&s);
+}
+
+/* The spec tenbind builds from a body (what POST /v1/jobs does). */
+static void
+spec_of(const json_t *body, struct job_spec *spec, json_t *warnings)
+{
+  struct err e = {0};
+
+  jobspec_init(spec);
+  if (jobspec_from_json(spec, body, warnings, &e) != 0)
+    fail_msg("tenbind would reject the body: %s", e.msg);
+}
+
+static void
+test_sbatch_account_sets_the_project_over_the_script(void **state)
+{
+  char *shrt[] = {"sbatch", "-A", "vision", "job.sh", NULL};
+  char *lng[] = {"sbatch", "--account=vision", "job.sh", NULL};
+  char **argvs[] = {shrt, lng};
+  int argcs[] = {ARGC(shrt), ARGC(lng)};
+  static const char script[] =
+      "#!/bin/sh\n#SBATCH --account=other\n#SBATCH -J x\nrun\n";
+  struct job_spec spec;
+  struct err e = {0};
+
+  (void)state;
+  for (size_t i = 0; i < 2; i++) {
+    struct cli_sbatch s;
+
+    cli_sbatch_init(&s);
+    assert_int_equal(cli_sbatch_parse(argcs[i], argvs[i], &s, &e), 0);
+    assert_json_str(s.body, "project", "vision");
+    assert_int_equal(
+        cli_sbatch_set_script(&s, script, strlen(script), NULL, &e), 0);
+    spec_of(s.body, &spec, NULL);
+    assert_string_equal(spec.project, "vision");
+    jobspec_release(&spec);
+    cli_sbatch_release(&s);
+  }
+}
+
+/*
+ * Every option on the command line beats the script's directive of the
+ * same name, also the ones tenbin only passes to Slurm, as with sbatch.
+ */
+static void
+test_sbatch_options_override_the_scripts_directives(void **state)
+{
+  char *argv[] = {"sbatch", "-J", "cli", "-N", "2", "--gpus-per-node=2",
+                  "-t", "30", "-ocli.log", "-p", "gpu", "--mem=8G",
+                  "job.sh", NULL};
+  static const char script[] = "#!/bin/sh\n"
+                               "#SBATCH -J script -N 1 --gres=gpu:1\n"
+                               "#SBATCH -t 10 -o script.log\n"
+                               "#SBATCH -p cpu --mem=4G --qos=high\n"
+                               "run\n";
+  struct cli_sbatch s;
+  struct job_spec spec;
+  struct err e = {0};
+  json_t *warnings = json_array();
+  json_t *server = json_array();
+  size_t i;
+  json_t *w;
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), 0);
+  assert_int_equal(
+      cli_sbatch_set_script(&s, script, strlen(script), warnings, &e), 0);
+  spec_of(s.body, &spec, server);
+  assert_string_equal(spec.name, "cli");
+  assert_int_equal(spec.nodes, 2);
+  assert_int_equal(spec.gpus_per_node, 2);
+  assert_int_equal(spec.gpus, 4);
+  assert_int_equal(spec.time_limit_s, 30 * 60);
+  assert_string_equal(spec.stdout_path, "cli.log");
+  assert_int_equal(strv_len(spec.sbatch_extra), 3);
+  assert_string_equal(spec.sbatch_extra[0], "--qos=high");
+  assert_string_equal(spec.sbatch_extra[1], "--partition=gpu");
+  assert_string_equal(spec.sbatch_extra[2], "--mem=8G");
+  /* Told before submitting, each one where it came from. */
+  assert_int_equal(json_array_size(warnings), 3);
+  assert_string_equal(
+      json_string_value(json_array_get(warnings, 0)),
+      "#SBATCH --qos=high is not interpreted by tenbin; kept for Slurm "
+      "sites");
+  assert_string_equal(
+      json_string_value(json_array_get(warnings, 1)),
+      "option --partition=gpu is not interpreted by tenbin; kept for Slurm "
+      "sites");
+  /* tenbind's warnings are among them, so none is printed twice. */
+  assert_true(json_array_size(server) > 0);
+  json_array_foreach(server, i, w) {
+    int found = 0;
+
+    for (size_t j = 0; j < json_array_size(warnings); j++)
+      found |= json_equal(w, json_array_get(warnings, j));
+    assert_true(found);
+  }
+  jobspec_release(&spec);
+  json_decref(server);
+  json_decref(warnings);
+  cli_sbatch_release(&s);
+}
+
+/* Without options of its own kind, the script's kept directives stay. */
+static void
+test_sbatch_without_kept_options_leaves_the_scripts_alone(void **state)
+{
+  char *argv[] = {"sbatch", "--gpus", "h100:2", "job.sh", NULL};
+  static const char script[] = "#!/bin/sh\n#SBATCH --mem=4G\nrun\n";
+  struct cli_sbatch s;
+  struct err e = {0};
+  json_t *warnings = json_array();
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), 0);
+  assert_int_equal(
+      cli_sbatch_set_script(&s, script, strlen(script), warnings, &e), 0);
+  assert_json_int(s.body, "gpus", 2);
+  assert_json_str(s.body, "gpu_type", "h100");
+  assert_null(json_object_get(s.body, "sbatch_extra"));
+  assert_int_equal(json_array_size(warnings), 1);
+  json_decref(warnings);
+  cli_sbatch_release(&s);
+}
+
+static void
+test_sbatch_job_is_named_after_the_script_file(void **state)
+{
+  static const char plain[] = "#!/bin/sh\nrun\n";
+  static const char named[] = "#!/bin/sh\n#SBATCH --job-name=mine\nrun\n";
+  char *in_dir[] = {"sbatch", "jobs/train.sh", NULL};
+  char *from_stdin[] = {"sbatch", "-", NULL};
+  char *with_name[] = {"sbatch", "--name", "given", "jobs/train.sh", NULL};
+  struct cli_sbatch s;
+  struct job_spec spec;
+  struct err e = {0};
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(in_dir), in_dir, &s, &e), 0);
+  assert_int_equal(cli_sbatch_set_script(&s, plain, strlen(plain), NULL, &e),
+                   0);
+  assert_json_str(s.body, "name", "train.sh");
+  cli_sbatch_release(&s);
+
+  assert_int_equal(cli_sbatch_parse(ARGC(from_stdin), from_stdin, &s, &e),
+                   0);
+  assert_int_equal(cli_sbatch_set_script(&s, plain, strlen(plain), NULL, &e),
+                   0);
+  assert_json_str(s.body, "name", "sbatch");
+  cli_sbatch_release(&s);
+
+  /* The script's --job-name is the name: the body must not override it. */
+  assert_int_equal(cli_sbatch_parse(ARGC(in_dir), in_dir, &s, &e), 0);
+  assert_int_equal(cli_sbatch_set_script(&s, named, strlen(named), NULL, &e),
+                   0);
+  assert_null(json_object_get(s.body, "name"));
+  spec_of(s.body, &spec, NULL);
+  assert_string_equal(spec.name, "mine");
+  jobspec_release(&spec);
+  cli_sbatch_release(&s);
+
+  assert_int_equal(cli_sbatch_parse(ARGC(with_name), with_name, &s, &e), 0);
+  assert_int_equal(cli_sbatch_set_script(&s, plain, strlen(plain), NULL, &e),
+                   0);
+  assert_json_str(s.body, "name", "given");
+  cli_sbatch_release(&s);
+}
+
+static void
+test_sbatch_bad_options_are_named(void **state)
+{
+  char *bad_time[] = {"sbatch", "--time=soon", "job.sh", NULL};
+  char *unknown[] = {"sbatch", "--frobnicate", "job.sh", NULL};
+  char *unknown_short[] = {"sbatch", "-Z", "job.sh", NULL};
+  char *no_value[] = {"sbatch", "--site", NULL};
+  char *help[] = {"sbatch", "-h", NULL};
+  struct cli_sbatch s;
+  struct err e = {0};
+
+  (void)state;
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(bad_time), bad_time, &s, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "option '--time'"));
+  assert_int_equal(cli_sbatch_parse(ARGC(unknown), unknown, &s, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '--frobnicate'");
+  assert_int_equal(
+      cli_sbatch_parse(ARGC(unknown_short), unknown_short, &s, &e),
+      ERR_INVALID);
+  assert_string_equal(e.msg, "unknown option '-Z'");
+  assert_int_equal(cli_sbatch_parse(ARGC(no_value), no_value, &s, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--site' needs a value");
+  assert_int_equal(cli_sbatch_parse(ARGC(help), help, &s, &e), CLI_HELP);
   cli_sbatch_release(&s);
 }
 
@@ -438,18 +652,27 @@ test_sbatch_stdin_dash_is_a_script_argument(void **state)
 }
 
 static void
-test_sbatch_empty_or_non_utf8_script_is_rejected(void **state)
+test_sbatch_empty_bad_or_non_utf8_script_is_rejected(void **state)
 {
-  json_t *body = json_object();
+  char *argv[] = {"sbatch", "job.sh", NULL};
+  static const char bad_time[] = "#!/bin/sh\n#SBATCH --time=soon\nrun\n";
+  struct cli_sbatch s;
   struct err e = {0};
 
   (void)state;
-  assert_int_equal(cli_sbatch_set_script(body, "", 0, &e), ERR_INVALID);
-  assert_int_equal(cli_sbatch_set_script(body, "#!/bin/sh\n\xff", 11, &e),
-                   ERR_INVALID);
+  cli_sbatch_init(&s);
+  assert_int_equal(cli_sbatch_parse(ARGC(argv), argv, &s, &e), 0);
+  assert_int_equal(cli_sbatch_set_script(&s, "", 0, NULL, &e), ERR_INVALID);
+  assert_int_equal(
+      cli_sbatch_set_script(&s, "#!/bin/sh\n\xff", 11, NULL, &e),
+      ERR_INVALID);
   assert_non_null(strstr(e.msg, "UTF-8"));
-  assert_null(json_object_get(body, "script"));
-  json_decref(body);
+  assert_int_equal(
+      cli_sbatch_set_script(&s, bad_time, strlen(bad_time), NULL, &e),
+      ERR_INVALID);
+  assert_non_null(strstr(e.msg, "script 'job.sh': line 2: #SBATCH --time"));
+  assert_null(json_object_get(s.body, "script"));
+  cli_sbatch_release(&s);
 }
 
 /* Write n bytes of c to a new temp file; returns its path in out. */
@@ -568,6 +791,136 @@ test_global_unknown_option_is_a_usage_error(void **state)
   assert_int_equal(cli_global_parse(ARGC(argv), argv, empty_env, &g, &e),
                    ERR_INVALID);
   assert_string_equal(e.msg, "unknown option '--verbose'");
+}
+
+/* Parse argv's globals before and after its command; argv is edited. */
+static int
+globals(char **argv, int argc, cli_arity_fn arity, struct cli_global *g,
+        struct err *e)
+{
+  int rc = cli_global_parse(argc, argv, fake_env, g, e);
+
+  if (rc == 0)
+    rc = cli_global_take(g, argc, argv, arity, e);
+  return rc;
+}
+
+static void
+test_global_options_after_the_command_are_taken_out(void **state)
+{
+  char *argv[] = {"tenbin", "jobs", "--state", "running", "--json",
+                  "--server", "http://h:2", "--token=t2", NULL};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(globals(argv, ARGC(argv), cli_jobs_arity, &g, NULL), 0);
+  assert_true(g.json);
+  /* Given on the command line, wherever: it beats the environment. */
+  assert_string_equal(g.server, "http://h:2");
+  assert_string_equal(g.token, "t2");
+  assert_int_equal(g.argc, 4);
+  assert_string_equal(argv[2], "--state");
+  assert_string_equal(argv[3], "running");
+  assert_null(argv[4]);
+}
+
+static void
+test_words_after_submit_double_dash_are_never_global(void **state)
+{
+  char *argv[] = {"tenbin", "submit", "--name", "x", "--json", "--",
+                  "echo", "--json", "--server", "y", NULL};
+  char *want[] = {"tenbin", "submit", "--name", "x", "--", "echo",
+                  "--json", "--server", "y"};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(globals(argv, ARGC(argv), cli_submit_arity, &g, NULL),
+                   0);
+  assert_true(g.json);
+  assert_string_equal(g.server, "http://10.0.0.1:9000");
+  assert_int_equal(g.argc, 9);
+  for (int i = 0; i < 9; i++)
+    assert_string_equal(argv[i], want[i]);
+}
+
+static void
+test_submit_command_keeps_words_that_look_global(void **state)
+{
+  char *argv[] = {"tenbin", "submit", "--gpus", "2", "python", "--json",
+                  NULL};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(globals(argv, ARGC(argv), cli_submit_arity, &g, NULL),
+                   0);
+  assert_false(g.json);
+  assert_int_equal(g.argc, 6);
+  assert_string_equal(argv[5], "--json");
+}
+
+static void
+test_sbatch_script_arguments_are_never_global(void **state)
+{
+  char *argv[] = {"tenbin", "sbatch", "-p", "gpu", "--json", "-Hv",
+                  "job.sh", "--token", "t", NULL};
+  char *want[] = {"tenbin", "sbatch", "-p", "gpu", "-Hv", "job.sh",
+                  "--token", "t"};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(globals(argv, ARGC(argv), cli_sbatch_arity, &g, NULL),
+                   0);
+  assert_true(g.json);
+  assert_string_equal(g.token, "envtoken");
+  assert_int_equal(g.argc, 8);
+  for (int i = 0; i < 8; i++)
+    assert_string_equal(argv[i], want[i]);
+}
+
+/* An option's value is the command's, even when it reads "--json". */
+static void
+test_option_value_is_never_a_global_option(void **state)
+{
+  char *sbatch[] = {"tenbin", "sbatch", "-J", "--json", "job.sh", NULL};
+  char *jobs[] = {"tenbin", "jobs", "--proj", "--json", NULL};
+  char *submit[] = {"tenbin", "submit", "--name", "--json", "cmd", NULL};
+  struct cli_global g;
+
+  (void)state;
+  assert_int_equal(globals(sbatch, ARGC(sbatch), cli_sbatch_arity, &g, NULL),
+                   0);
+  assert_false(g.json);
+  assert_int_equal(g.argc, 5);
+  assert_int_equal(globals(jobs, ARGC(jobs), cli_jobs_arity, &g, NULL), 0);
+  assert_false(g.json);
+  assert_int_equal(globals(submit, ARGC(submit), cli_submit_arity, &g, NULL),
+                   0);
+  assert_false(g.json);
+  assert_int_equal(g.argc, 5);
+}
+
+static void
+test_global_option_misuse_after_the_command_is_named(void **state)
+{
+  char *no_value[] = {"tenbin", "jobs", "--server", NULL};
+  char *flag_value[] = {"tenbin", "show", "1", "--json=yes", NULL};
+  char *lead_value[] = {"tenbin", "--json=yes", "jobs", NULL};
+  char *empty[] = {"tenbin", "jobs", "--server=", NULL};
+  struct cli_global g;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(globals(no_value, ARGC(no_value), NULL, &g, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--server' needs a value");
+  assert_int_equal(globals(flag_value, ARGC(flag_value), NULL, &g, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--json' takes no value");
+  assert_int_equal(globals(lead_value, ARGC(lead_value), NULL, &g, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "option '--json' takes no value");
+  assert_int_equal(globals(empty, ARGC(empty), NULL, &g, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--server': empty URL");
 }
 
 static void
@@ -1210,12 +1563,25 @@ main(void)
       cmocka_unit_test(test_submit_with_invalid_utf8_is_rejected),
       cmocka_unit_test(test_sbatch_body_has_its_flags_and_the_script),
       cmocka_unit_test(test_sbatch_needs_exactly_one_script),
+      cmocka_unit_test(test_sbatch_option_after_the_script_is_refused_not_taken),
+      cmocka_unit_test(test_sbatch_account_sets_the_project_over_the_script),
+      cmocka_unit_test(test_sbatch_options_override_the_scripts_directives),
+      cmocka_unit_test(
+          test_sbatch_without_kept_options_leaves_the_scripts_alone),
+      cmocka_unit_test(test_sbatch_job_is_named_after_the_script_file),
+      cmocka_unit_test(test_sbatch_bad_options_are_named),
       cmocka_unit_test(test_sbatch_stdin_dash_is_a_script_argument),
-      cmocka_unit_test(test_sbatch_empty_or_non_utf8_script_is_rejected),
+      cmocka_unit_test(test_sbatch_empty_bad_or_non_utf8_script_is_rejected),
       cmocka_unit_test(test_read_file_reads_up_to_the_cap_and_no_further),
       cmocka_unit_test(test_read_file_missing_names_the_file),
       cmocka_unit_test(test_global_options_fall_back_to_env_then_default),
       cmocka_unit_test(test_global_unknown_option_is_a_usage_error),
+      cmocka_unit_test(test_global_options_after_the_command_are_taken_out),
+      cmocka_unit_test(test_words_after_submit_double_dash_are_never_global),
+      cmocka_unit_test(test_submit_command_keeps_words_that_look_global),
+      cmocka_unit_test(test_sbatch_script_arguments_are_never_global),
+      cmocka_unit_test(test_option_value_is_never_a_global_option),
+      cmocka_unit_test(test_global_option_misuse_after_the_command_is_named),
       cmocka_unit_test(test_jobs_options_are_checked),
       cmocka_unit_test(test_jobs_path_escapes_every_value),
       cmocka_unit_test(test_url_escape_keeps_only_unreserved_bytes),
