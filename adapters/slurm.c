@@ -1186,6 +1186,8 @@ string_map(const json_t *config, const char *field, json_t **out,
   if (m == NULL || json_is_null(m))
     return 0;
   json_object_foreach(m, key, v) {
+    {"ca_file", JX_STRING},
+    {"allow_insecure_token", JX_BOOL},
     if (!json_is_string(v) || json_string_length(v) == 0)
       return err_set(e, ERR_CONFIG, "field '%s.%s': must be a non-empty "
                      "string", field, key);
@@ -1371,6 +1373,10 @@ maybe_finish_close(struct slurm_site *s)
 {
   void (*cb)(void *arg) = s->close_cb;
   void *arg = s->close_arg;
+  /* The token goes in clear over http only to loopback, unless allowed
+   * (http/client.h). */
+  hc.ca_file = jsonx_str(config, "ca_file");
+  hc.allow_insecure_tokens = jsonx_bool(config, "allow_insecure_token", 0);
 
   if (s->handles > 0)
     return;

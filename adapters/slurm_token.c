@@ -16,6 +16,7 @@
 
 #include "util/alloc.h"
 #include "util/log.h"
+#include "util/secret.h"
 #include "util/timeutil.h"
 
 /* A file is looked at no more than once a second. */
@@ -157,9 +158,9 @@ static int
 read_file(struct slurm_token *t, int force, struct err *e)
 {
   struct stat st;
-  char buf[SLURM_TOKEN_MAX + 1];
-  ssize_t n;
-  int fd;
+  struct err se = {0};
+  char *text = NULL;
+  size_t n;
 
   t->checked_ms = time_mono_ms();
   if (stat(t->file, &st) < 0) {
@@ -169,20 +170,20 @@ read_file(struct slurm_token *t, int force, struct err *e)
   }
   if (!force && t->token != NULL && same_file(&st, &t->seen))
     return 0;
-  fd = open(t->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    snprintf(t->why, sizeof(t->why), "token_file '%s': %s", t->file,
-             strerror(errno));
+  /* The one reader of token files: it refuses one that others may read
+   * (util/secret.h). */
+  if (secret_read_file(t->file, 0, &text, &n, &se) < 0) {
+    snprintf(t->why, sizeof(t->why), "token_file: %.200s", se.msg);
     goto fail;
   }
-  n = read(fd, buf, sizeof(buf));
-  close(fd);
-  if (n < 0 || (size_t)n > SLURM_TOKEN_MAX) {
-    snprintf(t->why, sizeof(t->why), "token_file '%s': %s", t->file,
-             n < 0 ? strerror(errno) : "larger than 8 KiB");
+  if (n > SLURM_TOKEN_MAX) {
+    secret_free(text);
+    snprintf(t->why, sizeof(t->why), "token_file '%s': larger than 8 KiB",
+             t->file);
     goto fail;
   }
-  set_token(t, buf, (size_t)n);
+  set_token(t, text, n);
+  secret_free(text);
   if (t->token == NULL) {
     snprintf(t->why, sizeof(t->why), "token_file '%s' is empty", t->file);
     goto fail;

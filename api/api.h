@@ -31,6 +31,10 @@ void api_free(struct api *api);
 void api_stop(struct api *api);
 /* The http_handler_fn to give http_server_start (arg = the api). */
 void api_handle(struct http_request *req, void *arg);
+/* The head_handler to give it: route, token and role are checked from
+ * the headers, and a request that fails is answered before its body is
+ * read (an unauthenticated upload costs tenbind no memory). */
+void api_handle_head(struct http_request *req, void *arg);
 
 /* One entry of the route table. */
 struct api_route {

@@ -253,22 +253,32 @@ authenticate(struct api_call *call, const struct api_route *route,
   return 0;
 }
 
-void
-api_handle(struct http_request *req, void *arg)
+static struct api_call *
+call_new(struct api *api, struct http_request *req)
 {
-  struct api *api = arg;
   struct api_call *call = xcalloc(1, sizeof(*call));
-  const char *method = http_request_method(req);
-  const char *path = http_request_path(req);
-  int path_matched = 0;
-  struct err e = {0};
 
   call->api = api;
   call->req = req;
   call->route = api_route_count;
-  if (api->stopped) {
+  return call;
+}
+
+/*
+ * Route and authenticate call.  Returns 1 when the route's handler may
+ * run; 0 when call was answered (and freed) instead.
+ */
+static int
+admit(struct api_call *call)
+{
+  const char *method = http_request_method(call->req);
+  const char *path = http_request_path(call->req);
+  int path_matched = 0;
+  struct err e = {0};
+
+  if (call->api->stopped) {
     api__reply_errf(call, ERR_UNAVAILABLE, "tenbind is shutting down");
-    return;
+    return 0;
   }
   for (size_t i = 0; i < api_route_count; i++) {
     if (!match(api_routes[i].pattern, path, call->params))
@@ -283,14 +293,40 @@ api_handle(struct http_request *req, void *arg)
     if (path_matched) {
       api__reply_errf(call, ERR_METHOD, "method %s not allowed on '%.100s'",
                       method, path);
-      return;
+      return 0;
     }
     api__reply_errf(call, ERR_NOT_FOUND, "no route for '%.100s'", path);
-    return;
+    return 0;
   }
   if (authenticate(call, &api_routes[call->route], &e) < 0) {
     api__reply_err(call, &e);
-    return;
+    return 0;
   }
-  api_routes[call->route].handler(call);
+  return 1;
+}
+
+void
+api_handle_head(struct http_request *req, void *arg)
+{
+  const char *len = http_request_header(req, "Content-Length");
+  struct api_call *call;
+
+  /* Only a body is worth refusing early; the rest is checked once, in
+   * api_handle(), which checks again anyway (a token may be revoked
+   * while its body arrives). */
+  if ((len == NULL || strcmp(len, "0") == 0) &&
+      http_request_header(req, "Transfer-Encoding") == NULL)
+    return;
+  call = call_new(arg, req);
+  if (admit(call))
+    call_free(call);
+}
+
+void
+api_handle(struct http_request *req, void *arg)
+{
+  struct api_call *call = call_new(arg, req);
+
+  if (admit(call))
+    api_routes[call->route].handler(call);
 }

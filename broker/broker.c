@@ -16,6 +16,7 @@
 #include "util/buf.h"
 #include "util/jsonx.h"
 #include "util/log.h"
+#include "util/secret.h"
 
 #define DEFAULT_TICK_MS 1000
 #define DEFAULT_STAGE_POLL_MS 500
@@ -37,33 +38,25 @@ valid_site_name(const char *s)
   return 1;
 }
 
-/* The token in file path: its first line, trailing blanks dropped. */
+/* The token in file path: its first line, trailing blanks dropped; the
+ * file must be private to its owner (util/secret.h). */
 static int
 read_token_file(const char *path, const char *where, char **out,
                 struct err *e)
 {
-  char buf[TOKEN_FILE_MAX + 2];
-  FILE *f = fopen(path, "re");
-  size_t n;
+  struct err se = {0};
+  size_t len;
 
   *out = NULL;
-  if (f == NULL)
-    return err_set(e, ERR_CONFIG, "field '%stoken_file': cannot open "
-                   "'%s': %s", where, path, strerror(errno));
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  if (n > TOKEN_FILE_MAX)
+  if (secret_read_file(path, SECRET_FIRST_LINE, out, &len, &se) < 0)
+    return err_set(e, ERR_CONFIG, "field '%stoken_file': %s", where,
+                   se.msg);
+  if (len > TOKEN_FILE_MAX) {
+    secret_free(*out);
+    *out = NULL;
     return err_set(e, ERR_CONFIG, "field '%stoken_file': '%s' is longer "
                    "than %d bytes", where, path, TOKEN_FILE_MAX);
-  buf[strcspn(buf, "\r\n")] = '\0';
-  n = strlen(buf);
-  while (n > 0 && isspace((unsigned char)buf[n - 1]))
-    buf[--n] = '\0';
-  if (n == 0)
-    return err_set(e, ERR_CONFIG, "field '%stoken_file': '%s' holds no "
-                   "token", where, path);
-  *out = xstrdup(buf);
+  }
   return 0;
 }
 
@@ -221,8 +214,10 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
 
 /* One http client for every agent, and each agent's client on it. */
 static int
-open_agents(struct broker *b, struct err *e)
+open_agents(struct broker *b, const struct broker_config *cfg,
+            struct err *e)
 {
+  struct http_client_config hc;
   int any = 0;
   int rc;
 
@@ -230,7 +225,10 @@ open_agents(struct broker *b, struct err *e)
     any |= b->sites[i].agent_url != NULL;
   if (!any)
     return 0;
-  rc = http_client_new(b->loop, NULL, &b->agent_http, e);
+  memset(&hc, 0, sizeof(hc));
+  hc.ca_file = cfg->ca_file;
+  hc.allow_insecure_tokens = cfg->allow_insecure_tokens != 0;
+  rc = http_client_new(b->loop, &hc, &b->agent_http, e);
   if (rc < 0)
     return err_prefix(e, "agents");
   for (size_t i = 0; i < b->nsites; i++) {
@@ -321,7 +319,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   rc = load_workloads(b, cfg->workloads, e);
   if (rc < 0)
     goto fail;
-  rc = open_agents(b, e);
+  rc = open_agents(b, cfg, e);
   if (rc < 0)
     goto fail;
   broker__submit_init(b);

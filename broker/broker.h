@@ -37,6 +37,10 @@ struct broker_config {
   int64_t tick_ms;          /* scheduler period; 0 = 1000 */
   int64_t stage_poll_ms;    /* how often the stager asks the agents how
                                their pulls go; 0 = 500 */
+  const char *ca_file;      /* CAs the agents' https certificates are
+                               checked against; NULL: the system's */
+  int allow_insecure_tokens; /* agent tokens over plain http to hosts
+                               other than loopback (http/client.h) */
 };
 
 /*

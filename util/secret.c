@@ -50,27 +50,26 @@ secret_read_file(const char *path, unsigned flags, char **out, size_t *len,
   fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO,
-                   "secret file '%s': cannot open: %s", path,
+                   "cannot open '%s': %s", path,
                    strerror(errno));
   /* fstat of the open file: no window between the check and the read. */
   if (fstat(fd, &st) < 0) {
-    rc = err_set(e, ERR_IO, "secret file '%s': %s", path, strerror(errno));
+    rc = err_set(e, ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
     goto out;
   }
   if (!S_ISREG(st.st_mode)) {
-    rc = err_set(e, ERR_FORBIDDEN, "secret file '%s': not a regular file",
-                 path);
+    rc = err_set(e, ERR_FORBIDDEN, "'%s' is not a regular file", path);
     goto out;
   }
   if ((st.st_mode & 077) != 0) {
-    rc = err_set(e, ERR_FORBIDDEN, "secret file '%s': mode %04o lets "
-                 "group or others read or write it; run chmod 600 on it",
+    rc = err_set(e, ERR_FORBIDDEN, "'%s' has mode %04o: group or others "
+                 "may read or write it; run chmod 600 on it",
                  path, (unsigned)(st.st_mode & 07777));
     goto out;
   }
   if ((size_t)st.st_size > SECRET_FILE_MAX) {
-    rc = err_set(e, ERR_TOO_LARGE, "secret file '%s': larger than %u bytes",
-                 path, SECRET_FILE_MAX);
+    rc = err_set(e, ERR_TOO_LARGE, "'%s' is larger than %u bytes", path,
+                 SECRET_FILE_MAX);
     goto out;
   }
   text = xmalloc(SECRET_FILE_MAX + 1);
@@ -79,7 +78,7 @@ secret_read_file(const char *path, unsigned flags, char **out, size_t *len,
     if (got < 0 && errno == EINTR)
       continue;
     if (got < 0) {
-      rc = err_set(e, ERR_IO, "secret file '%s': cannot read: %s", path,
+      rc = err_set(e, ERR_IO, "cannot read '%s': %s", path,
                    strerror(errno));
       goto out;
     }
@@ -87,8 +86,8 @@ secret_read_file(const char *path, unsigned flags, char **out, size_t *len,
       break;
     n += (size_t)got;
     if (n > SECRET_FILE_MAX) {
-      rc = err_set(e, ERR_TOO_LARGE, "secret file '%s': larger than %u "
-                   "bytes", path, SECRET_FILE_MAX);
+      rc = err_set(e, ERR_TOO_LARGE, "'%s' is larger than %u bytes",
+                   path, SECRET_FILE_MAX);
       goto out;
     }
   }
@@ -99,7 +98,7 @@ secret_read_file(const char *path, unsigned flags, char **out, size_t *len,
       n--;
     wipe(text + n, strlen(text + n));
     if (n == 0) {
-      rc = err_set(e, ERR_INVALID, "secret file '%s': holds no token", path);
+      rc = err_set(e, ERR_INVALID, "'%s' holds no token", path);
       goto out;
     }
   }

@@ -1942,6 +1942,7 @@ test_publish_records_the_version_and_a_complete_source_replica(
 
   /* The same content again: known, not new. */
   f->agent.publish_status = 200;
+  assert_int_equal(chmod(path, 0600), 0);
   publish(f, "c4", &p);
   assert_int_equal(p.rc, 0);
   assert_int_equal(p.created, 0);
@@ -1953,6 +1954,11 @@ test_publish_records_the_version_and_a_complete_source_replica(
   assert_int_equal(p.rc, ERR_UNPROCESSABLE);
   assert_non_null(strstr(p.e.msg, "no such directory"));
   assert_non_null(strstr(p.e.msg, "site 'src'"));
+  /* A token that group or others may read is refused (util/secret.h). */
+  assert_int_equal(chmod(path, 0640), 0);
+  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, "chmod 600"));
+  assert_int_equal(chmod(path, 0600), 0);
   assert_null(p.version);
   assert_int_equal(broker_dataset_publish(f->b, &admin, "zz", on_published,
                                           &p, &e),

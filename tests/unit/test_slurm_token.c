@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "adapters/slurm_token.h"
@@ -76,6 +77,7 @@ write_file(const char *path, const char *text)
   assert_non_null(fp);
   fputs(text, fp);
   assert_int_equal(fclose(fp), 0);
+  assert_int_equal(chmod(path, 0600), 0);
 }
 
 /* Run the loop until the token is there or the command has failed. */
@@ -141,6 +143,19 @@ test_empty_file_is_refused(void **state)
   assert_int_equal(slurm_token_new(&f->loop, f->path, NULL, &f->t, &e),
                    ERR_CONFIG);
   assert_non_null(strstr(err_msg(&e), "empty"));
+}
+
+static void
+test_file_others_may_read_is_refused(void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+
+  write_file(f->path, "tok\n");
+  assert_int_equal(chmod(f->path, 0644), 0);
+  assert_int_equal(slurm_token_new(&f->loop, f->path, NULL, &f->t, &e),
+                   ERR_CONFIG);
+  assert_non_null(strstr(err_msg(&e), "chmod 600"));
 }
 
 static void
@@ -266,6 +281,8 @@ main(void)
           teardown),
       cmocka_unit_test_setup_teardown(
           test_missing_file_is_a_config_error_naming_it, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_file_others_may_read_is_refused,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_empty_file_is_refused, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(
