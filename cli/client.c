@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "util/alloc.h"
+#include "util/secret.h"
 
 #ifndef TENBIN_VERSION
 #define TENBIN_VERSION "0.1.0"
@@ -120,6 +121,37 @@ on_header(char *data, size_t size, size_t nitems, void *arg)
   return len;
 }
 
+/*
+ * A token goes over plain http only to loopback (as in http/client.h),
+ * unless TENBIN_ALLOW_INSECURE_TOKEN=1: checked on curl's own reading of
+ * the URL, before anything is sent.
+ */
+static int
+check_token_transport(const char *server, struct err *e)
+{
+  const char *allow = getenv("TENBIN_ALLOW_INSECURE_TOKEN");
+  CURLU *u = curl_url();
+  char *scheme = NULL;
+  char *host = NULL;
+  int rc = 0;
+
+  if (u == NULL)
+    return err_set(e, ERR_NOMEM, "cannot parse the server URL");
+  if (curl_url_set(u, CURLUPART_URL, server, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+    rc = err_set(e, ERR_INVALID, "server '%.200s' is not a URL", server);
+  else if (strcmp(scheme, "http") == 0 && !secret_host_is_loopback(host) &&
+           (allow == NULL || strcmp(allow, "1") != 0))
+    rc = err_set(e, ERR_FORBIDDEN, "refusing to send the token over plain "
+                 "http to '%.100s', which is not loopback: use https:// "
+                 "(or set TENBIN_ALLOW_INSECURE_TOKEN=1)", host);
+  curl_free(host);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return rc;
+}
+
 int
 cli_client_init(struct cli_client *c, const char *server, const char *token,
                 struct err *e)
@@ -139,6 +171,8 @@ cli_client_init(struct cli_client *c, const char *server, const char *token,
     return err_set(e, ERR_INTERNAL, "cannot create a libcurl handle");
   c->server = xstrndup(server, n);
   c->token = xstrdup(token);
+  if (token != NULL)
+    return check_token_transport(c->server, e);
   c->timeout_s = REQUEST_TIMEOUT_S;
   return 0;
 }
@@ -211,6 +245,12 @@ cli_client_call(struct cli_client *c, const char *method, const char *path,
   curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
   curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "tenbin/" TENBIN_VERSION);
   curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+  /* An https tenbind proves who it is, against $TENBIN_CA_FILE when set
+   * (a private CA), else the system's CAs. */
+  curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (getenv("TENBIN_CA_FILE") != NULL && getenv("TENBIN_CA_FILE")[0] != 0)
+    curl_easy_setopt(c->curl, CURLOPT_CAINFO, getenv("TENBIN_CA_FILE"));
   curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, c->timeout_s);
   curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &call);

@@ -28,7 +28,18 @@ const char config_default_json[] =
 static const struct jsonx_field top_fields[] = {
     {"listen", JX_STRING},   {"auth", JX_OBJECT},     {"sites", JX_ARRAY},
     {"workloads", JX_ARRAY}, {"policy", JX_OBJECT},   {"projects", JX_ARRAY},
-    {"log_level", JX_STRING}, {"tick_ms", JX_INT},    {NULL, 0}};
+    {"log_level", JX_STRING}, {"tick_ms", JX_INT},    {"tls", JX_OBJECT},
+    {"http", JX_OBJECT},      {NULL, 0}};
+
+static const struct jsonx_field tls_fields[] = {
+    {"cert_file", JX_STRING}, {"key_file", JX_STRING},
+    {"ca_file", JX_STRING},   {"allow_insecure_tokens", JX_BOOL},
+    {NULL, 0}};
+
+/* Connection limits: see http/server.h. */
+static const struct jsonx_field http_fields[] = {
+    {"max_connections", JX_INT}, {"max_connections_per_address", JX_INT},
+    {"header_timeout_s", JX_INT}, {"min_body_rate", JX_INT}, {NULL, 0}};
 
 static const struct jsonx_field auth_fields[] = {{"enabled", JX_BOOL},
                                                  {NULL, 0}};
@@ -123,6 +134,43 @@ read_file(const char *path, char **out, size_t *len, struct err *e)
   return rc;
 }
 
+/* "tls" and "http": how tenbind serves, and whom it trusts. */
+static int
+check_tls_http(struct daemon_config *cfg, struct err *e)
+{
+  const json_t *tls = json_object_get(cfg->root, "tls");
+  const json_t *http = json_object_get(cfg->root, "http");
+  int rc = 0;
+
+  if (json_is_object(tls))
+    rc = jsonx_check(tls, tls_fields, "tls.", e);
+  if (rc == 0 && json_is_object(http))
+    rc = jsonx_check(http, http_fields, "http.", e);
+  if (rc < 0)
+    return rc;
+  cfg->tls_cert_file = jsonx_str(tls, "cert_file");
+  cfg->tls_key_file = jsonx_str(tls, "key_file");
+  cfg->ca_file = jsonx_str(tls, "ca_file");
+  cfg->allow_insecure_tokens = jsonx_bool(tls, "allow_insecure_tokens", 0);
+  if ((cfg->tls_cert_file == NULL) != (cfg->tls_key_file == NULL))
+    return err_set(e, ERR_CONFIG, "field 'tls': 'cert_file' and "
+                   "'key_file' go together");
+  /* A benchmark on loopback holds 64 connections; one client address
+   * holding a few hundred is an attack or a leak. */
+  rc = jsonx_int(http, "max_connections", 1, 65536, 1024,
+                 &cfg->max_connections, "http.", e);
+  if (rc == 0)
+    rc = jsonx_int(http, "max_connections_per_address", 1, 65536, 128,
+                   &cfg->max_per_address, "http.", e);
+  if (rc == 0)
+    rc = jsonx_int(http, "header_timeout_s", 1, 3600, 10,
+                   &cfg->header_timeout_s, "http.", e);
+  if (rc == 0)
+    rc = jsonx_int(http, "min_body_rate", 1, (int64_t)1 << 30, 8192,
+                   &cfg->min_body_rate, "http.", e);
+  return rc;
+}
+
 static int
 check(struct daemon_config *cfg, const char *listen_override, struct err *e)
 {
@@ -172,6 +220,8 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
     return err_set(e, ERR_CONFIG, "field 'log_level': '%s' is not debug, "
                    "info, warn or error", level);
   rc = jsonx_int(root, "tick_ms", 10, 60000, 1000, &cfg->tick_ms, "", e);
+  if (rc == 0)
+    rc = check_tls_http(cfg, e);
   return rc;
 }
 

@@ -1,6 +1,7 @@
 /*
  * tenbind's configuration: one JSON file (or the embedded default) with
- * listen, auth, sites, workloads, policy, projects and log_level.
+ * listen, auth, tls, http, sites, workloads, policy, projects and
+ * log_level.
  *
  * Loading checks the top level strictly (unknown or mistyped fields are
  * errors naming the file and the field); sites and workloads are checked
@@ -27,6 +28,14 @@ struct daemon_config {
   const json_t *projects;      /* borrowed from root, may be NULL */
   enum log_level log_level;
   int64_t tick_ms;
+  const char *tls_cert_file;   /* tls.cert_file: serve HTTPS (borrowed) */
+  const char *tls_key_file;    /* tls.key_file, mode 0600 (borrowed) */
+  const char *ca_file;         /* tls.ca_file: CAs for the agents */
+  int allow_insecure_tokens;   /* tls.allow_insecure_tokens */
+  int64_t max_connections;     /* http.max_connections */
+  int64_t max_per_address;     /* http.max_connections_per_address */
+  int64_t header_timeout_s;    /* http.header_timeout_s */
+  int64_t min_body_rate;       /* http.min_body_rate (bytes/s) */
   json_t *root;                /* owned: the whole document */
 };
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,12 @@
 #endif
 
 #define MAX_BODY (1024 * 1024)
-#define MAX_CONNECTIONS 1024
 #define CONN_TIMEOUT_S 60
+/* Request bodies (up to MAX_BODY) and answers from this size up are
+ * mmap'd, so their memory goes back to the system when freed: glibc's
+ * sliding threshold would otherwise keep a burst of 1 MiB uploads in
+ * the heap after they are done. */
+#define MMAP_THRESHOLD (256 * 1024)
 
 struct daemon {
   uv_loop_t loop;
@@ -234,6 +239,8 @@ serve(const struct daemon_config *cfg, const char *config_path,
   bc.workloads = cfg->workloads;
   bc.projects = cfg->projects;
   bc.tick_ms = cfg->tick_ms;
+  bc.ca_file = cfg->ca_file;
+  bc.allow_insecure_tokens = cfg->allow_insecure_tokens;
   if (broker_new(&d.loop, &bc, &d.broker, &e) < 0)
     goto fail;
 
@@ -247,8 +254,14 @@ serve(const struct daemon_config *cfg, const char *config_path,
   hc.host = cfg->host;
   hc.port = cfg->port;
   hc.max_body = MAX_BODY;
-  hc.max_connections = MAX_CONNECTIONS;
+  hc.max_connections = (unsigned)cfg->max_connections;
+  hc.max_per_address = (unsigned)cfg->max_per_address;
+  hc.header_timeout_s = (unsigned)cfg->header_timeout_s;
+  hc.min_body_rate = (unsigned)cfg->min_body_rate;
   hc.conn_timeout_s = CONN_TIMEOUT_S;
+  hc.tls_cert_file = cfg->tls_cert_file;
+  hc.tls_key_file = cfg->tls_key_file;
+  hc.head_handler = api_handle_head;
   hc.handler = api_handle;
   hc.handler_arg = d.api;
   if (http_server_start(&d.loop, &hc, &d.http, &e) < 0)
@@ -272,12 +285,17 @@ serve(const struct daemon_config *cfg, const char *config_path,
   if (!cfg->auth)
     log_warn("auth is off: anyone who can reach %s can use the API "
              "(allowed only on loopback)", cfg->host);
-  printf("tenbind %s listening on http://%s%s%s:%u\n"
+  if (cfg->tls_cert_file == NULL && !config_is_loopback(cfg->host))
+    log_warn("serving plain http on %s: tokens travel in clear unless a "
+             "proxy in front adds TLS (set tls.cert_file and "
+             "tls.key_file)", cfg->host);
+  printf("tenbind %s listening on %s://%s%s%s:%u\n"
          "  state: %s (database %s)\n"
          "  sites: %s\n"
          "  submit a job: tenbin submit --gpus 0 --project demo -- sh -c "
          "'echo hello'\n",
-         TENBIN_VERSION, strchr(cfg->host, ':') ? "[" : "", cfg->host,
+         TENBIN_VERSION, cfg->tls_cert_file != NULL ? "https" : "http",
+         strchr(cfg->host, ':') ? "[" : "", cfg->host,
          strchr(cfg->host, ':') ? "]" : "", http_server_port(d.http), state,
          dbpath, names);
   fflush(stdout);
@@ -366,6 +384,7 @@ main(int argc, char **argv)
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  (void)mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
   if (config_load(config_path, listen, &cfg, &e) < 0) {
     fprintf(stderr, "tenbind: %s\n", err_msg(&e));
     return 2;

@@ -18,6 +18,9 @@
 
 #define MAX_CONNECTIONS 256
 #define CONN_TIMEOUT_S 120
+/* Peers pull with a few batches in flight each; more from one address
+ * than this is a leak or an attack. */
+#define AGENT_MAX_PER_ADDRESS 64
 
 void
 agent_reply_json(struct http_request *req, int status, json_t *v)
@@ -122,6 +125,19 @@ healthz(struct agent *a, struct http_request *req)
                              (json_int_t)reserve_count(a->reserve)));
 }
 
+/* The http server's head handler: a request without the token is
+ * answered before its body (up to AGENT_BATCH_MAX) is read. */
+static void
+handle_head(struct http_request *req, void *arg)
+{
+  struct agent *a = arg;
+
+  if (strcmp(http_request_path(req), "/healthz") == 0 || a->closing)
+    return;
+  if (!authorized(a, req))
+    agent_reply_errf(req, ERR_UNAUTHORIZED, "missing or wrong agent token");
+}
+
 static void
 handle(struct http_request *req, void *arg)
 {
@@ -192,6 +208,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
 {
   struct agent *a;
   struct http_server_config hc;
+  struct http_client_config cc;
   char path[PATH_MAX];
   int rc;
 
@@ -219,7 +236,10 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
     goto fail;
   (void)serve_new(a);
   (void)publish_new(a);
-  rc = http_client_new(loop, NULL, &a->client, e);
+  memset(&cc, 0, sizeof(cc));
+  cc.ca_file = cfg->ca_file;
+  cc.allow_insecure_tokens = cfg->allow_insecure_tokens != 0;
+  rc = http_client_new(loop, &cc, &a->client, e);
   if (rc < 0)
     goto fail;
   memset(&hc, 0, sizeof(hc));
@@ -227,7 +247,12 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   hc.port = cfg->port;
   hc.max_body = AGENT_BATCH_MAX;
   hc.max_connections = MAX_CONNECTIONS;
+  hc.max_per_address = cfg->max_per_address > 0 ? cfg->max_per_address
+                                                : AGENT_MAX_PER_ADDRESS;
   hc.conn_timeout_s = CONN_TIMEOUT_S;
+  hc.tls_cert_file = cfg->tls_cert_file;
+  hc.tls_key_file = cfg->tls_key_file;
+  hc.head_handler = handle_head;
   hc.handler = handle;
   hc.handler_arg = a;
   rc = http_server_start(loop, &hc, &a->http, e);

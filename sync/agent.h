@@ -32,6 +32,14 @@ struct agent_config {
                             (sync/watch.h has what it cannot see) */
   int draft_ms;          /* with watch: draft the next publish once a
                             tree is quiet this long; 0: 250, -1: never */
+  const char *tls_cert_file; /* with tls_key_file: serve HTTPS */
+  const char *tls_key_file;  /* mode 0600 (util/secret.h) */
+  const char *ca_file;   /* CAs that peers' https certificates are checked
+                            against; NULL: the system's */
+  int allow_insecure_tokens; /* send the token over plain http to peers
+                                that are not loopback */
+  unsigned max_per_address; /* connections one peer address may hold;
+                               0: AGENT_MAX_PER_ADDRESS */
 };
 
 /* Open the store, listen and serve.  *out is new: agent_close(). */

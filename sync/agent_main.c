@@ -3,7 +3,9 @@
  *
  *   tenbin-agent --root DIR [--listen ADDR:PORT] [--token-file FILE]
  *                [--port-file FILE] [--parallel N] [--no-fsync]
- *                [--watch] [--log-level LEVEL]
+ *                [--watch] [--log-level LEVEL] [--tls-cert FILE
+ *                --tls-key FILE] [--ca-file FILE] [--allow-insecure-token]
+ *                [--max-conns-per-address N]
  *
  * The token comes from --token-file or TENBIN_AGENT_TOKEN; peers and
  * tenbind present it as a bearer token.
@@ -22,6 +24,7 @@
 #include "sync/agent.h"
 #include "sync/store.h"
 #include "util/fileio.h"
+#include "util/secret.h"
 #include "util/log.h"
 #include "util/spare.h"
 
@@ -76,7 +79,17 @@ usage(FILE *f)
           "tree has been quiet\n"
           "                     MS ms (>= 50), before it is published "
           "(default 250; 0: never)\n"
-          "  --log-level LEVEL  debug, info, warn or error\n",
+          "  --log-level LEVEL  debug, info, warn or error\n"
+          "  --tls-cert FILE    serve HTTPS with this PEM certificate "
+          "chain\n"
+          "  --tls-key FILE     and this PEM key (mode 0600)\n"
+          "  --ca-file FILE     PEM CAs that peers' certificates are "
+          "checked against\n"
+          "  --allow-insecure-token  send the token over plain http to "
+          "peers not on\n"
+          "                     loopback (else refused: use https)\n"
+          "  --max-conns-per-address N  connections one address may hold "
+          "(default 64)\n",
           DEFAULT_LISTEN);
 }
 
@@ -84,18 +97,15 @@ static int
 read_token(const char *path, char *out, size_t outlen)
 {
   char *text = NULL;
-  size_t len;
   struct err e = {0};
 
-  if (file_read(path, 4096, &text, &len, &e) < 0) {
+  /* The one reader of token files: a file others may read is refused. */
+  if (secret_read_file(path, SECRET_FIRST_LINE, &text, NULL, &e) < 0) {
     fprintf(stderr, "tenbin-agent: --token-file: %s\n", err_msg(&e));
     return -1;
   }
-  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
-                     text[len - 1] == ' '))
-    text[--len] = '\0';
   snprintf(out, outlen, "%s", text);
-  free(text);
+  secret_free(text);
   return 0;
 }
 
@@ -164,6 +174,11 @@ main(int argc, char **argv)
       {"watch", no_argument, NULL, 'w'},
       {"draft-ms", required_argument, NULL, 'd'},
       {"log-level", required_argument, NULL, 'v'},
+      {"tls-cert", required_argument, NULL, 'C'},
+      {"tls-key", required_argument, NULL, 'K'},
+      {"ca-file", required_argument, NULL, 'A'},
+      {"allow-insecure-token", no_argument, NULL, 'I'},
+      {"max-conns-per-address", required_argument, NULL, 'M'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   struct main_state m;
@@ -243,6 +258,30 @@ main(int argc, char **argv)
       }
       log_set_level(level);
       break;
+    case 'C':
+      cfg.tls_cert_file = optarg;
+      break;
+    case 'K':
+      cfg.tls_key_file = optarg;
+      break;
+    case 'A':
+      cfg.ca_file = optarg;
+      break;
+    case 'I':
+      cfg.allow_insecure_tokens = 1;
+      break;
+    case 'M': {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+
+      if (*optarg == '\0' || *end != '\0' || n < 1 || n > 65536) {
+        fprintf(stderr, "tenbin-agent: --max-conns-per-address must be "
+                        "1..65536\n");
+        return 2;
+      }
+      cfg.max_per_address = (unsigned)n;
+      break;
+    }
     case 'h':
       usage(stdout);
       return 0;
@@ -311,7 +350,8 @@ main(int argc, char **argv)
                  SPARE_IDLE_MS / 2);
   uv_unref((uv_handle_t *)&m.spare_timer);
   m.spare_timer_on = 1;
-  log_info("tenbin-agent serving '%s' on %s:%u", cfg.root, host,
+  log_info("tenbin-agent serving '%s' on %s://%s:%u", cfg.root,
+           cfg.tls_cert_file != NULL ? "https" : "http", host,
            agent_port(m.agent));
   uv_run(&m.loop, UV_RUN_DEFAULT);
   rc = 0;

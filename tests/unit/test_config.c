@@ -540,6 +540,61 @@ test_errors_without_an_err_still_fail(void **state)
                    ERR_INVALID);
 }
 
+/* ---- tls and http ---- */
+
+static void
+test_tls_and_http_limits_are_read_and_defaulted(void **state)
+{
+  struct fx *f = *state;
+  struct daemon_config cfg;
+  struct err e = {0};
+
+  assert_int_equal(load_text(f, "{" SITES "}", NULL, &cfg, &e), 0);
+  assert_null(cfg.tls_cert_file);
+  assert_null(cfg.ca_file);
+  assert_int_equal(cfg.allow_insecure_tokens, 0);
+  assert_int_equal(cfg.max_connections, 1024);
+  assert_int_equal(cfg.max_per_address, 128);
+  assert_int_equal(cfg.header_timeout_s, 10);
+  assert_int_equal(cfg.min_body_rate, 8192);
+  config_release(&cfg);
+
+  assert_int_equal(
+      load_text(f, "{" SITES ", \"tls\": {\"cert_file\": \"/c.pem\", "
+                "\"key_file\": \"/k.pem\", \"ca_file\": \"/ca.pem\", "
+                "\"allow_insecure_tokens\": true}, \"http\": "
+                "{\"max_connections\": 2000, "
+                "\"max_connections_per_address\": 64, "
+                "\"header_timeout_s\": 5, \"min_body_rate\": 1000}}",
+                NULL, &cfg, &e),
+      0);
+  assert_string_equal(cfg.tls_cert_file, "/c.pem");
+  assert_string_equal(cfg.tls_key_file, "/k.pem");
+  assert_string_equal(cfg.ca_file, "/ca.pem");
+  assert_int_equal(cfg.allow_insecure_tokens, 1);
+  assert_int_equal(cfg.max_connections, 2000);
+  assert_int_equal(cfg.max_per_address, 64);
+  assert_int_equal(cfg.header_timeout_s, 5);
+  assert_int_equal(cfg.min_body_rate, 1000);
+  config_release(&cfg);
+}
+
+static void
+test_tls_and_http_mistakes_are_named(void **state)
+{
+  struct fx *f = *state;
+
+  assert_fails_naming(f, "{" SITES ", \"tls\": {\"cert_file\": \"/c\"}}",
+                      NULL, "'key_file' go together");
+  assert_fails_naming(f, "{" SITES ", \"tls\": {\"cert\": \"/c\"}}", NULL,
+                      "tls.cert");
+  assert_fails_naming(f, "{" SITES ", \"http\": "
+                      "{\"max_connections_per_address\": 0}}",
+                      NULL, "http.max_connections_per_address");
+  assert_fails_naming(f, "{" SITES ", \"http\": {\"header_timeout_s\": "
+                      "\"10\"}}", NULL, "http.header_timeout_s");
+}
+
 int
 main(void)
 {
@@ -569,6 +624,8 @@ main(void)
       T(test_missing_file_error_names_the_file),
       T(test_malformed_file_error_names_the_file_and_the_place),
       T(test_errors_without_an_err_still_fail),
+      T(test_tls_and_http_limits_are_read_and_defaulted),
+      T(test_tls_and_http_mistakes_are_named),
   };
 #undef T
 
