@@ -520,7 +520,7 @@ struct watch {
   struct cli_progress_rate rate;     /* content bytes, for the ETA */
   struct cli_progress_rate wire;     /* bytes on the wire, shown */
   struct cli_progress_log log;
-  char waiting[LINE_SIZE];           /* the last "waiting" line printed */
+  char waiting[LINE_SIZE];           /* error and next try last printed */
 };
 
 static void
@@ -701,26 +701,31 @@ static void
 show_waiting(struct watch *w, const json_t *rep)
 {
   const char *error = jsonx_str(rep, "error");
+  const char *next_try = jsonx_str(rep, "next_try");
   char line[LINE_SIZE];
+  char key[LINE_SIZE];
   char when[CLI_FMT_SIZE];
   int64_t next;
   int64_t left;
 
   if (error == NULL)
     return;
-  if (cli_parse_iso(jsonx_str(rep, "next_try"), &next) == 0) {
+  /* The same reason and the same next try: nothing new to say (the
+   * countdown alone is not news). */
+  snprintf(key, sizeof(key), "%s\n%s", error,
+           next_try != NULL ? next_try : "");
+  if (strcmp(key, w->waiting) == 0)
+    return;
+  snprintf(w->waiting, sizeof(w->waiting), "%s", key);
+  if (cli_parse_iso(next_try, &next) == 0) {
     left = next - time_now_ms();
     cli_fmt_duration(left > 0 ? (left + 999) / 1000 : 0, when,
                      sizeof(when));
     snprintf(line, sizeof(line), "%s: waiting: %s; next try in %s (%s)",
-             w->label, error, when, jsonx_str(rep, "next_try"));
+             w->label, error, when, next_try);
   } else {
     snprintf(line, sizeof(line), "%s: waiting: %s", w->label, error);
   }
-  /* The same reason and the same next try: nothing new to say. */
-  if (strcmp(line, w->waiting) == 0)
-    return;
-  snprintf(w->waiting, sizeof(w->waiting), "%s", line);
   end_line(w);
   cli_message("", line, "");
 }

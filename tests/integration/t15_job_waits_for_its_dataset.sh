@@ -71,9 +71,14 @@ echo "tokens: 43" >"$T_DIR/onprem/train/meta.txt"
 out=$("$TENBIN" dataset sync train --site cloud 2>&1)
 t_expect "tenbin dataset sync waits for the replica and says so" "$out" \
   'complete'
-t_expect "the source holds only its latest version: the first is superseded" \
+t_expect "the source holds only its latest version: the first is superseded, not failed" \
   "$(curl -fsS "$T_URL/v1/datasets/train" | jq -c --arg v "$V" '.replicas[] | select(.site=="onprem" and .version==$v) | [.state, .error]')" \
-  '^\["failed",".*superseded.*"\]$'
+  '^\["superseded",".*superseded.*"\]$'
+show=$("$TENBIN" dataset show train)
+t_expect "tenbin dataset show says superseded, not failed, for the source's old version" \
+  "$(printf '%s\n' "$show" | grep "^onprem *${V:0:12}")" 'superseded'
+t_expect "tenbin dataset show prints the error whole" "$show" \
+  'superseded at the source by version [0-9a-f]{12} \(its files changed\)'
 t_expect "the sync printed no control characters off a terminal" \
   "$(printf '%s' "$out" | tr -d '\n' | grep -c $'\r' || true)" '^0$'
 
