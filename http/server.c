@@ -990,11 +990,16 @@ tls_load(struct http_server *s, const struct http_server_config *cfg,
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
     return err_set(e, ERR_CONFIG, "http: this libmicrohttpd has no TLS");
   rc = file_read(cfg->tls_cert_file, MAX_CERT_BYTES, &s->tls_cert, NULL, e);
-  if (rc < 0)
-    return err_prefix(e, "http: TLS certificate");
-  rc = secret_read_file(cfg->tls_key_file, 0, &s->tls_key, NULL, e);
-  if (rc < 0)
-    return err_prefix(e, "http: TLS key");
+  if (rc == 0)
+    rc = secret_read_file(cfg->tls_key_file, 0, &s->tls_key, NULL, e);
+  if (rc < 0) {
+    /* Whatever went wrong, the configuration names a file to fix. */
+    (void)err_prefix(e, "http: TLS %s", s->tls_cert == NULL ? "certificate"
+                                                             : "key");
+    if (e != NULL)
+      e->code = ERR_CONFIG;
+    return ERR_CONFIG;
+  }
   return 0;
 }
 
