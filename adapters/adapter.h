@@ -25,7 +25,7 @@
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */
-#define ADAPTER_API_VERSION 2
+#define ADAPTER_API_VERSION 3
 
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
@@ -122,6 +122,12 @@ struct adapter_ops {
   /* Stop watching jobs (they keep running), release ctx, then cb(arg)
    * from the loop. */
   void (*close)(void *ctx, void (*cb)(void *arg), void *arg);
+  /* The directory, absolute, that job job_id's log may be read from on
+   * the broker host (new string, free()), or NULL for none.  The job
+   * chooses its output path; this is the site's choice, and tenbind
+   * opens a log only beneath it, following no link.  Optional: NULL
+   * here serves no log. */
+  char *(*log_dir)(void *ctx, int64_t job_id);
 };
 
 /* The adapter for a site kind, or NULL. */

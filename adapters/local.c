@@ -528,11 +528,13 @@ static int
 open_lock(const char *dir, int create, int *fd_out, struct err *e)
 {
   char *p = adapter_local__path(dir, "lock");
-  int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+  int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+                  (create ? O_CREAT : 0), 0600);
   int rc = 0;
 
   /* O_CLOEXEC: no other child of tenbind may inherit (and so hold) the
-   * lock; only the shim gets it, explicitly. */
+   * lock; only the shim gets it, explicitly.  The job may have changed
+   * its directory: no link is followed, and no open blocks. */
   if (fd < 0 && errno == ENOENT && !create)
     rc = ERR_NOT_FOUND;
   else if (fd < 0)
@@ -650,7 +652,10 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   if (rc < 0)
     goto out;
   shim_log = adapter_local__path(j->dir, "shim.log");
-  log_fd = open(shim_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  /* An earlier attempt of this job may have left anything there: a
+   * fifo must fail the open, not block the loop. */
+  log_fd = open(shim_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+                O_NOFOLLOW | O_NONBLOCK, 0600);
   if (log_fd < 0) {
     rc = err_set(e, ERR_IO, "cannot open '%s': %s", shim_log,
                  strerror(errno));
@@ -988,6 +993,14 @@ local_close(void *ctx, void (*cb)(void *arg), void *arg)
   }
 }
 
+/* A job's log is served from its own directory only: one job's output
+ * pointed at another's log must not show it. */
+static char *
+local_log_dir(void *ctx, int64_t job_id)
+{
+  return job_dir(ctx, job_id);
+}
+
 const struct adapter_ops adapter_local_ops = {
     .kind = "local",
     .api_version = ADAPTER_API_VERSION,
@@ -997,4 +1010,5 @@ const struct adapter_ops adapter_local_ops = {
     .adopt = local_adopt,
     .capacity = local_capacity,
     .close = local_close,
+    .log_dir = local_log_dir,
 };

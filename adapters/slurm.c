@@ -98,6 +98,7 @@ struct slurm_site {
   char *url;                 /* without a trailing slash */
   char *user;
   char *workdir;
+  char *log_dir;             /* logs tenbind serves lie beneath it */
   char *output;              /* stdout pattern, absolute */
   json_t *partitions;        /* gpu type -> partition */
   char *default_partition;
@@ -1165,6 +1166,7 @@ static const struct jsonx_field fields[] = {
     {"default_account", JX_STRING},
     {"workdir", JX_STRING},
     {"output", JX_STRING},
+    {"log_dir", JX_STRING},
     {"environment", JX_OBJECT},
     {"slurmdbd", JX_BOOL},
     {"poll_ms", JX_INT},
@@ -1246,6 +1248,15 @@ configure(struct slurm_site *s, const json_t *config, struct err *e)
   if (rc == 0 && s->workdir[0] != '/')
     rc = err_set(e, ERR_CONFIG, "field 'workdir': must be an absolute path "
                  "on the site");
+  /* Where the broker host sees the site's output files: a job's output
+   * elsewhere is its own choice and is not served (h_jobs.c). */
+  if (rc == 0)
+    rc = config_string(config, "log_dir", 0, &s->log_dir, e);
+  if (rc == 0 && s->log_dir == NULL)
+    s->log_dir = xstrdup(s->workdir);
+  if (rc == 0 && s->log_dir[0] != '/')
+    rc = err_set(e, ERR_CONFIG, "field 'log_dir': must be an absolute "
+                 "path");
   if (rc == 0)
     rc = config_string(config, "output", 0, &s->output, e);
   if (rc == 0 && s->output == NULL)
@@ -1306,6 +1317,7 @@ free_site(struct slurm_site *s)
   free(s->url);
   free(s->user);
   free(s->workdir);
+  free(s->log_dir);
   free(s->output);
   free(s->default_partition);
   free(s->default_account);
@@ -1416,6 +1428,15 @@ slurm_close(void *ctx, void (*cb)(void *arg), void *arg)
   slurm_token_close(s->token, on_part_closed, s);
 }
 
+static char *
+slurm_log_dir(void *ctx, int64_t job_id)
+{
+  const struct slurm_site *s = ctx;
+
+  (void)job_id; /* every job writes beneath the one directory */
+  return xstrdup(s->log_dir);
+}
+
 const struct adapter_ops adapter_slurm_ops = {
     .kind = "slurm",
     .api_version = ADAPTER_API_VERSION,
@@ -1425,4 +1446,5 @@ const struct adapter_ops adapter_slurm_ops = {
     .adopt = slurm_adopt_job,
     .capacity = slurm_capacity,
     .close = slurm_close,
+    .log_dir = slurm_log_dir,
 };

@@ -1,6 +1,7 @@
 /*
  * /v1/jobs handlers.
  */
+#define _GNU_SOURCE /* O_PATH */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/api_internal.h"
+#include "sync/path.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
 
@@ -210,12 +212,134 @@ add_header_i64(struct http_request *req, const char *name, int64_t v)
   http_request_add_header(req, name, s);
 }
 
+/* Bytes of a path to quote in a message, which has room for two. */
+#define LOG_PATH_SHOWN 96
+
+/* "a fifo", "a directory": what a file that is not a log is. */
+static const char *
+file_kind(mode_t mode)
+{
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a fifo";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  return "not a regular file";
+}
+
+/*
+ * Open the log of job j, only where its site says its logs are written:
+ * the job chose log_path (its --output), so the path is a claim, not a
+ * permission.  It must lie beneath the site's log directory, is opened
+ * there without following any link (sync/path.h), without blocking (a
+ * fifo would stall the loop until someone writes to it), and must be a
+ * regular file with one link (a hard link could name any file).
+ *
+ * 0 with *fd_out open and *size set, or *fd_out = -1 when the file does
+ * not exist (yet); negative with e naming the path and the site.
+ */
+static int
+log_open(struct api *api, const struct db_job *j, int *fd_out,
+         int64_t *size, struct err *e)
+{
+  const char *site = j->site != NULL ? j->site : "?";
+  const char *path = j->log_path;
+  char rel[SYNCPATH_MAX + 1];
+  char *dir = NULL;
+  size_t dlen;
+  struct stat st;
+  struct err pe = {0};
+  int dirfd = -1;
+  int fd = -1;
+  int rc = 0;
+
+  *fd_out = -1;
+  *size = 0;
+  dir = broker_job_log_dir(api->broker, j);
+  if (dir == NULL) {
+    rc = err_set(e, ERR_FORBIDDEN, "the log of job %lld is '%.*s'; site "
+                 "'%.64s' serves no logs from the broker host: read it "
+                 "there", (long long)j->id, LOG_PATH_SHOWN, path, site);
+    goto out;
+  }
+  dlen = strlen(dir);
+  while (dlen > 1 && dir[dlen - 1] == '/')
+    dir[--dlen] = '\0';
+  /* Lexically beneath dir; the open below makes sure that no link on
+   * the way leads elsewhere. */
+  if (strncmp(path, dir, dlen) != 0 || path[dlen] != '/' ||
+      syncpath_normalize(path + dlen + 1, rel, sizeof(rel), &pe) < 0) {
+    rc = err_set(e, ERR_FORBIDDEN, "the log of job %lld is '%.*s', "
+                 "outside '%.*s' where site '%.64s' writes logs: read it "
+                 "there", (long long)j->id, LOG_PATH_SHOWN, path,
+                 LOG_PATH_SHOWN, dir, site);
+    goto out;
+  }
+  dirfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dirfd < 0 && errno == ENOENT)
+    goto out; /* not visible from here (yet) */
+  if (dirfd < 0) {
+    rc = err_set(e, ERR_IO, "cannot open '%.*s', the log directory of "
+                 "site '%.64s': %s", LOG_PATH_SHOWN, dir, site,
+                 strerror(errno));
+    goto out;
+  }
+  fd = syncpath_openat(dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
+                       &pe);
+  if (fd == ERR_NOT_FOUND) {
+    fd = -1;
+    goto out;
+  }
+  if (fd == ERR_INVALID) {
+    rc = err_set(e, ERR_FORBIDDEN, "the log of job %lld, '%.*s', is "
+                 "reached through a symlink; site '%.64s' serves only "
+                 "files its jobs wrote", (long long)j->id, LOG_PATH_SHOWN,
+                 path, site);
+    goto out;
+  }
+  if (fd < 0) {
+    rc = err_set(e, ERR_IO, "cannot open the log of job %lld: %s",
+                 (long long)j->id, err_msg(&pe));
+    goto out;
+  }
+  if (fstat(fd, &st) < 0) {
+    rc = err_set(e, ERR_IO, "cannot stat the log of job %lld: %s",
+                 (long long)j->id, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    rc = err_set(e, ERR_UNPROCESSABLE, "the log of job %lld, '%.*s', is "
+                 "%s, not a regular file", (long long)j->id,
+                 LOG_PATH_SHOWN, path, file_kind(st.st_mode));
+    goto out;
+  }
+  if (st.st_nlink > 1) {
+    rc = err_set(e, ERR_FORBIDDEN, "the log of job %lld, '%.*s', has "
+                 "%lu links; site '%.64s' serves only files its jobs "
+                 "wrote", (long long)j->id, LOG_PATH_SHOWN, path,
+                 (unsigned long)st.st_nlink, site);
+    goto out;
+  }
+  *size = st.st_size;
+  *fd_out = fd;
+  fd = -1;
+out:
+  if (fd >= 0)
+    close(fd);
+  if (dirfd >= 0)
+    close(dirfd);
+  free(dir);
+  return rc;
+}
+
 void
 api__jobs_log(struct api_call *call)
 {
   struct db_job j;
   struct err e = {0};
-  struct stat st;
   int64_t id;
   int64_t offset;
   int64_t limit;
@@ -231,8 +355,9 @@ api__jobs_log(struct api_call *call)
       broker_job_get(call->api->broker, &call->who, id, &j, &e) < 0)
     goto fail;
   if (j.log_path != NULL) {
-    fd = open(j.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0 && errno == ENOENT && job_state_is_final(j.state) &&
+    if (log_open(call->api, &j, &fd, &size, &e) < 0)
+      goto fail;
+    if (fd < 0 && job_state_is_final(j.state) &&
         (j.started_ms > 0 || j.exit_code >= 0 || j.signal > 0)) {
       /* It ran (it may have ended before a poll saw it running) and
        * ended, so its output exists somewhere: on a site
@@ -244,18 +369,10 @@ api__jobs_log(struct api_call *call)
               j.site != NULL ? j.site : "?");
       goto fail;
     }
-    if (fd < 0 && errno != ENOENT) {
-      err_set(&e, ERR_IO, "cannot open the log of job %lld: %s",
-              (long long)id, strerror(errno));
-      goto fail;
-    }
-    if (fd >= 0 && fstat(fd, &st) == 0)
-      size = st.st_size;
   }
-  /* An offset past the end (the file was replaced) restarts at the end,
-   * so a follower's "next offset = size" test still terminates. */
-  if (offset > size)
-    offset = size;
+  /* An offset at or past the end (the file was replaced, or the
+   * follower is ahead) answers nothing and is echoed, as openapi.yaml
+   * says: a follower's "next offset >= size" test still terminates. */
   if (offset < size)
     len = size - offset < limit ? size - offset : limit;
   http_request_add_header(call->req, "X-Job-State",

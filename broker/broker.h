@@ -126,9 +126,16 @@ int broker_submit(struct broker *b, const struct principal *p,
                   const char *body_hash, broker_submit_cb cb, void *arg,
                   struct err *e) WARN_UNUSED;
 
-/* Fill out with job id after checking that p may see it (403). */
+/* Fill out with job id after checking that p may see it: ERR_NOT_FOUND,
+ * as for an unknown id, when it belongs to a project p has no access to. */
 int broker_job_get(struct broker *b, const struct principal *p, int64_t id,
                    struct db_job *out, struct err *e) WARN_UNUSED;
+/*
+ * The directory job j's site serves its logs from on this host (new
+ * string, free()), or NULL when its site serves none (unknown, closed, or
+ * without logs here).  See adapter_ops.log_dir.
+ */
+char *broker_job_log_dir(struct broker *b, const struct db_job *j);
 /* List jobs for p (the filter's project scope is narrowed to p's). */
 int broker_job_list(struct broker *b, const struct principal *p,
                     struct db_job_filter *f, db_job_cb cb, void *arg,

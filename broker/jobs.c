@@ -119,13 +119,24 @@ broker_job_get(struct broker *b, const struct principal *p, int64_t id,
 
   if (rc < 0)
     return rc;
+  /* The same answer as for an id that does not exist: another
+   * project's jobs, and how many it has, are none of p's business. */
   if (!principal_has_project(p, out->project)) {
-    rc = err_set(e, ERR_FORBIDDEN, "job %lld belongs to project '%s'",
-                 (long long)id, out->project);
+    rc = err_set(e, ERR_NOT_FOUND, "job %lld not found", (long long)id);
     db_job_release(out);
     return rc;
   }
   return 0;
+}
+
+char *
+broker_job_log_dir(struct broker *b, const struct db_job *j)
+{
+  struct site *site = broker__site(b, j->site);
+
+  if (site == NULL || site->ctx == NULL || site->ops->log_dir == NULL)
+    return NULL;
+  return site->ops->log_dir(site->ctx, j->id);
 }
 
 int

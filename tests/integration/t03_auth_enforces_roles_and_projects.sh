@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Auth: hashed bearer tokens with roles (admin, submitter, viewer) scoped
-# to projects.  Missing or wrong token -> 401; wrong role or project -> 403.
+# to projects.  Missing or wrong token -> 401; wrong role or project -> 403;
+# a job of another project -> 404, as for an unknown one.
 . "$(dirname "$0")/lib.sh"
 cat >"$T_DIR/config.json" <<'JSON'
 {"auth": {"enabled": true},
@@ -31,8 +32,8 @@ t_expect "a viewer reads a job of its project" "$(t_http GET "/v1/jobs/$id" -H "
 r=$(t_http POST /v1/jobs "${J[@]}" -H "Authorization: Bearer $admin" -d '{"project": "beta", "command": ["true"], "hold": true}')
 t_expect "an admin submits anywhere" "$r" '^201 '
 beta=$(jq -r .id "$T_DIR/body")
-t_expect "a viewer of alpha cannot read a beta job" "$(t_http GET "/v1/jobs/$beta" -H "Authorization: Bearer $view_a")" '^403 '
-t_expect "a submitter of alpha cannot cancel a beta job" "$(t_http POST "/v1/jobs/$beta/cancel" -H "Authorization: Bearer $sub_a")" '^403 '
+t_expect "a viewer of alpha cannot read a beta job (404, as if unknown)" "$(t_http GET "/v1/jobs/$beta" -H "Authorization: Bearer $view_a")" '^404 '
+t_expect "a submitter of alpha cannot cancel a beta job (404)" "$(t_http POST "/v1/jobs/$beta/cancel" -H "Authorization: Bearer $sub_a")" '^404 '
 list=$(curl -fsS "$T_URL/v1/jobs" -H "Authorization: Bearer $view_a" | jq -r '[.jobs[].project] | unique | join(",")')
 t_expect "a scoped token lists only its projects" "$list" '^alpha$'
 t_expect "a scoped token cannot filter on another project" "$(t_http GET '/v1/jobs?project=beta' -H "Authorization: Bearer $view_a")" '^403 '
