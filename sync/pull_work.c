@@ -252,7 +252,9 @@ static int
 copy_local(const char *from, int dirfd, const char *to,
            const struct manifest_entry *e, struct err *ex)
 {
-  int in = open(from, O_RDONLY | O_CLOEXEC);
+  /* from is in a replica jobs may have changed: a fifo there must not
+   * block (fileio.h), a link must not be followed. */
+  int in = file_open_regular(from, O_RDONLY | O_NOFOLLOW, NULL);
   int out = -1;
   uint64_t done = 0;
   int rc = -1;
@@ -1007,10 +1009,10 @@ basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
     free(text);
     return rc < 0 ? err_set(e, rc, "signature too large") : 0;
   }
-  fd = open(f->basis, O_RDONLY | O_CLOEXEC);
+  /* The basis is the replica jobs read, which they may have changed. */
+  fd = file_open_regular(f->basis, O_RDONLY | O_NOFOLLOW, e);
   if (fd < 0)
-    return err_set(e, ERR_IO, "cannot open '%s': %s", f->basis,
-                   strerror(errno));
+    return fd;
   rc = delta_signature(fd, f->basis_size, out, e);
   close(fd);
   if (rc == 0)
@@ -1032,7 +1034,7 @@ put_inplace(struct buf *body, const struct pull_file *f,
 
   if (f->basis_size > DELTA_INPLACE_MAX || e->size > DELTA_INPLACE_MAX)
     return 0;
-  fd = open(f->basis, O_RDONLY | O_CLOEXEC);
+  fd = file_open_regular(f->basis, O_RDONLY | O_NOFOLLOW, NULL);
   if (fd < 0)
     return 0;
   buf_init(&pl, 16 + 8 * (DELTA_INPLACE_MAX / 512));
@@ -1119,10 +1121,10 @@ range_signature(const struct pull_file *f, const struct pull_seg *s,
   wire_put_le64(le, off);
   if (buf_add(out, le, sizeof(le)) < 0)
     return err_set(e, ERR_TOO_LARGE, "signature too large");
-  fd = open(f->basis, O_RDONLY | O_CLOEXEC);
+  /* The basis is the replica jobs read, which they may have changed. */
+  fd = file_open_regular(f->basis, O_RDONLY | O_NOFOLLOW, e);
   if (fd < 0)
-    return err_set(e, ERR_IO, "cannot open '%s': %s", f->basis,
-                   strerror(errno));
+    return fd;
   rc = delta_signature_range(fd, off, len, out, e);
   close(fd);
   return rc;
@@ -1336,7 +1338,8 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd,
   }
   if (f->kind == WIRE_DELTA) {
     if (of->basis < 0 && pf->basis != NULL)
-      of->basis = open(pf->basis, O_RDONLY | O_CLOEXEC);
+      of->basis = file_open_regular(pf->basis, O_RDONLY | O_NOFOLLOW,
+                                    NULL);
     rc = delta_patch(of->basis, f->payload, f->len, of->part, off, len, sha,
                      pf->fp ? pf->fp + manifest_seg_fp(e, f->seg) : NULL, &we);
   } else if (f->len != len) {
@@ -1484,7 +1487,9 @@ pull_local_run(uv_work_t *w)
     part_name(e->path, "part", part, sizeof(part));
     of.part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT | O_CLOEXEC,
                               0600, &we);
-    of.basis = pf->basis ? open(pf->basis, O_RDONLY | O_CLOEXEC) : -1;
+    of.basis = pf->basis ? file_open_regular(pf->basis,
+                                             O_RDONLY | O_NOFOLLOW, NULL)
+                         : -1;
     if (of.part < 0 || of.basis < 0) {
       br->result[i] = SEG_CORRUPT;
     } else {
@@ -1649,7 +1654,7 @@ pull_sigs_run(uv_work_t *w)
     if (access(path, F_OK) == 0)
       continue;
     snprintf(file, sizeof(file), "%s/%s", sw->dir, it->path);
-    fd = open(file, O_RDONLY | O_CLOEXEC);
+    fd = file_open_regular(file, O_RDONLY | O_NOFOLLOW, NULL);
     if (fd < 0)
       continue;
     buf_reset(&sig);

@@ -656,19 +656,46 @@ put_error(struct buf *out, const struct wire_frame *f, int code,
   return rc;
 }
 
-/* Open entry i of the served version, confined to the root. */
+/*
+ * Open entry i of the served version, confined to the root.  The tree
+ * is the site's, not ours: a file may have become a link (refused on the
+ * way) or a fifo (opened without blocking, so that it cannot pin a pool
+ * thread until someone writes to it).  Either is a change since publish,
+ * ERR_CONFLICT naming it, which the destination reports as such instead
+ * of retrying.
+ */
 static int
 open_source(struct agent *a, const struct served *sv, size_t i,
             struct err *e)
 {
+  const char *path = sv->m.v[i].path;
   char rel[PATH_MAX * 2];
+  struct stat st;
+  int fd;
 
   if (strcmp(sv->rel, ".") == 0)
-    snprintf(rel, sizeof(rel), "%s", sv->m.v[i].path);
+    snprintf(rel, sizeof(rel), "%s", path);
   else
-    snprintf(rel, sizeof(rel), "%s/%s", sv->rel, sv->m.v[i].path);
-  return syncpath_openat(store_rootfd(a->store), rel, O_RDONLY | O_CLOEXEC,
-                         0, e);
+    snprintf(rel, sizeof(rel), "%s/%s", sv->rel, path);
+  fd = syncpath_openat(store_rootfd(a->store), rel,
+                       O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0, e);
+  if (fd == ERR_INVALID)
+    return err_set(e, ERR_CONFLICT, "file '%s' changed since version "
+                   "%.12s was published (a symlink now, or one on its "
+                   "way)", path, sv->v);
+  if (fd < 0)
+    return fd;
+  if (fstat(fd, &st) < 0) {
+    close(fd);
+    return err_set(e, ERR_IO, "file '%s': %s", path, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return err_set(e, ERR_CONFLICT, "file '%s' changed since version "
+                   "%.12s was published (not a regular file now)", path,
+                   sv->v);
+  }
+  return fd;
 }
 
 /* Per-file state of one batch on the pool. */

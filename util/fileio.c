@@ -106,6 +106,50 @@ out:
   return rc;
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *
+kind_of(mode_t mode)
+{
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a fifo";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  return "not a regular file";
+}
+
+int
+file_open_regular(const char *path, int flags, struct err *e)
+{
+  struct stat st;
+  int fd;
+
+  fd = open(path, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return err_set(e, ERR_NOT_FOUND, "'%s' does not exist", path);
+    if (errno == ELOOP && (flags & O_NOFOLLOW))
+      return err_set(e, ERR_INVALID, "'%s' is a symlink, not a regular "
+                     "file", path);
+    return err_set(e, ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  }
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+
+    close(fd);
+    return err_set(e, ERR_IO, "cannot stat '%s': %s", path, strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return err_set(e, ERR_INVALID, "'%s' is %s, not a regular file", path,
+                   kind_of(st.st_mode));
+  }
+  return fd;
+}
+
 int
 file_read(const char *path, size_t max, char **out, size_t *len_out,
           struct err *e)
@@ -115,13 +159,10 @@ file_read(const char *path, size_t max, char **out, size_t *len_out,
   int fd;
   int rc = ERR_IO;
 
+  fd = file_open_regular(path, O_RDONLY, e);
+  if (fd < 0)
+    return fd;
   buf_init(&b, max);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      return err_set(e, ERR_NOT_FOUND, "'%s' does not exist", path);
-    return err_set(e, ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  }
   for (;;) {
     ssize_t k = read(fd, chunk, sizeof(chunk));
 

@@ -20,9 +20,21 @@
 int file_write_atomic(const char *dir, const char *name, const void *data,
                       size_t len, mode_t mode, struct err *e) WARN_UNUSED;
 /*
+ * Open path (flags: O_RDONLY, maybe O_NOFOLLOW; O_CLOEXEC is added) as
+ * a regular file, never blocking: a fifo put where a file was expected
+ * would otherwise hold the calling thread until someone writes to it.
+ * Returns the fd (caller closes; O_NONBLOCK is set, which reads of a
+ * regular file ignore) or ERR_NOT_FOUND when it does not exist,
+ * ERR_INVALID naming the path when it is not a regular file (a fifo, a
+ * directory, a device, a symlink with O_NOFOLLOW), ERR_IO otherwise.
+ */
+int file_open_regular(const char *path, int flags, struct err *e)
+    WARN_UNUSED;
+/*
  * Read the whole file path (at most max bytes) into *out (new,
  * NUL-terminated, free with free()); *len_out may be NULL.  ERR_NOT_FOUND
- * when it does not exist, ERR_TOO_LARGE past max, ERR_IO otherwise.
+ * when it does not exist, ERR_INVALID when it is not a regular file
+ * (file_open_regular), ERR_TOO_LARGE past max, ERR_IO otherwise.
  */
 int file_read(const char *path, size_t max, char **out, size_t *len_out,
               struct err *e) WARN_UNUSED;

@@ -1,7 +1,8 @@
 /*
  * Tests for util/fileio.c: atomic writes land whole with their mode,
  * reads are capped, mkdir -p creates what is missing, a directory's
- * sync names the directory it could not sync.
+ * sync names the directory it could not sync, and a file that is not a
+ * regular one is refused without blocking.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +121,58 @@ test_sync_dir_syncs_a_directory_and_names_one_it_cannot(void **state)
   assert_int_equal(file_sync_dir(path, &e), ERR_IO);
 }
 
+/* A fifo where a file was expected fails at once (a blocking open would
+ * hold the thread until someone writes to it), and so does a directory;
+ * each error names the path and what it is. */
+static void
+test_open_regular_refuses_a_fifo_and_a_directory_without_blocking(
+    void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  char *text = NULL;
+  struct err e = {0};
+  int fd;
+
+  snprintf(path, sizeof(path), "%s/fifo", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  alarm(10); /* a regression blocks: fail, do not hang */
+  assert_int_equal(file_open_regular(path, O_RDONLY, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, path));
+  assert_non_null(strstr(e.msg, "is a fifo, not a regular file"));
+  err_clear(&e);
+  assert_int_equal(file_read(path, 100, &text, NULL, &e), ERR_INVALID);
+  assert_null(text);
+  assert_non_null(strstr(e.msg, "is a fifo"));
+  alarm(0);
+  err_clear(&e);
+  assert_int_equal(file_open_regular(dir, O_RDONLY, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "is a directory"));
+  snprintf(path, sizeof(path), "%s/file", dir);
+  assert_int_equal(file_write_atomic(dir, "file", "x", 1, 0600, &e), 0);
+  fd = file_open_regular(path, O_RDONLY, &e);
+  assert_true(fd >= 0);
+  close(fd);
+}
+
+/* With O_NOFOLLOW a symlink is refused by name. */
+static void
+test_open_regular_with_nofollow_refuses_a_symlink(void **state)
+{
+  const char *dir = *state;
+  char path[256];
+  char link[256];
+  struct err e = {0};
+
+  snprintf(path, sizeof(path), "%s/file", dir);
+  snprintf(link, sizeof(link), "%s/link", dir);
+  assert_int_equal(file_write_atomic(dir, "file", "x", 1, 0600, &e), 0);
+  assert_int_equal(symlink(path, link), 0);
+  assert_int_equal(file_open_regular(link, O_RDONLY | O_NOFOLLOW, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "is a symlink"));
+}
+
 int
 main(void)
 {
@@ -128,6 +182,12 @@ main(void)
           setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_read_names_missing_and_too_large_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_open_regular_refuses_a_fifo_and_a_directory_without_blocking,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_open_regular_with_nofollow_refuses_a_symlink, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(test_mkdirs_creates_every_missing_level,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
