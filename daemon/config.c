@@ -12,6 +12,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/jobspec_int.h"
 #include "util/jsonx.h"
 
 /* A config file is small; a bigger one is a mistake worth reporting. */
@@ -171,6 +172,109 @@ check_tls_http(struct daemon_config *cfg, struct err *e)
   return rc;
 }
 
+/* Project names as the API takes them (jobspec's rule), once each: a
+ * project the API refuses could never be submitted to. */
+static int
+check_projects(const json_t *projects, struct err *e)
+{
+  size_t i, k;
+  json_t *v;
+
+  json_array_foreach((json_t *)projects, i, v) {
+    const char *why;
+
+    if (!json_is_string(v))
+      return err_set(e, ERR_CONFIG, "field 'projects[%zu]' must be a "
+                     "string", i);
+    why = jobspec__ident_problem(json_string_value(v));
+    if (why != NULL)
+      return err_set(e, ERR_CONFIG, "field 'projects[%zu]': '%.64s' %s", i,
+                     json_string_value(v), why);
+    for (k = 0; k < i; k++) {
+      if (json_equal(json_array_get(projects, k), v))
+        return err_set(e, ERR_CONFIG, "field 'projects[%zu]': duplicate "
+                       "project '%s'", i, json_string_value(v));
+    }
+  }
+  return 0;
+}
+
+/* Workload names once each: the broker upserts them in order, so a
+ * second one would silently replace the first.  Their other fields are
+ * checked where they are loaded (broker/catalog.c). */
+static int
+check_workloads(const json_t *workloads, struct err *e)
+{
+  size_t i, k;
+  json_t *w;
+
+  json_array_foreach((json_t *)workloads, i, w) {
+    const char *name = jsonx_str(w, "name");
+
+    if (name == NULL)
+      continue;
+    for (k = 0; k < i; k++) {
+      const char *other = jsonx_str(json_array_get(workloads, k), "name");
+
+      if (other != NULL && strcmp(other, name) == 0)
+        return err_set(e, ERR_CONFIG, "field 'workloads[%zu].name': "
+                       "duplicate workload '%.64s' (also workloads[%zu])",
+                       i, name, k);
+    }
+  }
+  return 0;
+}
+
+/* Whether a local site's "gpus" may hand out GPUs: detection (absent,
+ * null, "auto") or any count above 0. */
+static int
+local_has_gpus(const json_t *site)
+{
+  const json_t *gpus = json_object_get(site, "gpus");
+  const char *type;
+  json_t *n;
+
+  if (!json_is_object(gpus))
+    return 1;
+  json_object_foreach((json_t *)gpus, type, n) {
+    if (!json_is_integer(n) || json_integer_value(n) != 0)
+      return 1;
+  }
+  return 0;
+}
+
+/*
+ * Local sites all run on this host and number its GPUs from 0: two that
+ * hand out GPUs would give the same index to two jobs at once.  Other
+ * checks of a site are its adapter's.
+ */
+static int
+check_local_gpus(const json_t *sites, struct err *e)
+{
+  const json_t *first = NULL;
+  size_t i;
+  json_t *s;
+
+  json_array_foreach((json_t *)sites, i, s) {
+    const char *kind = jsonx_str(s, "kind");
+
+    if (kind == NULL || strcmp(kind, "local") != 0 || !local_has_gpus(s))
+      continue;
+    if (first != NULL) {
+      const char *a = jsonx_str(first, "name");
+      const char *b = jsonx_str(s, "name");
+
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].gpus': sites "
+                     "'%.64s' and '%.64s' are both local and would hand "
+                     "out the same GPU indices; give the GPUs to one and "
+                     "\"gpus\": {} to the other", i, a ? a : "?",
+                     b ? b : "?");
+    }
+    first = s;
+  }
+  return 0;
+}
+
 static int
 check(struct daemon_config *cfg, const char *listen_override, struct err *e)
 {
@@ -179,8 +283,6 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
   const json_t *policy = json_object_get(root, "policy");
   const char *listen = listen_override;
   const char *level = jsonx_str(root, "log_level");
-  size_t i;
-  json_t *v;
   int rc;
 
   rc = jsonx_check(root, top_fields, "", e);
@@ -210,11 +312,13 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
                    "required");
   cfg->workloads = json_object_get(root, "workloads");
   cfg->projects = json_object_get(root, "projects");
-  json_array_foreach((json_t *)cfg->projects, i, v) {
-    if (!json_is_string(v))
-      return err_set(e, ERR_CONFIG, "field 'projects[%zu]' must be a "
-                     "string", i);
-  }
+  rc = check_local_gpus(cfg->sites, e);
+  if (rc == 0)
+    rc = check_projects(cfg->projects, e);
+  if (rc == 0)
+    rc = check_workloads(cfg->workloads, e);
+  if (rc < 0)
+    return rc;
   cfg->log_level = LOG_INFO;
   if (level != NULL && log_parse_level(level, &cfg->log_level) < 0)
     return err_set(e, ERR_CONFIG, "field 'log_level': '%s' is not debug, "
@@ -223,6 +327,27 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
   if (rc == 0)
     rc = check_tls_http(cfg, e);
   return rc;
+}
+
+/* The file's JSON; errors speak of the file, not of a request body as
+ * jsonx_parse_object's do. */
+static int
+parse(const char *text, size_t len, json_t **out, struct err *e)
+{
+  json_error_t jerr;
+  json_t *v;
+
+  /* "a":1,"a":2 is ambiguous, so refused. */
+  v = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (v == NULL)
+    return err_set(e, ERR_CONFIG, "malformed JSON at line %d column %d: "
+                   "%s", jerr.line, jerr.column, jerr.text);
+  if (!json_is_object(v)) {
+    json_decref(v);
+    return err_set(e, ERR_CONFIG, "the top level must be a JSON object");
+  }
+  *out = v;
+  return 0;
 }
 
 int
@@ -242,7 +367,7 @@ config_load(const char *path, const char *listen_override,
     if (rc < 0)
       goto out;
   }
-  rc = jsonx_parse_object(text, len, &cfg->root, e);
+  rc = parse(text, len, &cfg->root, e);
   if (rc == 0)
     rc = check(cfg, listen_override, e);
 out:

@@ -595,6 +595,109 @@ test_tls_and_http_mistakes_are_named(void **state)
                       "\"10\"}}", NULL, "http.header_timeout_s");
 }
 
+/* ---- what the API and the sites would refuse later ---- */
+
+/* A config error names the file, never "request body" (the words of the
+ * REST layer's parser). */
+static void
+test_a_file_that_is_not_an_object_is_named_as_the_config(void **state)
+{
+  struct fx *f = *state;
+  struct daemon_config cfg;
+  struct err e = {0};
+
+  assert_int_equal(load_text(f, "[1, 2]", NULL, &cfg, &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, f->path));
+  if (strstr(e.msg, "request body") != NULL)
+    fail_msg("'%s' speaks of a request body", e.msg);
+  assert_non_null(strstr(e.msg, "the top level must be a JSON object"));
+}
+
+/* Projects the API would refuse (jobspec's rule) make a job of that
+ * project impossible to submit: refused at start, naming the entry. */
+static void
+test_project_names_the_api_refuses_are_refused(void **state)
+{
+  struct fx *f = *state;
+  struct daemon_config cfg;
+  struct err e = {0};
+
+  assert_fails_naming(f, "{" SITES ", \"projects\": [\"ok\", \"a b\"]}",
+                      NULL, "field 'projects[1]': 'a b' must match");
+  assert_fails_naming(f, "{" SITES ", \"projects\": [\"-x\"]}", NULL,
+                      "projects[0]");
+  assert_fails_naming(f, "{" SITES ", \"projects\": [\"\"]}", NULL,
+                      "projects[0]");
+  assert_fails_naming(f,
+                      "{" SITES ", \"projects\": [\"a123456789012345678901"
+                      "23456789012345678901234567890123456789012345\"]}",
+                      NULL, "projects[0]");
+  assert_fails_naming(f, "{" SITES ", \"projects\": [\"ok\", \"ok\"]}",
+                      NULL, "field 'projects[1]': duplicate project 'ok'");
+  assert_int_equal(load_text(f, "{" SITES ", \"projects\": [\"ok\", "
+                            "\"A.b_c-9\"]}", NULL, &cfg, &e), 0);
+  config_release(&cfg);
+}
+
+/* Two workloads of one name: the second would silently replace the
+ * first at every start. */
+static void
+test_duplicate_workload_names_are_refused(void **state)
+{
+  struct fx *f = *state;
+  struct daemon_config cfg;
+  struct err e = {0};
+
+  assert_fails_naming(f,
+                      "{" SITES ", \"workloads\": ["
+                      "{\"name\": \"w\", \"command\": [\"true\"]}, "
+                      "{\"name\": \"v\", \"command\": [\"true\"]}, "
+                      "{\"name\": \"w\", \"command\": [\"false\"]}]}",
+                      NULL,
+                      "field 'workloads[2].name': duplicate workload 'w' "
+                      "(also workloads[0])");
+  assert_int_equal(load_text(f, "{" SITES ", \"workloads\": ["
+                            "{\"name\": \"w\", \"command\": [\"true\"]}, "
+                            "{\"name\": \"v\", \"command\": [\"true\"]}]}",
+                            NULL, &cfg, &e), 0);
+  config_release(&cfg);
+}
+
+/* Local sites run on this host: two that hand out GPUs would both give
+ * index 0 to a job. */
+static void
+test_two_local_sites_handing_out_gpus_are_refused(void **state)
+{
+  struct fx *f = *state;
+  struct daemon_config cfg;
+  struct err e = {0};
+
+  assert_fails_naming(f,
+                      "{\"sites\": ["
+                      "{\"name\": \"a\", \"kind\": \"local\", "
+                      "\"gpus\": {\"h100\": 2}}, "
+                      "{\"name\": \"b\", \"kind\": \"local\", "
+                      "\"gpus\": {\"a10g\": 1}}]}",
+                      NULL, "field 'sites[1].gpus': sites 'a' and 'b'");
+  /* Detection (the default) finds the same GPUs for both. */
+  assert_fails_naming(f,
+                      "{\"sites\": [{\"name\": \"a\", \"kind\": \"local\"}, "
+                      "{\"name\": \"b\", \"kind\": \"local\", "
+                      "\"gpus\": \"auto\"}]}",
+                      NULL, "sites[1].gpus");
+  /* One of them with none is fine, and so is any other kind. */
+  assert_int_equal(load_text(f, "{\"sites\": ["
+                            "{\"name\": \"a\", \"kind\": \"local\", "
+                            "\"gpus\": {\"h100\": 2}}, "
+                            "{\"name\": \"b\", \"kind\": \"local\", "
+                            "\"gpus\": {\"h100\": 0}}, "
+                            "{\"name\": \"c\", \"kind\": \"local\", "
+                            "\"gpus\": {}}, "
+                            "{\"name\": \"s\", \"kind\": \"slurm\"}]}",
+                            NULL, &cfg, &e), 0);
+  config_release(&cfg);
+}
+
 int
 main(void)
 {
@@ -626,6 +729,16 @@ main(void)
       T(test_errors_without_an_err_still_fail),
       T(test_tls_and_http_limits_are_read_and_defaulted),
       T(test_tls_and_http_mistakes_are_named),
+      cmocka_unit_test_setup_teardown(
+          test_a_file_that_is_not_an_object_is_named_as_the_config, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_project_names_the_api_refuses_are_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_duplicate_workload_names_are_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_two_local_sites_handing_out_gpus_are_refused, setup,
+          teardown),
   };
 #undef T
 
