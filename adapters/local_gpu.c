@@ -319,11 +319,15 @@ detect(struct local_inventory *inv, struct err *e)
 
   if (exe == NULL) {
     log_info("local site: nvidia-smi is not on PATH, no GPUs");
+    snprintf(inv->none_why, sizeof(inv->none_why),
+             "nvidia-smi is not on PATH");
     return 0;
   }
   /* A GPU host with a broken driver still runs CPU jobs: warn, go on. */
   if (run_smi(exe, &text, &se) < 0) {
     log_warn("local site: no GPUs: %s", err_msg(&se));
+    snprintf(inv->none_why, sizeof(inv->none_why), "%.127s",
+             err_msg(&se));
     goto out;
   }
   rc = adapter_local__inventory_parse_smi(inv, text, e);
@@ -533,6 +537,9 @@ void
 adapter_local__inventory_capacity(const struct local_inventory *inv,
                                   struct adapter_capacity *out)
 {
+  /* Why a GPU request can never run here (placement says it). */
+  if (inv->ngpus == 0 && inv->none_why[0] != '\0')
+    snprintf(out->detail, sizeof(out->detail), "%s", inv->none_why);
   out->npools = inv->npools;
   for (int i = 0; i < inv->npools; i++) {
     struct adapter_gpu_pool *p = &out->pools[i];

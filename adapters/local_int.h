@@ -95,6 +95,7 @@ struct local_inventory {
   char types[ADAPTER_MAX_POOLS][ADAPTER_GPU_TYPE_LEN];
   struct local_gpu *gpus; /* owned; in index order */
   size_t ngpus;
+  char none_why[128];     /* why detection found no GPUs, or "" */
 };
 
 void adapter_local__inventory_init(struct local_inventory *inv);

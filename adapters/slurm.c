@@ -431,11 +431,18 @@ observe(struct slurm_site *s, struct sjob *j, const struct slurm_job *sj)
   if (o.state == j->reported && j->reason != NULL &&
       strcmp(o.reason, j->reason) == 0)
     return;
-  if (o.state == JOB_RUNNING && sj->start_s > 0)
-    at_ms = sj->start_s * 1000;
+  if (o.state == JOB_RUNNING && o.started_ms > 0)
+    at_ms = o.started_ms;
   else if (job_state_is_final(o.state) && sj->end_s > 0)
     at_ms = sj->end_s * 1000;
   log_path_of(j, sj, log_path, sizeof(log_path));
+  if (job_state_is_final(o.state) && o.started_ms > 0 &&
+      j->reported != JOB_RUNNING) {
+    /* It ran and ended between two listings: say when it started, first,
+     * so that it has a start and its events come in order. */
+    report(s, j, JOB_RUNNING, "RUNNING", sj->alloc[0] ? sj->alloc : NULL,
+           log_path[0] ? log_path : NULL, -1, 0, o.started_ms);
+  }
   report(s, j, o.state, o.reason, sj->alloc[0] ? sj->alloc : NULL,
          log_path[0] ? log_path : NULL, o.exit_code, o.signal, at_ms);
   if (job_state_is_final(o.state))
@@ -1035,6 +1042,12 @@ slurm_submit_job(void *ctx, const struct adapter_job *aj, struct err *e)
   sub.tag = tag;
   sub.partition = lookup(s->partitions, sp->gpu_type, s->default_partition);
   sub.account = lookup(s->accounts, sp->project, s->default_account);
+  /* A site with no account map takes the project as the account, as
+   * sbatch -A means both; "default" is tenbin's when none was named,
+   * which leaves Slurm to pick the user's default account. */
+  if (json_object_size(s->accounts) == 0 && s->default_account == NULL &&
+      sp->project != NULL && strcmp(sp->project, "default") != 0)
+    sub.account = sp->project;
   sub.workdir = sp->chdir != NULL ? sp->chdir : s->workdir;
   stdout_path = stdout_pattern(s, sp);
   if (sp->stderr_path != NULL)

@@ -210,6 +210,13 @@ slurm_job_outcome(const struct slurm_job *j, struct slurm_outcome *out)
     out->exit_code = -1;
     out->signal = 0;
   }
+  /* Only a job given nodes ran: a pending job that was cancelled has a
+   * start time too (its end's) but no nodes ("" from slurmctld, "None
+   * assigned" from slurmdbd). */
+  if ((out->state == JOB_RUNNING || job_state_is_final(out->state)) &&
+      j->start_s > 0 && j->nodes != NULL && j->nodes[0] != '\0' &&
+      strcmp(j->nodes, "None assigned") != 0)
+    out->started_ms = j->start_s * 1000;
 }
 
 /* ---- errors ---- */

@@ -116,6 +116,8 @@ struct slurm_outcome {
   int signal;             /* 0 unless it ended by a signal */
   char reason[192];       /* "PENDING (Resources)", "exit code 3",
                              "TIMEOUT", "killed by signal 9", ... */
+  int64_t started_ms;     /* when Slurm started it (running or ended),
+                             0 when it never ran */
 };
 void slurm_job_outcome(const struct slurm_job *j, struct slurm_outcome *out);
 

@@ -151,7 +151,8 @@ int broker__recover(struct broker *b, struct err *e) WARN_UNUSED;
 /* Placement request of a spec. */
 void broker__placement_request(const struct job_spec *spec,
                                struct placement_request *req);
-/* Snapshot of every site for the policy; names borrowed from b. */
+/* Snapshot of every site for the policy; names borrowed from b, each
+ * detail from caps. */
 void broker__snapshot(struct broker *b, struct placement_site *out,
                       struct adapter_capacity *caps);
 

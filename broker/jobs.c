@@ -37,18 +37,40 @@ broker__transition_ok(enum job_state from, enum job_state to)
   return to > from;
 }
 
+static int
+latest_event_cb(const struct db_event *ev, void *arg)
+{
+  int64_t *latest = arg;
+
+  if (ev->at_ms > *latest)
+    *latest = ev->at_ms;
+  return 0;
+}
+
 int
 broker__transition(struct broker *b, struct db_job *j, enum job_state to,
                    const char *detail, int64_t at_ms, struct err *e)
 {
   enum job_state from = j->state;
   int64_t now = at_ms > 0 ? at_ms : time_now_ms();
+  int64_t latest = j->created_ms;
   int rc;
 
   if (!broker__transition_ok(from, to))
     return err_set(e, ERR_BAD_STATE, "job %lld cannot go from %s to %s",
                    (long long)j->id, job_state_name(from),
                    job_state_name(to));
+  if (at_ms > 0) {
+    /* A site's own clock, in whole seconds for Slurm, can put a change
+     * before one already recorded (a job submitted at 12.5 s that Slurm
+     * started at 12 s): the history keeps its order, so a job never
+     * starts before it was created nor ends before it started. */
+    rc = db_event_list(b->db, j->id, latest_event_cb, &latest, e);
+    if (rc < 0)
+      return rc;
+    if (now < latest)
+      now = latest;
+  }
   j->state = to;
   j->updated_ms = now;
   if (to == JOB_RUNNING && j->started_ms == 0)
@@ -183,6 +205,9 @@ adapter_job_of(const struct db_job *j, struct job_spec *spec,
   json_decref(obj);
   if (rc < 0)
     return rc;
+  /* A hold is tenbin's: a job reaches a site only once released, and a
+   * site told to hold it (Slurm's JobHeldUser) would keep it forever. */
+  spec->hold = 0;
   memset(aj, 0, sizeof(*aj));
   aj->id = j->id;
   aj->spec = spec;

@@ -65,6 +65,7 @@ broker__snapshot(struct broker *b, struct placement_site *out,
     ps->name = s->name;
     ps->reachable = c->reachable;
     ps->unknown = c->unknown;
+    ps->detail = c->detail;
     ps->nodes = c->nodes;
     ps->max_jobs = c->max_jobs;
     ps->jobs_active = c->jobs_active;
@@ -354,7 +355,7 @@ decide_staged(struct broker *b, struct db_job *j,
   struct db_replica r;
   char name[BROKER_DS_NAME];
   char version[BROKER_DS_VERSION];
-  char reason[ERR_MSG_SIZE + 2 * BROKER_DS_NAME + 160];
+  char reason[PLACEMENT_SUMMARY_LEN + 2 * BROKER_DS_NAME + 160];
   int i;
   int rc;
 
@@ -502,14 +503,16 @@ dispatch_one(struct broker *b, struct db_job *j)
 {
   struct site *site = broker__site(b, j->site);
   struct err e = {0};
+  int64_t id = j->id;
   int rc;
 
   rc = broker__adapter_call(j, site->ops->submit, site, &e);
   if (rc == 0)
     return;
-  /* The adapter's updates may have moved the job already: reload it. */
+  /* The adapter's updates may have moved the job already: reload it.
+   * The release clears the row, id included. */
   db_job_release(j);
-  if (db_job_get(b->db, j->id, j, NULL) < 0 || j->state != JOB_PLACED)
+  if (db_job_get(b->db, id, j, NULL) < 0 || j->state != JOB_PLACED)
     return;
   if (rc == ERR_UNAVAILABLE) {
     rc = broker__transition_tx(b, j, JOB_QUEUED, err_msg(&e), 0, &e);

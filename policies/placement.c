@@ -47,6 +47,24 @@ reason_set(char *out, const char *fmt, ...)
   va_end(ap);
 }
 
+/* Append to a decision's reason; what does not fit is cut. */
+static void
+summary_add(char *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+summary_add(char *out, const char *fmt, ...)
+{
+  size_t used = strlen(out);
+  va_list ap;
+
+  if (used + 1 >= PLACEMENT_SUMMARY_LEN)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(out + used, PLACEMENT_SUMMARY_LEN - used, fmt, ap);
+  va_end(ap);
+}
+
 /* Site names come from configuration; never print a NULL one. */
 static const char *
 site_name(const struct placement_site *site)
@@ -179,7 +197,10 @@ judge_site(const struct placement_request *req,
       have_best = 1;
     }
     if (!have_best) {
-      if (largest == 0)
+      if (largest == 0 && site->detail != NULL && site->detail[0] != '\0')
+        reason_set(c->reason, "needs %lld GPUs, site has none (%s)",
+                   (long long)gpus, site->detail);
+      else if (largest == 0)
         reason_set(c->reason, "needs %lld GPUs, site has none",
                    (long long)gpus);
       else if (largest < gpus)
@@ -240,6 +261,38 @@ describe_request(const struct placement_request *req, char *out, size_t len)
     snprintf(out + n, len - (size_t)n, " on %lld nodes", (long long)nodes);
 }
 
+/*
+ * Append ": 'a': why; 'b', 'c': why" to out->reason: every candidate
+ * with its reason, in order, sites that say the same thing together, so
+ * that a job nobody runs says why of each site and not of the first.
+ */
+static void
+add_site_reasons(struct placement_decision *out)
+{
+  const char *sep = ": ";
+
+  for (size_t i = 0; i < out->ncandidates; i++) {
+    const struct placement_candidate *c = &out->candidates[i];
+    size_t k;
+
+    for (k = 0; k < i; k++) {
+      if (strcmp(out->candidates[k].reason, c->reason) == 0)
+        break;
+    }
+    if (k < i)
+      continue; /* named with the first site that said it */
+    summary_add(out->reason, "%s'%s'", sep, c->site != NULL ? c->site : "?");
+    for (k = i + 1; k < out->ncandidates; k++) {
+      const struct placement_candidate *o = &out->candidates[k];
+
+      if (strcmp(o->reason, c->reason) == 0)
+        summary_add(out->reason, ", '%s'", o->site != NULL ? o->site : "?");
+    }
+    summary_add(out->reason, ": %s", c->reason);
+    sep = "; ";
+  }
+}
+
 static void
 first_fit_decide(const struct placement_request *req,
                  const struct placement_site *sites, size_t nsites,
@@ -284,20 +337,20 @@ first_fit_decide(const struct placement_request *req,
     return;
   }
   if (first_wait != (size_t)-1) {
-    const struct placement_candidate *c = &out->candidates[first_wait];
-
     out->verdict = PLACEMENT_WAIT;
-    reason_set(out->reason, "no site can run %s now; '%s': %s", what,
-               c->site != NULL ? c->site : "?", c->reason);
+    reason_set(out->reason, "no site can run %s now", what);
+    add_site_reasons(out);
     return;
   }
-  if (out->ncandidates == 0)
+  if (out->ncandidates == 0) {
     reason_set(out->reason, "no sites to place %s on", what);
-  else if (req->site != NULL)
+  } else if (req->site != NULL) {
     reason_set(out->reason, "site '%s' can never run %s: %s", req->site,
                what, out->candidates[0].reason);
-  else
+  } else {
     reason_set(out->reason, "no site can run %s", what);
+    add_site_reasons(out);
+  }
 }
 
 static const struct placement_policy policies[] = {

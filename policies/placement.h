@@ -18,6 +18,8 @@
 #define PLACEMENT_MAX_SITES 32
 #define PLACEMENT_MAX_POOLS 8
 #define PLACEMENT_REASON_LEN 160
+/* A decision's reason names every site with its own. */
+#define PLACEMENT_SUMMARY_LEN 1024
 
 struct placement_pool {
   const char *type;  /* borrowed */
@@ -30,6 +32,8 @@ struct placement_site {
   const char *name;  /* borrowed */
   int reachable;
   int unknown;       /* never reached yet: nodes and pools say nothing */
+  const char *detail; /* the site's own news ("no GPUs: nvidia-smi is not
+                         on PATH"), or NULL; borrowed */
   int64_t nodes;
   int64_t max_jobs;      /* 0 = no cap */
   int64_t jobs_active;
@@ -57,7 +61,7 @@ struct placement_candidate {
 struct placement_decision {
   enum placement_verdict verdict;
   int site;              /* index into the snapshot when NOW, else -1 */
-  char reason[PLACEMENT_REASON_LEN];
+  char reason[PLACEMENT_SUMMARY_LEN];
   size_t ncandidates;
   struct placement_candidate candidates[PLACEMENT_MAX_SITES];
 };

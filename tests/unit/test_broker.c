@@ -847,12 +847,16 @@ test_gpu_request_no_site_can_run_is_unprocessable(void **state)
                                   "\"gpu_type\": \"b200\"}",
                                   &e),
                    ERR_UNPROCESSABLE);
-  assert_true(strlen(e.msg) > 0);
+  /* Each site is named with its reason, not only the request. */
+  assert_string_equal(e.msg, "no site can run 1 x b200 GPUs: 'local': needs "
+                             "1 x b200 GPUs, site has 0 b200");
   /* More GPUs than the site has at all. */
   assert_int_equal(submit_refused(f, &admin,
                                   "{\"command\": [\"true\"], \"gpus\": 3}",
                                   &e),
                    ERR_UNPROCESSABLE);
+  assert_non_null(strstr(e.msg, "'local': needs 3 GPUs of one type, site "
+                                "has at most 2"));
   assert_int_equal(count_jobs(broker_db(f->b)), 0);
   /* What the site has is fine. */
   submit_ok(f, &admin,
@@ -1123,6 +1127,154 @@ test_release_of_a_held_job_lets_it_run(void **state)
   assert_int_equal(broker_job_release(f->b, &admin, held, &j, &e),
                    ERR_BAD_STATE);
   db_job_release(&j);
+}
+
+/* ---- a site that refuses at submit ---- */
+
+/* The local site's own ops, except that submit first refuses `refusals`
+ * times with `code` (what a Slurm site says of an array script, or of a
+ * slurmrestd it cannot reach), then hands the job to the local site. */
+static struct {
+  int code;
+  int refusals;
+  int submits;
+  int hold_seen;  /* spec->hold of the last job the site was given */
+} gate;
+static struct adapter_ops gated_ops;
+
+static char *reason_of(struct fx *f, int64_t id);
+
+static int
+gated_submit(void *ctx, const struct adapter_job *aj, struct err *e)
+{
+  gate.submits++;
+  gate.hold_seen = aj->spec->hold;
+  if (gate.refusals > 0) {
+    gate.refusals--;
+    if (gate.code == ERR_UNAVAILABLE)
+      return err_set(e, ERR_UNAVAILABLE, "site 'local' cannot be reached");
+    return err_set(e, gate.code, "#SBATCH --array=0-3: job arrays are not "
+                   "supported through tenbin; submit one job per task");
+  }
+  return adapter_local_ops.submit(ctx, aj, e);
+}
+
+static void
+gate_site(struct fx *f, int code, int refusals)
+{
+  memset(&gate, 0, sizeof(gate));
+  gate.code = code;
+  gate.refusals = refusals;
+  gated_ops = adapter_local_ops;
+  gated_ops.submit = gated_submit;
+  f->b->sites[0].ops = &gated_ops;
+}
+
+static void
+test_a_job_its_site_refuses_at_submit_ends_failed_saying_why(void **state)
+{
+  struct fx *f = *state;
+  char states[256];
+  char *reason;
+  int64_t id;
+
+  gate_site(f, ERR_INVALID, 1);
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"]}");
+  wait_state(f, id, JOB_FAILED);
+  reason = reason_of(f, id);
+  assert_non_null(strstr(reason, "site 'local' refused the job"));
+  assert_non_null(strstr(reason, "job arrays are not supported"));
+  free(reason);
+  event_states(f, id, states, sizeof(states));
+  assert_string_equal(states, "queued placed failed");
+  assert_int_equal(gate.submits, 1);
+}
+
+static void
+test_a_job_its_site_cannot_take_now_is_placed_again_and_runs(void **state)
+{
+  struct fx *f = *state;
+  char states[256];
+  int64_t id;
+
+  gate_site(f, ERR_UNAVAILABLE, 1);
+  id = submit_ok(f, &admin, "{\"command\": [\"true\"]}");
+  wait_state(f, id, JOB_SUCCEEDED);
+  assert_int_equal(gate.submits, 2);
+  event_states(f, id, states, sizeof(states));
+  assert_non_null(strstr(states, "queued placed queued placed"));
+}
+
+static void
+test_a_released_job_reaches_its_site_without_the_hold(void **state)
+{
+  struct fx *f = *state;
+  struct db_job j;
+  struct err e = {0};
+  int64_t id;
+
+  gate_site(f, 0, 0);
+  id = submit_ok(f, &admin, HELD);
+  db_job_init(&j);
+  assert_int_equal(broker_job_release(f->b, &admin, id, &j, &e), 0);
+  db_job_release(&j);
+  wait_state(f, id, JOB_SUCCEEDED);
+  assert_int_equal(gate.submits, 1);
+  /* tenbin held it; a Slurm site given hold would hold it again. */
+  assert_int_equal(gate.hold_seen, 0);
+}
+
+static int
+event_time_cb(const struct db_event *ev, void *arg)
+{
+  int64_t *last = arg;
+
+  /* Each event at or after the one before it. */
+  if (ev->at_ms < *last)
+    fail_msg("event '%s' at %lld comes before %lld", ev->to_state,
+             (long long)ev->at_ms, (long long)*last);
+  *last = ev->at_ms;
+  return 0;
+}
+
+static int64_t store_placed_job(struct fx *f, const char *site,
+                                const char *spec_text);
+
+static void
+test_site_times_before_the_jobs_history_keep_it_in_order(void **state)
+{
+  struct fx *f = *state;
+  struct adapter_update u[2];
+  struct db_job j;
+  struct err e = {0};
+  int64_t last = 0;
+  int64_t id;
+
+  id = store_placed_job(f, "local", "{\"command\": [\"true\"]}");
+  db_job_init(&j);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  /* A fast Slurm job seen only once it ended: its start and end, in
+   * whole seconds, fall before the job was created here. */
+  memset(u, 0, sizeof(u));
+  u[0].job_id = u[1].job_id = id;
+  u[0].state = JOB_RUNNING;
+  u[0].exit_code = -1;
+  u[0].at_ms = j.created_ms / 1000 * 1000 - 1000;
+  u[1].state = JOB_SUCCEEDED;
+  u[1].exit_code = 0;
+  u[1].at_ms = u[0].at_ms;
+  db_job_release(&j);
+  broker__on_update(&f->b->sites[0], u, 2);
+  db_job_init(&j);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
+  assert_int_equal(j.state, JOB_SUCCEEDED);
+  assert_true(j.started_ms >= j.created_ms);
+  assert_true(j.ended_ms >= j.started_ms);
+  db_job_release(&j);
+  assert_int_equal(broker_job_events(f->b, &admin, id, event_time_cb, &last,
+                                     &e),
+                   0);
+  assert_true(last > 0);
 }
 
 /*
@@ -2689,6 +2841,10 @@ main(int argc, char **argv)
       T(test_cancel_of_a_finished_job_is_bad_state),
       T(test_cancel_of_a_running_job_ends_it_cancelled_through_the_site),
       T(test_release_of_a_held_job_lets_it_run),
+      T(test_a_job_its_site_refuses_at_submit_ends_failed_saying_why),
+      T(test_a_job_its_site_cannot_take_now_is_placed_again_and_runs),
+      T(test_a_released_job_reaches_its_site_without_the_hold),
+      T(test_site_times_before_the_jobs_history_keep_it_in_order),
       T(test_update_from_a_site_for_a_job_not_placed_there_is_ignored),
       T(test_recovery_adopts_a_running_job_which_ends_succeeded),
       T(test_recovery_records_a_job_that_ended_while_the_broker_was_down),

@@ -1143,6 +1143,28 @@ test_auto_inventory_asks_nvidia_smi_on_path(void **state)
   free(old_path);
 }
 
+static void
+test_auto_inventory_without_nvidia_smi_says_why_it_has_no_gpus(
+    void **state)
+{
+  struct fx *f = *state;
+  struct adapter_capacity cap;
+  char *old_path = xstrdup(getenv("PATH"));
+  char empty[512];
+
+  /* A PATH with no nvidia-smi on it: a host without the driver. */
+  snprintf(empty, sizeof(empty), "%s/nobin", f->state);
+  assert_int_equal(mkdir(empty, 0700), 0);
+  setenv("PATH", empty, 1);
+  open_site(f, "{\"gpus\": \"auto\"}");
+  setenv("PATH", old_path, 1);
+  adapter_local_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.npools, 0);
+  assert_int_equal(cap.reachable, 1);
+  assert_string_equal(cap.detail, "nvidia-smi is not on PATH");
+  free(old_path);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1173,6 +1195,7 @@ main(int argc, char **argv)
       T(test_output_patterns_expand_relative_to_the_working_directory),
       T(test_cancel_with_a_stale_remote_id_signals_nothing),
       T(test_config_is_validated_naming_the_field),
+      T(test_auto_inventory_without_nvidia_smi_says_why_it_has_no_gpus),
       T(test_auto_inventory_asks_nvidia_smi_on_path),
 #undef T
   };

@@ -233,7 +233,10 @@ test_no_site_with_the_type_is_never_with_a_summary(void **state)
   decide(&r, s, 2, &d);
   assert_int_equal(d.verdict, PLACEMENT_NEVER);
   assert_int_equal(d.site, -1);
-  assert_string_equal(d.reason, "no site can run 2 x a10g GPUs");
+  /* Sites that say the same thing are named together. */
+  assert_string_equal(d.reason, "no site can run 2 x a10g GPUs: 'onprem', "
+                                "'aws': needs 2 x a10g GPUs, site has 0 "
+                                "a10g");
   assert_int_equal(d.candidates[1].verdict, PLACEMENT_NEVER);
 }
 
@@ -252,7 +255,9 @@ test_more_gpus_than_the_type_has_is_never(void **state)
   assert_int_equal(d.verdict, PLACEMENT_NEVER);
   assert_string_equal(d.candidates[0].reason,
                       "needs 12 x h100 GPUs, site has 8 h100 in total");
-  assert_string_equal(d.reason, "no site can run 12 x h100 GPUs on 2 nodes");
+  assert_string_equal(d.reason, "no site can run 12 x h100 GPUs on 2 nodes: "
+                                "'onprem': needs 12 x h100 GPUs, site has 8 "
+                                "h100 in total");
 }
 
 static void
@@ -345,7 +350,89 @@ test_more_nodes_than_the_site_has_is_never(void **state)
   decide(&r, s, 1, &d);
   assert_int_equal(d.verdict, PLACEMENT_NEVER);
   assert_string_equal(d.candidates[0].reason, "needs 3 nodes, site has 2");
-  assert_string_equal(d.reason, "no site can run 3 nodes without GPUs");
+  assert_string_equal(d.reason, "no site can run 3 nodes without GPUs: "
+                                "'small': needs 3 nodes, site has 2");
+}
+
+static void
+test_never_names_every_site_with_its_own_reason(void **state)
+{
+  struct placement_site s[3];
+  struct placement_request r = request(16, NULL);
+  struct placement_decision d;
+
+  (void)state;
+  /* The testbed: onprem is 1 node x 8 h100, cloud 8 h100 + 4 a10g on
+   * 2 nodes, and a local site without GPUs. */
+  s[0] = site("onprem", 1);
+  add_pool(&s[0], "h100", 8, 8, 8);
+  s[1] = site("cloud", 2);
+  add_pool(&s[1], "h100", 8, 8, 4);
+  add_pool(&s[1], "a10g", 4, 4, 2);
+  s[2] = site("local", 1);
+  s[2].detail = "nvidia-smi is not on PATH";
+  r.nodes = 2;
+  decide(&r, s, 3, &d);
+  assert_int_equal(d.verdict, PLACEMENT_NEVER);
+  assert_string_equal(d.reason,
+                      "no site can run 16 GPUs on 2 nodes: 'onprem', "
+                      "'local': needs 2 nodes, site has 1; 'cloud': needs 16 "
+                      "GPUs of one type, site has at most 8 of one type");
+  r.gpus = 1;
+  r.nodes = 1;
+  decide(&r, &s[2], 1, &d);
+  assert_int_equal(d.verdict, PLACEMENT_NEVER);
+  /* Why the site has none is the site's to say. */
+  assert_string_equal(d.reason, "no site can run 1 GPUs: 'local': needs 1 "
+                                "GPUs, site has none (nvidia-smi is not on "
+                                "PATH)");
+}
+
+static void
+test_wait_names_every_site_not_only_the_first(void **state)
+{
+  struct placement_site s[3];
+  struct placement_request r = request(6, "h100");
+  struct placement_decision d;
+
+  (void)state;
+  s[0] = site("onprem", 1);
+  add_pool(&s[0], "h100", 8, 2, 8);
+  s[1] = site("cloud", 2);
+  s[1].reachable = 0;
+  add_pool(&s[1], "h100", 8, 8, 8);
+  s[2] = site("local", 1);
+  decide(&r, s, 3, &d);
+  assert_int_equal(d.verdict, PLACEMENT_WAIT);
+  assert_string_equal(d.reason,
+                      "no site can run 6 x h100 GPUs now: 'onprem': 2 of 8 "
+                      "h100 free, needs 6; 'cloud': site unreachable; "
+                      "'local': needs 6 x h100 GPUs, site has 0 h100");
+}
+
+static void
+test_a_summary_too_long_is_cut_not_overrun(void **state)
+{
+  static const char *const names[PLACEMENT_MAX_SITES] = {
+      "s00", "s01", "s02", "s03", "s04", "s05", "s06", "s07",
+      "s08", "s09", "s10", "s11", "s12", "s13", "s14", "s15",
+      "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23",
+      "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31"};
+  struct placement_site s[PLACEMENT_MAX_SITES];
+  struct placement_request r = request(2, "h100");
+  struct placement_decision d;
+
+  (void)state;
+  /* Every site busy with a reason of its own. */
+  for (int i = 0; i < PLACEMENT_MAX_SITES; i++) {
+    s[i] = site(names[i], 4);
+    add_pool(&s[i], "h100", 8 + i, 1, 8);
+  }
+  decide(&r, s, PLACEMENT_MAX_SITES, &d);
+  assert_int_equal(d.verdict, PLACEMENT_WAIT);
+  assert_int_equal(strlen(d.reason), PLACEMENT_SUMMARY_LEN - 1);
+  assert_contains(d.reason, "'s00': 1 of 8 h100 free, needs 2; 's01': 1 of "
+                            "9 h100 free");
 }
 
 static void
@@ -527,6 +614,9 @@ main(void)
     cmocka_unit_test(test_gpus_per_node_above_the_node_size_is_never),
     cmocka_unit_test(test_total_spread_over_too_few_nodes_is_never),
     cmocka_unit_test(test_more_nodes_than_the_site_has_is_never),
+    cmocka_unit_test(test_never_names_every_site_with_its_own_reason),
+    cmocka_unit_test(test_wait_names_every_site_not_only_the_first),
+    cmocka_unit_test(test_a_summary_too_long_is_cut_not_overrun),
     cmocka_unit_test(test_not_enough_free_is_wait_not_never),
     cmocka_unit_test(test_wait_wins_over_never_when_sites_differ),
     cmocka_unit_test(test_unreachable_site_is_wait),

@@ -1146,6 +1146,58 @@ test_outcome_of_real_ended_jobs(void **state)
   json_decref(a);
 }
 
+/* GET jobs on onprem (Slurm 22.05): a job that ran and ended within one
+ * second, and one cancelled while it was pending. */
+static const char JOBS_FAST[] =
+    "{\"errors\":[],\"jobs\":["
+    "{\"job_id\":3,\"job_state\":\"COMPLETED\",\"state_reason\":\"None\","
+    "\"comment\":\"tenbin:abc123:3\",\"name\":\"fast\","
+    "\"nodes\":\"onprem-gpu1\",\"gres_detail\":[],\"exit_code\":0,"
+    "\"submit_time\":1795727478,\"start_time\":1795727481,"
+    "\"end_time\":1795727481},"
+    "{\"job_id\":2,\"job_state\":\"CANCELLED\",\"state_reason\":"
+    "\"Priority\",\"comment\":\"tenbin:abc123:2\",\"name\":\"pend\","
+    "\"nodes\":\"\",\"gres_detail\":[],\"tres_per_job\":\"gres:gpu:h100:8\","
+    "\"exit_code\":0,\"submit_time\":1795727478,"
+    "\"start_time\":1795727480,\"end_time\":1795727480}]}";
+
+static void
+test_outcome_says_when_an_ended_job_ran_and_that_a_pending_one_did_not(
+    void **state)
+{
+  json_t *a = load(JOBS_FAST);
+  struct slurm_job_list l = {0};
+  struct slurm_job j;
+  struct slurm_outcome o;
+  struct err e;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(v38()->jobs(a, "abc123", &l, &e), 0);
+  assert_int_equal(l.n, 2);
+  /* Seen only once it had ended: when it ran is Slurm's start time. */
+  slurm_job_outcome(&l.jobs[0], &o);
+  assert_int_equal(o.state, JOB_SUCCEEDED);
+  assert_int_equal(o.started_ms, 1795727481000LL);
+  /* Slurm gives a cancelled pending job its end as start: it never ran. */
+  slurm_job_outcome(&l.jobs[1], &o);
+  assert_int_equal(o.state, JOB_CANCELLED);
+  assert_int_equal(o.started_ms, 0);
+  /* Nor did one slurmdbd lists without nodes, nor a pending one. */
+  memset(&j, 0, sizeof(j));
+  j.state = (char *)"CANCELLED";
+  j.nodes = (char *)"None assigned";
+  j.start_s = 1795727480;
+  slurm_job_outcome(&j, &o);
+  assert_int_equal(o.started_ms, 0);
+  j.state = (char *)"PENDING";
+  j.nodes = (char *)"onprem-gpu1";
+  slurm_job_outcome(&j, &o);
+  assert_int_equal(o.started_ms, 0);
+  slurm_job_list_release(&l);
+  json_decref(a);
+}
+
 /* ---- errors ---- */
 
 static void
@@ -1392,6 +1444,8 @@ main(void)
     cmocka_unit_test(test_nodes_answer_without_nodes_is_site_error),
     cmocka_unit_test(test_outcome_of_every_state),
     cmocka_unit_test(test_outcome_of_real_ended_jobs),
+    cmocka_unit_test(
+        test_outcome_says_when_an_ended_job_ran_and_that_a_pending_one_did_not),
     cmocka_unit_test(test_answer_errors_map_to_our_codes),
     cmocka_unit_test(test_answer_error_message_is_bounded),
     cmocka_unit_test(test_expand_path_like_slurmd),
