@@ -950,16 +950,25 @@ test_scoped_principal_cannot_touch_another_projects_job(void **state)
                                   &e),
                    ERR_FORBIDDEN);
   db_job_init(&j);
+  /* Another project's job is answered as an unknown one: not found,
+   * naming neither its project nor that it exists. */
   assert_int_equal(broker_job_get(f->b, &scoped, beta_id, &j, &e),
-                   ERR_FORBIDDEN);
-  assert_non_null(strstr(e.msg, "'beta'"));
+                   ERR_NOT_FOUND);
+  assert_null(strstr(e.msg, "beta"));
+  {
+    char unknown[64];
+
+    snprintf(unknown, sizeof(unknown), "job %lld not found",
+             (long long)beta_id);
+    assert_string_equal(e.msg, unknown);
+  }
   assert_int_equal(broker_job_events(f->b, &scoped, beta_id, event_cb, &evs,
                                      &e),
-                   ERR_FORBIDDEN);
+                   ERR_NOT_FOUND);
   assert_int_equal(broker_job_cancel(f->b, &scoped, beta_id, &j, &e),
-                   ERR_FORBIDDEN);
+                   ERR_NOT_FOUND);
   assert_int_equal(broker_job_release(f->b, &scoped, beta_id, &j, &e),
-                   ERR_FORBIDDEN);
+                   ERR_NOT_FOUND);
   assert_int_equal(state_of(f, beta_id), JOB_QUEUED);
   flt.project = "beta";
   assert_int_equal(broker_job_list(f->b, &scoped, &flt, list_cb, &n, &e),
