@@ -116,6 +116,20 @@ A_ONPREM="https://127.0.0.1:$(cat "$T_DIR/agent-ONPREM.port")"
 A_CLOUD="https://127.0.0.1:$(cat "$T_DIR/agent-CLOUD.port")"
 t_expect "an agent serves https to a client with the CA" \
   "$(curl -sS --cacert "$pki/ca.pem" "$A_ONPREM/healthz" | jq -r .ok)" '^true$'
+# An upload without the token is refused from its headers: the 1 MB body
+# announced is never sent, so only such an answer can come back.
+t_expect "an agent answers an unauthenticated upload 401 before its body" \
+  "$(python3 - "$pki/ca.pem" "${A_ONPREM##*:}" <<'PY' 2>&1
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[2]))),
+                    server_hostname="127.0.0.1")
+s.settimeout(20)
+s.sendall(b"POST /v1/datasets/x/versions HTTP/1.1\r\nHost: t\r\n"
+          b"Content-Length: 1000000\r\n\r\n")
+print(s.recv(64).split(b" ")[1].decode())
+PY
+)" '^401$'
 mkdir -p "$T_DIR/onprem/train"
 head -c 300000 /dev/urandom >"$T_DIR/onprem/train/a.bin"
 
@@ -127,7 +141,7 @@ site_config() {
  "sites": [
   {"name": "onprem", "kind": "local", "gpus": {"h100": 1},
    "agent": {"url": "$A_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token"}},
-  {"name": "cloud", "kind": "local", "gpus": {"h100": 1},
+  {"name": "cloud", "kind": "local", "gpus": {"h100": 1}, "first_gpu": 1,
    "agent": {"url": "$A_CLOUD", "token_file": "$T_DIR/agent-CLOUD.token"}}],
  "tick_ms": 100}
 EOF
