@@ -436,9 +436,10 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
   static const struct jsonx_field fields[] = {
       {"name", JX_STRING},      {"kind", JX_STRING},
       {"gpus", JX_ANY},         {"max_jobs", JX_INT},
-      {"cancel_grace_s", JX_INT}, {NULL, 0}};
+      {"cancel_grace_s", JX_INT}, {"first_gpu", JX_INT}, {NULL, 0}};
   struct local *l = NULL;
   char *state = NULL;
+  int64_t first_gpu = 0;
   int rc;
 
   if (config != NULL && !json_is_object(config))
@@ -466,6 +467,8 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
     if (rc == 0)
       rc = jsonx_int(config, "cancel_grace_s", 0, 3600, 10,
                      &l->cancel_grace_s, "", e);
+    if (rc == 0)
+      rc = jsonx_int(config, "first_gpu", 0, 65535, 0, &first_gpu, "", e);
     if (rc < 0) {
       rc = config_error(e, rc);
       goto out;
@@ -474,7 +477,8 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
     l->cancel_grace_s = 10;
   }
   rc = adapter_local__inventory_configure(
-      &l->inv, config != NULL ? json_object_get(config, "gpus") : NULL, e);
+      &l->inv, config != NULL ? json_object_get(config, "gpus") : NULL,
+      (int)first_gpu, e);
   if (rc < 0)
     goto out;
   /* Jobs chdir elsewhere: every path handed to a shim is absolute. */

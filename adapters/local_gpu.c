@@ -359,11 +359,12 @@ valid_type_name(const char *s)
 
 int
 adapter_local__inventory_configure(struct local_inventory *inv,
-                                   const json_t *gpus, struct err *e)
+                                   const json_t *gpus, int first,
+                                   struct err *e)
 {
   const char *type;
   json_t *v;
-  int next = 0;
+  int next = first;
 
   if (gpus == NULL || json_is_null(gpus))
     return detect(inv, e);

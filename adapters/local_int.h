@@ -103,10 +103,12 @@ void adapter_local__inventory_release(struct local_inventory *inv);
 /*
  * Fill inv from the site config's "gpus" value (borrowed; NULL means
  * "auto"): "auto" asks nvidia-smi when it is on PATH, an object
- * {"h100": 8} declares fake GPUs.  ERR_CONFIG naming the field.
+ * {"h100": 8} declares GPUs numbered from `first` in that order (so that
+ * two local sites of one host can split its GPUs).  ERR_CONFIG naming
+ * the field.
  */
 int adapter_local__inventory_configure(struct local_inventory *inv,
-                                       const json_t *gpus,
+                                       const json_t *gpus, int first,
                                        struct err *e) WARN_UNUSED;
 /* Add the GPUs of `nvidia-smi -L` output text to inv (MIG lines are
  * skipped); ERR_CONFIG on more types or GPUs than fit. */

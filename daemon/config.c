@@ -225,52 +225,68 @@ check_workloads(const json_t *workloads, struct err *e)
   return 0;
 }
 
-/* Whether a local site's "gpus" may hand out GPUs: detection (absent,
- * null, "auto") or any count above 0. */
+/*
+ * The GPU indices a local site hands out, as [*lo, *hi).  Detection
+ * (absent, null, "auto") may find any index of the host.  Returns 0 for a
+ * site without GPUs.  Malformed values are the adapter's to refuse.
+ */
 static int
-local_has_gpus(const json_t *site)
+local_gpu_range(const json_t *site, int64_t *lo, int64_t *hi)
 {
   const json_t *gpus = json_object_get(site, "gpus");
+  const json_t *first = json_object_get(site, "first_gpu");
   const char *type;
   json_t *n;
+  int64_t count = 0;
 
-  if (!json_is_object(gpus))
+  if (!json_is_object(gpus)) {
+    *lo = 0;
+    *hi = INT64_MAX;
     return 1;
-  json_object_foreach((json_t *)gpus, type, n) {
-    if (!json_is_integer(n) || json_integer_value(n) != 0)
-      return 1;
   }
-  return 0;
+  json_object_foreach((json_t *)gpus, type, n) {
+    if (json_is_integer(n) && json_integer_value(n) > 0)
+      count += json_integer_value(n);
+  }
+  *lo = json_is_integer(first) ? json_integer_value(first) : 0;
+  *hi = *lo + count;
+  return count > 0;
 }
 
 /*
- * Local sites all run on this host and number its GPUs from 0: two that
- * hand out GPUs would give the same index to two jobs at once.  Other
+ * Local sites all run on this host and share its GPU indices: two whose
+ * ranges overlap would give the same GPU to two jobs at once.  Other
  * checks of a site are its adapter's.
  */
 static int
 check_local_gpus(const json_t *sites, struct err *e)
 {
-  const json_t *first = NULL;
-  size_t i;
-  json_t *s;
+  size_t i, k;
+  json_t *s, *t;
 
   json_array_foreach((json_t *)sites, i, s) {
     const char *kind = jsonx_str(s, "kind");
+    int64_t lo, hi;
 
-    if (kind == NULL || strcmp(kind, "local") != 0 || !local_has_gpus(s))
+    if (kind == NULL || strcmp(kind, "local") != 0 ||
+        !local_gpu_range(s, &lo, &hi))
       continue;
-    if (first != NULL) {
-      const char *a = jsonx_str(first, "name");
-      const char *b = jsonx_str(s, "name");
+    for (k = 0; k < i; k++) {
+      const char *kind2;
+      int64_t lo2, hi2;
 
+      t = json_array_get(sites, k);
+      kind2 = jsonx_str(t, "kind");
+      if (kind2 == NULL || strcmp(kind2, "local") != 0 ||
+          !local_gpu_range(t, &lo2, &hi2) || hi2 <= lo || hi <= lo2)
+        continue;
       return err_set(e, ERR_CONFIG, "field 'sites[%zu].gpus': sites "
                      "'%.64s' and '%.64s' are both local and would hand "
-                     "out the same GPU indices; give the GPUs to one and "
-                     "\"gpus\": {} to the other", i, a ? a : "?",
-                     b ? b : "?");
+                     "out the same GPU indices; number this one's GPUs "
+                     "after the other's with \"first_gpu\", or give it "
+                     "\"gpus\": {}", i, jsonx_str(t, "name") ? jsonx_str(t, "name") : "?",
+                     jsonx_str(s, "name") ? jsonx_str(s, "name") : "?");
     }
-    first = s;
   }
   return 0;
 }

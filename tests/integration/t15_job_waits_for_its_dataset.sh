@@ -17,9 +17,9 @@ cat >"$T_DIR/config.json" <<EOF
 {"sites": [
   {"name": "onprem", "kind": "local", "gpus": {"h100": 2},
    "agent": {"url": "$AGENT_URL_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token"}},
-  {"name": "cloud", "kind": "local", "gpus": {"h100": 2},
+  {"name": "cloud", "kind": "local", "gpus": {"h100": 2}, "first_gpu": 2,
    "agent": {"url": "$AGENT_URL_CLOUD", "token_file": "$T_DIR/agent-CLOUD.token"}},
-  {"name": "bare", "kind": "local", "gpus": {"h100": 2}}
+  {"name": "bare", "kind": "local", "gpus": {"h100": 2}, "first_gpu": 4}
  ],
  "tick_ms": 100}
 EOF

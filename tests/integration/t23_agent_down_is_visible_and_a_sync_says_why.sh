@@ -14,9 +14,9 @@ cat >"$T_DIR/config.json" <<EOF2
 {"sites": [
   {"name": "onprem", "kind": "local", "gpus": {"h100": 1},
    "agent": {"url": "$AGENT_URL_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token"}},
-  {"name": "cloud", "kind": "local", "gpus": {"h100": 1},
+  {"name": "cloud", "kind": "local", "gpus": {"h100": 1}, "first_gpu": 1,
    "agent": {"url": "$AGENT_URL_CLOUD", "token_file": "$T_DIR/agent-CLOUD.token"}},
-  {"name": "bare", "kind": "local"}
+  {"name": "bare", "kind": "local", "gpus": {}}
  ]}
 EOF2
 t_start --config "$T_DIR/config.json"

@@ -18,7 +18,7 @@ cat >"$T_DIR/config.json" <<EOF2
   {"name": "onprem", "kind": "local", "gpus": {"h100": 1},
    "agent": {"url": "$AGENT_URL_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token",
              "projects": {"research": ["research"], "prod": ["prod"]}}},
-  {"name": "cloud", "kind": "local", "gpus": {"h100": 1},
+  {"name": "cloud", "kind": "local", "gpus": {"h100": 1}, "first_gpu": 1,
    "agent": {"url": "$AGENT_URL_CLOUD", "token_file": "$T_DIR/agent-CLOUD.token"}}
  ]}
 EOF2

@@ -663,10 +663,11 @@ test_duplicate_workload_names_are_refused(void **state)
   config_release(&cfg);
 }
 
-/* Local sites run on this host: two that hand out GPUs would both give
- * index 0 to a job. */
+/* Local sites run on this host: two whose GPU indices overlap would give
+ * one GPU to two jobs at once. */
 static void
-test_two_local_sites_handing_out_gpus_are_refused(void **state)
+test_two_local_sites_handing_out_the_same_gpu_indices_are_refused(
+    void **state)
 {
   struct fx *f = *state;
   struct daemon_config cfg;
@@ -679,6 +680,14 @@ test_two_local_sites_handing_out_gpus_are_refused(void **state)
                       "{\"name\": \"b\", \"kind\": \"local\", "
                       "\"gpus\": {\"a10g\": 1}}]}",
                       NULL, "field 'sites[1].gpus': sites 'a' and 'b'");
+  /* first_gpu 1 still overlaps a's indices 0 and 1. */
+  assert_fails_naming(f,
+                      "{\"sites\": ["
+                      "{\"name\": \"a\", \"kind\": \"local\", "
+                      "\"gpus\": {\"h100\": 2}}, "
+                      "{\"name\": \"b\", \"kind\": \"local\", "
+                      "\"gpus\": {\"a10g\": 1}, \"first_gpu\": 1}]}",
+                      NULL, "first_gpu");
   /* Detection (the default) finds the same GPUs for both. */
   assert_fails_naming(f,
                       "{\"sites\": [{\"name\": \"a\", \"kind\": \"local\"}, "
@@ -694,6 +703,14 @@ test_two_local_sites_handing_out_gpus_are_refused(void **state)
                             "{\"name\": \"c\", \"kind\": \"local\", "
                             "\"gpus\": {}}, "
                             "{\"name\": \"s\", \"kind\": \"slurm\"}]}",
+                            NULL, &cfg, &e), 0);
+  config_release(&cfg);
+  /* Disjoint ranges split the host's GPUs between two sites. */
+  assert_int_equal(load_text(f, "{\"sites\": ["
+                            "{\"name\": \"a\", \"kind\": \"local\", "
+                            "\"gpus\": {\"h100\": 2}}, "
+                            "{\"name\": \"b\", \"kind\": \"local\", "
+                            "\"gpus\": {\"h100\": 2}, \"first_gpu\": 2}]}",
                             NULL, &cfg, &e), 0);
   config_release(&cfg);
 }
@@ -737,7 +754,8 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_duplicate_workload_names_are_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(
-          test_two_local_sites_handing_out_gpus_are_refused, setup,
+          test_two_local_sites_handing_out_the_same_gpu_indices_are_refused,
+          setup,
           teardown),
   };
 #undef T

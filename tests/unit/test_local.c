@@ -661,6 +661,25 @@ test_gpus_are_assigned_disjoint_and_never_more_than_exist(void **state)
   assert_int_equal(wait_final(f, 13)->state, JOB_SUCCEEDED);
 }
 
+/* Two local sites split one host's GPUs: the second numbers its own from
+ * first_gpu, so CUDA_VISIBLE_DEVICES names GPUs the first never hands out. */
+static void
+test_first_gpu_numbers_the_inventory_from_that_index(void **state)
+{
+  struct fx *f = *state;
+  const struct rec *r;
+  char *log;
+
+  open_site(f, "{\"gpus\": {\"h100\": 2}, \"first_gpu\": 4}");
+  submit_gpu_job(f, 21, "h100", 2, 0);
+  r = wait_final(f, 21);
+  assert_int_equal(r->state, JOB_SUCCEEDED);
+  log = log_of(r);
+  assert_string_equal(log, "4,5 2 h100\n");
+  assert_string_equal(r->alloc, "4,5");
+  free(log);
+}
+
 static void
 test_gpus_of_any_type_come_from_a_single_pool(void **state)
 {
@@ -1182,6 +1201,7 @@ main(int argc, char **argv)
       T(test_job_ignoring_sigterm_is_killed_after_the_grace_period),
       T(test_time_limit_fails_the_job_with_timeout),
       T(test_gpus_are_assigned_disjoint_and_never_more_than_exist),
+      T(test_first_gpu_numbers_the_inventory_from_that_index),
       T(test_gpus_of_any_type_come_from_a_single_pool),
       T(test_requests_the_site_can_never_run_are_unprocessable),
       T(test_max_jobs_makes_further_jobs_wait),
