@@ -42,6 +42,7 @@ T_TB=$(mktemp -d /tmp/tenbin-t25-tb.XXXXXX)
 chmod 755 "$T_TB"
 export SLURM_TESTBED_DIR=$T_TB
 # Local jobs of the README's var/ are ended at exit like a test's own.
+# shellcheck disable=SC2034 # lib.sh reads it
 T_STATE=$T_CO/var
 unset TENBIN_SERVER
 
@@ -155,6 +156,8 @@ check_quickstart() {
   t_expect "quickstart: the sleep is cancelled" "$(t25_wait_state 3 cancelled)" '^cancelled$'
 }
 
+# $job is the README's (set by the block, in this shell).
+# shellcheck disable=SC2154
 check_slurm() {
   local js
   js=$(curl -fsS 'http://127.0.0.1:8750/v1/jobs?limit=100')
@@ -207,7 +210,7 @@ awk '
 blocks=$(sed -n 's/^t25_begin //p' "$T_DIR/readme.sh" | tr '\n' ' ')
 t_expect "the README marks its runnable blocks" "$blocks" '^quickstart slurm datasets $'
 
-cd "$T_CO"
+cd "$T_CO" || exit 1
 set -E
 trap 'echo "t25: README line failed in block ${T25_BLOCK:-}: $BASH_COMMAND" >&2' ERR
 # shellcheck disable=SC1091
