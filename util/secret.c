@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "fileio.h"
 
 static void
 wipe(void *p, size_t n)
@@ -47,18 +48,16 @@ secret_read_file(const char *path, unsigned flags, char **out, size_t *len,
   int rc;
 
   *out = NULL;
-  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  /* Never blocks on a fifo; refuses anything but a regular file. */
+  fd = file_open_regular(path, O_RDONLY, e);
+  if (fd == ERR_NOT_FOUND)
+    return err_set(e, ERR_NOT_FOUND, "cannot open '%s': %s", path,
+                   strerror(ENOENT));
   if (fd < 0)
-    return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO,
-                   "cannot open '%s': %s", path,
-                   strerror(errno));
+    return fd;
   /* fstat of the open file: no window between the check and the read. */
   if (fstat(fd, &st) < 0) {
     rc = err_set(e, ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = err_set(e, ERR_FORBIDDEN, "'%s' is not a regular file", path);
     goto out;
   }
   if ((st.st_mode & 077) != 0) {

@@ -25,9 +25,10 @@ enum secret_flags {
 
 /*
  * Read the secret in path into *out (new: free with secret_free(); *len
- * may be NULL).  ERR_FORBIDDEN when the file is not a regular file or its
- * mode lets group or others read or write it, ERR_NOT_FOUND when it does
- * not exist, ERR_TOO_LARGE past SECRET_FILE_MAX, ERR_INVALID when
+ * may be NULL).  ERR_INVALID when it is not a regular file (never
+ * blocking on a fifo: file_open_regular), ERR_FORBIDDEN when its mode
+ * lets group or others read or write it, ERR_NOT_FOUND when it does not
+ * exist, ERR_TOO_LARGE past SECRET_FILE_MAX, ERR_INVALID when
  * SECRET_FIRST_LINE leaves nothing, ERR_IO otherwise; the message names
  * path.
  */
