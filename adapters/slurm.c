@@ -1186,6 +1186,8 @@ static const struct jsonx_field fields[] = {
     {"timeout_ms", JX_INT},
     {"connections", JX_INT},
     {"max_jobs", JX_INT},
+    {"ca_file", JX_STRING},
+    {"allow_insecure_token", JX_BOOL},
     {NULL, 0},
 };
 
@@ -1201,8 +1203,6 @@ string_map(const json_t *config, const char *field, json_t **out,
   if (m == NULL || json_is_null(m))
     return 0;
   json_object_foreach(m, key, v) {
-    {"ca_file", JX_STRING},
-    {"allow_insecure_token", JX_BOOL},
     if (!json_is_string(v) || json_string_length(v) == 0)
       return err_set(e, ERR_CONFIG, "field '%s.%s': must be a non-empty "
                      "string", field, key);
@@ -1373,6 +1373,10 @@ slurm_open(const struct adapter_env *env, const json_t *config, void **ctx,
   memset(&hc, 0, sizeof(hc));
   hc.max_host_connections = (unsigned)conns;
   hc.user_agent = "tenbind";
+  /* The token goes in clear over http only to loopback, unless allowed
+   * (http/client.h). */
+  hc.ca_file = jsonx_str(config, "ca_file");
+  hc.allow_insecure_tokens = jsonx_bool(config, "allow_insecure_token", 0);
   rc = http_client_new(s->loop, &hc, &s->http, e);
   if (rc < 0) {
     slurm_token_close(s->token, NULL, NULL);
@@ -1398,10 +1402,6 @@ maybe_finish_close(struct slurm_site *s)
 {
   void (*cb)(void *arg) = s->close_cb;
   void *arg = s->close_arg;
-  /* The token goes in clear over http only to loopback, unless allowed
-   * (http/client.h). */
-  hc.ca_file = jsonx_str(config, "ca_file");
-  hc.allow_insecure_tokens = jsonx_bool(config, "allow_insecure_token", 0);
 
   if (s->handles > 0)
     return;

@@ -1955,6 +1955,7 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   fp = fopen(path, "w");
   assert_non_null(fp);
   fclose(fp);
+  assert_int_equal(chmod(path, 0600), 0);
   snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": \"local\", "
            "\"agent\": {\"url\": \"http://127.0.0.1:9\", \"token_file\": "
            "\"%s\"}}]", path);
@@ -1966,6 +1967,11 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   assert_non_null(fp);
   fputs("s3cret\n", fp);
   fclose(fp);
+  /* A token that group or others may read is refused (util/secret.h). */
+  assert_int_equal(chmod(path, 0640), 0);
+  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+  assert_non_null(strstr(e.msg, "chmod 600"));
+  assert_int_equal(chmod(path, 0600), 0);
   open_broker_ok(f, NULL);
   site = broker_site_json(f->b, "local");
   assert_string_equal(str_of(site, "agent"), "http://127.0.0.1:9");
@@ -2103,7 +2109,6 @@ test_publish_records_the_version_and_a_complete_source_replica(
 
   /* The same content again: known, not new. */
   f->agent.publish_status = 200;
-  assert_int_equal(chmod(path, 0600), 0);
   publish(f, "c4", &p);
   assert_int_equal(p.rc, 0);
   assert_int_equal(p.created, 0);
@@ -2115,11 +2120,6 @@ test_publish_records_the_version_and_a_complete_source_replica(
   assert_int_equal(p.rc, ERR_UNPROCESSABLE);
   assert_non_null(strstr(p.e.msg, "no such directory"));
   assert_non_null(strstr(p.e.msg, "site 'src'"));
-  /* A token that group or others may read is refused (util/secret.h). */
-  assert_int_equal(chmod(path, 0640), 0);
-  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
-  assert_non_null(strstr(e.msg, "chmod 600"));
-  assert_int_equal(chmod(path, 0600), 0);
   assert_null(p.version);
   assert_int_equal(broker_dataset_publish(f->b, &admin, "zz", on_published,
                                           &p, &e),
