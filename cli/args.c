@@ -310,6 +310,8 @@ static const struct global_opt global_opts[] = {
      "tenbind's address ($TENBIN_SERVER, else " CLI_DEFAULT_SERVER ")"},
     {"token", "T", offsetof(struct cli_global, token), "TENBIN_TOKEN",
      "bearer token ($TENBIN_TOKEN)"},
+    {"cacert", "FILE", offsetof(struct cli_global, cacert), "TENBIN_CA_FILE",
+     "CA certificates to verify an https tenbind ($TENBIN_CA_FILE)"},
     {"json", NULL, offsetof(struct cli_global, json), NULL,
      "print the server's JSON replies verbatim"},
 };

@@ -45,6 +45,7 @@ extern const char cli_jobs_usage[];
 struct cli_global {
   const char *server; /* --server, else $TENBIN_SERVER, else the default */
   const char *token;  /* --token, else $TENBIN_TOKEN, else NULL */
+  const char *cacert; /* --cacert, else $TENBIN_CA_FILE, else NULL */
   int json;           /* --json: print the server's JSON verbatim */
   int help;           /* --help/-h (before the command only) */
   int version;        /* --version (before the command only) */

@@ -154,7 +154,7 @@ check_token_transport(const char *server, struct err *e)
 
 int
 cli_client_init(struct cli_client *c, const char *server, const char *token,
-                struct err *e)
+                const char *ca_file, struct err *e)
 {
   size_t n = strlen(server);
 
@@ -171,6 +171,7 @@ cli_client_init(struct cli_client *c, const char *server, const char *token,
     return err_set(e, ERR_INTERNAL, "cannot create a libcurl handle");
   c->server = xstrndup(server, n);
   c->token = xstrdup(token);
+  c->ca_file = ca_file != NULL && ca_file[0] != '\0' ? xstrdup(ca_file) : NULL;
   if (token != NULL)
     return check_token_transport(c->server, e);
   c->timeout_s = REQUEST_TIMEOUT_S;
@@ -186,6 +187,7 @@ cli_client_release(struct cli_client *c)
     curl_easy_cleanup(c->curl);
   free(c->server);
   free(c->token);
+  free(c->ca_file);
   memset(c, 0, sizeof(*c));
 }
 
@@ -245,12 +247,12 @@ cli_client_call(struct cli_client *c, const char *method, const char *path,
   curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
   curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "tenbin/" TENBIN_VERSION);
   curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-  /* An https tenbind proves who it is, against $TENBIN_CA_FILE when set
-   * (a private CA), else the system's CAs. */
+  /* An https tenbind proves who it is, against --cacert when given (a
+   * private CA), else the system's CAs. */
   curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
-  if (getenv("TENBIN_CA_FILE") != NULL && getenv("TENBIN_CA_FILE")[0] != 0)
-    curl_easy_setopt(c->curl, CURLOPT_CAINFO, getenv("TENBIN_CA_FILE"));
+  if (c->ca_file != NULL)
+    curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
   curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, c->timeout_s);
   curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &call);

@@ -25,6 +25,7 @@ struct cli_client {
   CURL *curl;
   char *server;   /* base URL without a trailing '/' (owned) */
   char *token;    /* bearer token, or NULL (owned) */
+  char *ca_file;  /* CA file for https, or NULL: the system's (owned) */
   long timeout_s; /* limit of each whole call; 0: none (init: 120 s) */
   char errbuf[CURL_ERROR_SIZE];
 };
@@ -40,12 +41,13 @@ struct cli_response {
 };
 
 /*
- * Create the handle (curl_global_init must have run).  server and token
- * are copied; token may be NULL.  ERR_INVALID for a token that cannot be
- * sent in a header.
+ * Create the handle (curl_global_init must have run).  server, token and
+ * ca_file are copied; token and ca_file may be NULL.  ERR_INVALID for a
+ * token that cannot be sent in a header.
  */
 int cli_client_init(struct cli_client *c, const char *server,
-                    const char *token, struct err *e) WARN_UNUSED;
+                    const char *token, const char *ca_file,
+                    struct err *e) WARN_UNUSED;
 /* Close the handle and free the copies (NULL-safe). */
 void cli_client_release(struct cli_client *c);
 

@@ -189,7 +189,7 @@ main(int argc, char **argv)
     goto out;
   }
   curl_ready = 1;
-  if (cli_client_init(&cli.client, g.server, g.token, &e) < 0) {
+  if (cli_client_init(&cli.client, g.server, g.token, g.cacert, &e) < 0) {
     status = cli_fail(&e);
     goto out;
   }

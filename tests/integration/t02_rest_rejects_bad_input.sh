@@ -87,7 +87,7 @@ bad() {
 bad "unknown top-level field" '{"sites": [{"name":"x","kind":"local"}], "listn": "x"}' "unknown field 'listn'"
 bad "unknown site kind" '{"sites": [{"name":"x","kind":"pbs"}]}' "sites\\[0\\].kind.*pbs"
 bad "bad GPU inventory" '{"sites": [{"name":"x","kind":"local","gpus":{"h100":-2}}]}' "sites\\[0\\].*gpus"
-bad "duplicate site" '{"sites": [{"name":"x","kind":"local"},{"name":"x","kind":"local"}]}' "duplicate site"
+bad "duplicate site" '{"sites": [{"name":"x","kind":"local"},{"name":"x","kind":"local","gpus":{}}]}' "duplicate site"
 bad "malformed file" '{"sites": [' "malformed JSON"
 bad "bad workload" '{"sites": [{"name":"x","kind":"local"}], "workloads": [{"name":"w"}]}' "workloads\\[0\\].*command"
 bad "non-loopback without auth" '{"sites": [{"name":"x","kind":"local"}]}' "auth" 0.0.0.0:0

@@ -76,6 +76,12 @@ t_expect "tenbin without the CA is refused" "$rc:$out" '^[1-9][0-9]*:.*(certific
 rc=0
 out=$(TENBIN_CA_FILE="$pki/ca.pem" "$TENBIN" jobs 2>&1) || rc=$?
 t_expect "tenbin with TENBIN_CA_FILE is served" "$rc" '^0$'
+rc=0
+out=$("$TENBIN" jobs --cacert "$pki/ca.pem" 2>&1) || rc=$?
+t_expect "tenbin jobs --cacert is served" "$rc" '^0$'
+rc=0
+out=$("$TENBIN" --cacert "$pki/other.pem" jobs 2>&1) || rc=$?
+t_expect "tenbin --cacert of another CA is refused" "$rc:$out" '^[1-9][0-9]*:.*(certificate|SSL|issuer)'
 
 # ---- no token in clear off loopback: refused before any connection ----
 for url in http://10.255.255.1:8750 http://tenbind.invalid:8750 \

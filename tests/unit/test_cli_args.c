@@ -741,6 +741,8 @@ fake_env(const char *name)
     return "http://10.0.0.1:9000";
   if (strcmp(name, "TENBIN_TOKEN") == 0)
     return "envtoken";
+  if (strcmp(name, "TENBIN_CA_FILE") == 0)
+    return "/env/ca.pem";
   return NULL;
 }
 
@@ -763,6 +765,7 @@ test_global_options_fall_back_to_env_then_default(void **state)
   assert_int_equal(cli_global_parse(ARGC(argv), argv, fake_env, &g, NULL), 0);
   assert_string_equal(g.server, "http://10.0.0.1:9000");
   assert_string_equal(g.token, "envtoken");
+  assert_string_equal(g.cacert, "/env/ca.pem");
   assert_true(g.json);
   assert_int_equal(g.cmd_index, 2);
   /* Options after the command are the command's, untouched. */
@@ -809,7 +812,8 @@ static void
 test_global_options_after_the_command_are_taken_out(void **state)
 {
   char *argv[] = {"tenbin", "jobs", "--state", "running", "--json",
-                  "--server", "http://h:2", "--token=t2", NULL};
+                  "--server", "http://h:2", "--token=t2", "--cacert",
+                  "ca.pem", NULL};
   struct cli_global g;
 
   (void)state;
@@ -818,6 +822,7 @@ test_global_options_after_the_command_are_taken_out(void **state)
   /* Given on the command line, wherever: it beats the environment. */
   assert_string_equal(g.server, "http://h:2");
   assert_string_equal(g.token, "t2");
+  assert_string_equal(g.cacert, "ca.pem");
   assert_int_equal(g.argc, 4);
   assert_string_equal(argv[2], "--state");
   assert_string_equal(argv[3], "running");
