@@ -11,6 +11,7 @@
 
 #include "api/api_internal.h"
 #include "sync/path.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
 
@@ -214,21 +215,6 @@ add_header_i64(struct http_request *req, const char *name, int64_t v)
 
 /* Bytes of a path to quote in a message, which has room for two. */
 #define LOG_PATH_SHOWN 96
-
-/* "a fifo", "a directory": what a file that is not a log is. */
-static const char *
-file_kind(mode_t mode)
-{
-  if (S_ISDIR(mode))
-    return "a directory";
-  if (S_ISFIFO(mode))
-    return "a fifo";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode))
-    return "a device";
-  return "not a regular file";
-}
 
 /*
  * Open the log of job j, only where its site says its logs are written:

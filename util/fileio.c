@@ -106,9 +106,8 @@ out:
   return rc;
 }
 
-/* What a file that is not a regular one is, for messages. */
-static const char *
-kind_of(mode_t mode)
+const char *
+file_kind(mode_t mode)
 {
   if (S_ISDIR(mode))
     return "a directory";
@@ -145,7 +144,7 @@ file_open_regular(const char *path, int flags, struct err *e)
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     return err_set(e, ERR_INVALID, "'%s' is %s, not a regular file", path,
-                   kind_of(st.st_mode));
+                   file_kind(st.st_mode));
   }
   return fd;
 }

@@ -30,6 +30,9 @@ int file_write_atomic(const char *dir, const char *name, const void *data,
  */
 int file_open_regular(const char *path, int flags, struct err *e)
     WARN_UNUSED;
+/* What a file of this mode is when it is not a regular one, for
+ * messages: "a fifo", "a directory"... (static string). */
+const char *file_kind(mode_t mode);
 /*
  * Read the whole file path (at most max bytes) into *out (new,
  * NUL-terminated, free with free()); *len_out may be NULL.  ERR_NOT_FOUND
