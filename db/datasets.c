@@ -154,31 +154,8 @@ db__plan_replicas_active(struct db *db, struct buf *out, struct err *e)
   return db__explain(db, stmt(db, DS_REPLICA_ACTIVE), out, e);
 }
 
-/*
- * Step a statement (bound, rc the binds' result) for at most one row:
- * read(st, out) fills out from it.  *found says whether there was one.
- */
-static int
-get_one(struct db *db, sqlite3_stmt *st, int rc, const char *what,
-        void (*read)(sqlite3_stmt *st, void *out), void *out, int *found,
-        struct err *e)
-{
-  int ret = 0;
-
-  *found = 0;
-  if (rc == SQLITE_OK)
-    rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    read(st, out);
-    *found = 1;
-  } else if (rc != SQLITE_DONE) {
-    ret = db__fail(db, rc, e, what);
-  }
-  db__finish(st);
-  return ret;
-}
-
-/* A list callback and its argument, for the visit_* functions. */
+/* A list callback and its argument, for the visit_* functions
+ * (db__row_fn). */
 struct visit {
   union {
     db_dataset_cb dataset;
@@ -188,30 +165,6 @@ struct visit {
   } cb;
   void *arg;
 };
-
-/* Step a bound, taken statement through its rows; visit(st, v) hands
- * each one to v's callback as a borrowed row.  A non-zero callback
- * result stops and is returned. */
-static int
-each_row(struct db *db, sqlite3_stmt *st, int rc, const char *what,
-         int (*visit)(sqlite3_stmt *st, const struct visit *v),
-         const struct visit *v, struct err *e)
-{
-  int ret = 0;
-
-  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW)
-      break;
-    ret = visit(st, v);
-    if (ret != 0)
-      break;
-  }
-  if (ret == 0 && rc != SQLITE_DONE)
-    ret = db__fail(db, rc, e, what);
-  db__finish(st);
-  return ret;
-}
 
 /* ---- datasets ---- */
 
@@ -238,17 +191,21 @@ read_dataset_with(sqlite3_stmt *st, struct db_dataset *d,
   d->project = text(st, 4);
 }
 
-static void
-read_dataset_copy(sqlite3_stmt *st, void *out)
+static int
+read_dataset_copy(sqlite3_stmt *st, void *out, struct err *e)
 {
+  (void)e;
   read_dataset_with(st, out, db__col_copy);
+  return 0;
 }
 
 static int
-visit_dataset(sqlite3_stmt *st, const struct visit *v)
+visit_dataset(sqlite3_stmt *st, void *arg, struct err *e)
 {
+  const struct visit *v = arg;
   struct db_dataset row;
 
+  (void)e;
   read_dataset_with(st, &row, db__col_borrow);
   return v->cb.dataset(&row, v->arg);
 }
@@ -283,8 +240,8 @@ db_dataset_get(struct db *db, const char *name, struct db_dataset *out,
 
   memset(out, 0, sizeof(*out));
   db__bind_text(st, 1, name, &rc);
-  ret = get_one(db, st, rc, "reading dataset", read_dataset_copy, out,
-                &found, e);
+  ret = db__get_one(db, st, rc, "reading dataset", read_dataset_copy, out,
+                    &found, e);
   if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "dataset '%s' not found",
                   name != NULL ? name : "");
@@ -300,8 +257,8 @@ db_dataset_list(struct db *db, db_dataset_cb cb, void *arg, struct err *e)
 
   if (ret < 0)
     return ret;
-  return each_row(db, st, SQLITE_OK, "listing datasets", visit_dataset, &v,
-                  e);
+  return db__each_row(db, st, SQLITE_OK, "listing datasets", visit_dataset,
+                      &v, e);
 }
 
 /* ---- versions ---- */
@@ -328,17 +285,21 @@ read_version_with(sqlite3_stmt *st, struct db_dataset_version *v,
   v->published_ms = sqlite3_column_int64(st, 5);
 }
 
-static void
-read_version_copy(sqlite3_stmt *st, void *out)
+static int
+read_version_copy(sqlite3_stmt *st, void *out, struct err *e)
 {
+  (void)e;
   read_version_with(st, out, db__col_copy);
+  return 0;
 }
 
 static int
-visit_version(sqlite3_stmt *st, const struct visit *v)
+visit_version(sqlite3_stmt *st, void *arg, struct err *e)
 {
+  const struct visit *v = arg;
   struct db_dataset_version row;
 
+  (void)e;
   read_version_with(st, &row, db__col_borrow);
   return v->cb.version(&row, v->arg);
 }
@@ -391,8 +352,8 @@ version_one(struct db *db, enum ds_stmt id, const char *dataset,
   db__bind_text(st, 1, dataset, &rc);
   if (version != NULL)
     db__bind_text(st, 2, version, &rc);
-  return get_one(db, st, rc, "reading version", read_version_copy, out,
-                 found, e);
+  return db__get_one(db, st, rc, "reading version", read_version_copy, out,
+                     found, e);
 }
 
 int
@@ -440,7 +401,7 @@ db_dataset_version_list(struct db *db, const char *dataset,
   if (ret < 0)
     return ret;
   db__bind_text(st, 1, dataset, &rc);
-  return each_row(db, st, rc, "listing versions", visit_version, &v, e);
+  return db__each_row(db, st, rc, "listing versions", visit_version, &v, e);
 }
 
 /* ---- replicas ---- */
@@ -499,17 +460,21 @@ read_replica_with(sqlite3_stmt *st, struct db_replica *r,
   r->next_try_ms = sqlite3_column_int64(st, 15);
 }
 
-static void
-read_replica_copy(sqlite3_stmt *st, void *out)
+static int
+read_replica_copy(sqlite3_stmt *st, void *out, struct err *e)
 {
+  (void)e;
   read_replica_with(st, out, db__col_copy);
+  return 0;
 }
 
 static int
-visit_replica(sqlite3_stmt *st, const struct visit *v)
+visit_replica(sqlite3_stmt *st, void *arg, struct err *e)
 {
+  const struct visit *v = arg;
   struct db_replica row;
 
+  (void)e;
   read_replica_with(st, &row, db__col_borrow);
   return v->cb.replica(&row, v->arg);
 }
@@ -585,8 +550,8 @@ db_replica_get(struct db *db, const char *dataset, const char *version,
   db__bind_text(st, 1, dataset, &rc);
   db__bind_text(st, 2, version, &rc);
   db__bind_text(st, 3, site, &rc);
-  ret = get_one(db, st, rc, "reading replica", read_replica_copy, out,
-                &found, e);
+  ret = db__get_one(db, st, rc, "reading replica", read_replica_copy, out,
+                    &found, e);
   if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "no replica of %s@%.12s at site '%s'",
                   dataset != NULL ? dataset : "",
@@ -606,7 +571,7 @@ db_replica_list(struct db *db, const char *dataset, db_replica_cb cb,
   if (ret < 0)
     return ret;
   db__bind_text(st, 1, dataset, &rc);
-  return each_row(db, st, rc, "listing replicas", visit_replica, &v, e);
+  return db__each_row(db, st, rc, "listing replicas", visit_replica, &v, e);
 }
 
 int
@@ -619,8 +584,8 @@ db_replica_list_active(struct db *db, db_replica_cb cb, void *arg,
 
   if (ret < 0)
     return ret;
-  return each_row(db, st, SQLITE_OK, "listing active replicas",
-                  visit_replica, &v, e);
+  return db__each_row(db, st, SQLITE_OK, "listing active replicas",
+                      visit_replica, &v, e);
 }
 
 /* ---- transfers ---- */
@@ -655,17 +620,21 @@ read_transfer_with(sqlite3_stmt *st, struct db_transfer *t,
   t->finished_ms = sqlite3_column_int64(st, 9);
 }
 
-static void
-read_transfer_copy(sqlite3_stmt *st, void *out)
+static int
+read_transfer_copy(sqlite3_stmt *st, void *out, struct err *e)
 {
+  (void)e;
   read_transfer_with(st, out, db__col_copy);
+  return 0;
 }
 
 static int
-visit_transfer(sqlite3_stmt *st, const struct visit *v)
+visit_transfer(sqlite3_stmt *st, void *arg, struct err *e)
 {
+  const struct visit *v = arg;
   struct db_transfer row;
 
+  (void)e;
   read_transfer_with(st, &row, db__col_borrow);
   return v->cb.transfer(&row, v->arg);
 }
@@ -729,8 +698,8 @@ db_transfer_running(struct db *db, const char *dataset, const char *version,
   db__bind_text(st, 1, dataset, &rc);
   db__bind_text(st, 2, version, &rc);
   db__bind_text(st, 3, to_site, &rc);
-  ret = get_one(db, st, rc, "reading transfer", read_transfer_copy, out,
-                &found, e);
+  ret = db__get_one(db, st, rc, "reading transfer", read_transfer_copy,
+                    out, &found, e);
   if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "no running transfer of %s@%.12s to "
                   "site '%s'", dataset != NULL ? dataset : "",
@@ -754,5 +723,6 @@ db_transfer_list(struct db *db, const char *dataset, int limit,
     return err_set(e, ERR_INVALID, "limit %d: must be at least 1", limit);
   db__bind_text(st, 1, dataset, &rc);
   db__bind_int64(st, 2, limit, &rc);
-  return each_row(db, st, rc, "listing transfers", visit_transfer, &v, e);
+  return db__each_row(db, st, rc, "listing transfers", visit_transfer, &v,
+                      e);
 }

@@ -36,6 +36,7 @@
 #include "db/db_internal.h"
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/grow.h"
 
 /* A second process (`tenbind token create`) may hold the write lock for
  * a moment while the daemon runs; wait for it rather than fail. */
@@ -330,6 +331,52 @@ take_for_callbacks(sqlite3_stmt *st, const char *fn, struct err *e)
     return err_set(e, ERR_INTERNAL, "%s: called again from its own "
                    "callback", fn);
   return 0;
+}
+
+/*
+ * The one way to read rows (db_internal.h): step, check, hand over,
+ * finish.  rc is the result of the binds; a failed bind skips the step and
+ * is reported as a failed read.
+ */
+int
+db__get_one(struct db *db, sqlite3_stmt *st, int rc, const char *what,
+            db__row_fn *read, void *out, int *found, struct err *e)
+{
+  int ret = 0;
+
+  *found = 0;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *found = 1;
+    ret = read(st, out, e);
+  } else if (rc != SQLITE_DONE) {
+    ret = fail(db, rc, e, what);
+  }
+  finish(st);
+  return ret;
+}
+
+int
+db__each_row(struct db *db, sqlite3_stmt *st, int rc, const char *what,
+             db__row_fn *visit, void *arg, struct err *e)
+{
+  int ret = 0;
+
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW)
+      break;
+    ret = visit(st, arg, e);
+    if (ret != 0)
+      break;
+  }
+  /* A visitor's non-zero result is the answer; only a failed step is
+   * ours to report. */
+  if (ret == 0 && rc != SQLITE_DONE)
+    ret = fail(db, rc, e, what);
+  finish(st);
+  return ret;
 }
 
 /*
@@ -741,24 +788,14 @@ db_job_insert(struct db *db, struct db_job *j, struct err *e)
   return 0;
 }
 
-/* Step a JOB_COLS statement for at most one row into out. */
+/* db__row_fn: the row into out (a struct db_job), copied. */
 static int
-get_one_job(struct db *db, sqlite3_stmt *st, struct db_job *out,
-            struct err *e, int *found)
+read_job_copy(sqlite3_stmt *st, void *out, struct err *e)
 {
-  int rc = sqlite3_step(st);
-  int ret = 0;
+  int ret = read_job(st, out, col_copy, e);
 
-  *found = 0;
-  if (rc == SQLITE_ROW) {
-    *found = 1;
-    ret = read_job(st, out, col_copy, e);
-    if (ret < 0)
-      db_job_release(out);
-  } else if (rc != SQLITE_DONE) {
-    ret = fail(db, rc, e, "reading job");
-  }
-  finish(st);
+  if (ret < 0)
+    db_job_release(out);
   return ret;
 }
 
@@ -772,12 +809,8 @@ db_job_get(struct db *db, int64_t id, struct db_job *out, struct err *e)
 
   db_job_release(out);
   bind_int64(st, 1, id, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "reading job");
-    finish(st);
-    return ret;
-  }
-  ret = get_one_job(db, st, out, e, &found);
+  ret = db__get_one(db, st, rc, "reading job", read_job_copy, out, &found,
+                    e);
   if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "job %" PRId64 " not found", id);
   return ret;
@@ -796,12 +829,8 @@ db_job_get_by_idem(struct db *db, const char *idem_key, struct db_job *out,
   if (idem_key == NULL)
     return err_set(e, ERR_INVALID, "idempotency key missing");
   bind_text(st, 1, idem_key, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "reading job");
-    finish(st);
-    return ret;
-  }
-  ret = get_one_job(db, st, out, e, &found);
+  ret = db__get_one(db, st, rc, "reading job", read_job_copy, out, &found,
+                    e);
   if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND,
                   "job with idempotency key '%s' not found", idem_key);
@@ -842,33 +871,42 @@ db_job_update(struct db *db, const struct db_job *j, struct err *e)
   return 0;
 }
 
-/* Step st (bound, taken) through its rows, handing each to cb as a
- * borrowed row; resets st. */
-static int
-each_job(struct db *db, sqlite3_stmt *st, db_job_cb cb, void *arg,
-         struct err *e)
-{
-  struct db_job j;
-  int rc;
-  int ret = 0;
+/* A list function's callback and its argument, for the visit_*
+ * functions (db__row_fn). */
+struct visit {
+  union {
+    db_job_cb job;
+    db_event_cb event;
+    db_workload_cb workload;
+    db_count_cb count;
+  } cb;
+  void *arg;
+};
 
-  for (;;) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE)
-      break;
-    if (rc != SQLITE_ROW) {
-      ret = fail(db, rc, e, "listing jobs");
-      break;
-    }
-    db_job_init(&j);
-    ret = read_job(st, &j, col_borrow, e);
-    if (ret == 0)
-      ret = cb(&j, arg);
-    if (ret != 0)
-      break;
-  }
-  finish(st);
+/* The row to v's db_job_cb as a borrowed job. */
+static int
+visit_job(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+  struct db_job j;
+  int ret;
+
+  db_job_init(&j);
+  ret = read_job(st, &j, col_borrow, e);
+  if (ret == 0)
+    ret = v->cb.job(&j, v->arg);
   return ret;
+}
+
+/* Step st (bound with result rc, taken) through its rows, handing each
+ * to cb as a borrowed job; resets st. */
+static int
+each_job(struct db *db, sqlite3_stmt *st, int rc, const char *what,
+         db_job_cb cb, void *arg, struct err *e)
+{
+  struct visit v = {.cb.job = cb, .arg = arg};
+
+  return db__each_row(db, st, rc, what, visit_job, &v, e);
 }
 
 /* The allow-list as a JSON array of strings into b, for json_each(). */
@@ -953,12 +991,7 @@ db_job_list(struct db *db, const struct db_job_filter *f, db_job_cb cb,
     bind_text(st, 3, f->site, &rc);
   bind_int64(st, 5, f->before_id > 0 ? f->before_id : INT64_MAX, &rc);
   bind_int64(st, 6, f->limit, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "listing jobs");
-    finish(st);
-    goto out;
-  }
-  ret = each_job(db, st, cb, arg, e);
+  ret = each_job(db, st, rc, "listing jobs", cb, arg, e);
 out:
   buf_release(&allow);
   return ret;
@@ -976,12 +1009,7 @@ db_job_list_active(struct db *db, int with_held, db_job_cb cb, void *arg,
   if (ret < 0)
     return ret;
   bind_int64(st, 1, with_held ? 1 : 0, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "listing active jobs");
-    finish(st);
-    return ret;
-  }
-  return each_job(db, st, cb, arg, e);
+  return each_job(db, st, rc, "listing active jobs", cb, arg, e);
 }
 
 int
@@ -998,46 +1026,37 @@ db_job_list_runnable(struct db *db, int limit, db_job_cb cb, void *arg,
   if (ret < 0)
     return ret;
   bind_int64(st, 1, limit, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "listing runnable jobs");
-    finish(st);
-    return ret;
-  }
-  return each_job(db, st, cb, arg, e);
+  return each_job(db, st, rc, "listing runnable jobs", cb, arg, e);
+}
+
+/* The (site, state, count) row to v's db_count_cb. */
+static int
+visit_count(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+  const char *site = (const char *)sqlite3_column_text(st, 0);
+  const char *state = (const char *)sqlite3_column_text(st, 1);
+  enum job_state s;
+
+  if (state_parse(state, &s) < 0)
+    return err_set(e, ERR_DB, "counting jobs: unknown state '%s' stored",
+                   state != NULL ? state : "(null)");
+  v->cb.count(site != NULL ? site : "", s, sqlite3_column_int64(st, 2),
+              v->arg);
+  return 0;
 }
 
 int
 db_job_counts(struct db *db, db_count_cb cb, void *arg, struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_JOB_COUNTS];
-  const char *site;
-  const char *state;
-  enum job_state s;
-  int rc;
-  int ret;
+  struct visit v = {.cb.count = cb, .arg = arg};
+  int ret = take_for_callbacks(st, "db_job_counts", e);
 
-  ret = take_for_callbacks(st, "db_job_counts", e);
   if (ret < 0)
     return ret;
-  for (;;) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE)
-      break;
-    if (rc != SQLITE_ROW) {
-      ret = fail(db, rc, e, "counting jobs");
-      break;
-    }
-    site = (const char *)sqlite3_column_text(st, 0);
-    state = (const char *)sqlite3_column_text(st, 1);
-    if (state_parse(state, &s) < 0) {
-      ret = err_set(e, ERR_DB, "counting jobs: unknown state '%s' stored",
-                    state != NULL ? state : "(null)");
-      break;
-    }
-    cb(site != NULL ? site : "", s, sqlite3_column_int64(st, 2), arg);
-  }
-  finish(st);
-  return ret;
+  return db__each_row(db, st, SQLITE_OK, "counting jobs", visit_count, &v,
+                      e);
 }
 
 /* ---- job events ---- */
@@ -1074,44 +1093,36 @@ db_event_append(struct db *db, int64_t job_id, int64_t at_ms,
   return ret;
 }
 
+/* The row to v's db_event_cb as a borrowed event. */
+static int
+visit_event(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+  struct db_event ev;
+
+  (void)e;
+  ev.id = sqlite3_column_int64(st, 0);
+  ev.job_id = sqlite3_column_int64(st, 1);
+  ev.at_ms = sqlite3_column_int64(st, 2);
+  ev.from_state = col_borrow(st, 3);
+  ev.to_state = col_borrow(st, 4);
+  ev.detail = col_borrow(st, 5);
+  return v->cb.event(&ev, v->arg);
+}
+
 int
 db_event_list(struct db *db, int64_t job_id, db_event_cb cb, void *arg,
               struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_EVENT_LIST];
-  struct db_event ev;
+  struct visit v = {.cb.event = cb, .arg = arg};
   int rc = SQLITE_OK;
-  int ret;
+  int ret = take_for_callbacks(st, "db_event_list", e);
 
-  ret = take_for_callbacks(st, "db_event_list", e);
   if (ret < 0)
     return ret;
   bind_int64(st, 1, job_id, &rc);
-  if (rc != SQLITE_OK) {
-    ret = fail(db, rc, e, "listing events");
-    finish(st);
-    return ret;
-  }
-  for (;;) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE)
-      break;
-    if (rc != SQLITE_ROW) {
-      ret = fail(db, rc, e, "listing events");
-      break;
-    }
-    ev.id = sqlite3_column_int64(st, 0);
-    ev.job_id = sqlite3_column_int64(st, 1);
-    ev.at_ms = sqlite3_column_int64(st, 2);
-    ev.from_state = col_borrow(st, 3);
-    ev.to_state = col_borrow(st, 4);
-    ev.detail = col_borrow(st, 5);
-    ret = cb(&ev, arg);
-    if (ret != 0)
-      break;
-  }
-  finish(st);
-  return ret;
+  return db__each_row(db, st, rc, "listing events", visit_event, &v, e);
 }
 
 /* ---- placements ---- */
@@ -1182,27 +1193,32 @@ db_workload_put(struct db *db, const char *name, const char *json,
   return 0;
 }
 
+/* db__row_fn: the row's first column, copied, into out (a char **). */
+static int
+read_text_copy(sqlite3_stmt *st, void *out, struct err *e)
+{
+  (void)e;
+  *(char **)out = col_copy(st, 0);
+  return 0;
+}
+
 int
 db_workload_get(struct db *db, const char *name, char **json_out,
                 struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_WORKLOAD_GET];
   int rc = SQLITE_OK;
-  int ret = 0;
+  int found;
+  int ret;
 
   *json_out = NULL;
   if (name == NULL)
     return err_set(e, ERR_INVALID, "workload name missing");
   bind_text(st, 1, name, &rc);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    *json_out = col_copy(st, 0);
-  else if (rc == SQLITE_DONE)
+  ret = db__get_one(db, st, rc, "reading workload", read_text_copy,
+                    json_out, &found, e);
+  if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "workload '%s' not found", name);
-  else
-    ret = fail(db, rc, e, "reading workload");
-  finish(st);
   return ret;
 }
 
@@ -1211,47 +1227,40 @@ db_meta_get(struct db *db, const char *key, char **value_out, struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_META_GET];
   int rc = SQLITE_OK;
-  int ret = 0;
+  int found;
+  int ret;
 
   *value_out = NULL;
   bind_text(st, 1, key, &rc);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    *value_out = col_copy(st, 0);
-  else if (rc == SQLITE_DONE)
+  ret = db__get_one(db, st, rc, "reading meta", read_text_copy, value_out,
+                    &found, e);
+  if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "no '%s' in meta", key);
-  else
-    ret = fail(db, rc, e, "reading meta");
-  finish(st);
   return ret;
+}
+
+/* The (name, json) row to v's db_workload_cb, borrowed. */
+static int
+visit_workload(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+
+  (void)e;
+  return v->cb.workload((const char *)sqlite3_column_text(st, 0),
+                        (const char *)sqlite3_column_text(st, 1), v->arg);
 }
 
 int
 db_workload_list(struct db *db, db_workload_cb cb, void *arg, struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_WORKLOAD_LIST];
-  int rc;
-  int ret;
+  struct visit v = {.cb.workload = cb, .arg = arg};
+  int ret = take_for_callbacks(st, "db_workload_list", e);
 
-  ret = take_for_callbacks(st, "db_workload_list", e);
   if (ret < 0)
     return ret;
-  for (;;) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE)
-      break;
-    if (rc != SQLITE_ROW) {
-      ret = fail(db, rc, e, "listing workloads");
-      break;
-    }
-    ret = cb((const char *)sqlite3_column_text(st, 0),
-             (const char *)sqlite3_column_text(st, 1), arg);
-    if (ret != 0)
-      break;
-  }
-  finish(st);
-  return ret;
+  return db__each_row(db, st, SQLITE_OK, "listing workloads",
+                      visit_workload, &v, e);
 }
 
 /* ---- API tokens ---- */
@@ -1339,36 +1348,68 @@ db_token_insert(struct db *db, const char *hash_hex, const char *name,
   return 0;
 }
 
+/* A NULL-terminated vector of strings being filled by visit_string. */
+struct strings {
+  char **v;
+  size_t n;
+  size_t cap;
+};
+
+/* The row's first column, copied, onto the strings at arg. */
+static int
+visit_string(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct strings *s = arg;
+
+  (void)e;
+  GROW(s->v, s->n + 2, s->cap);
+  s->v[s->n++] = col_copy(st, 0);
+  s->v[s->n] = NULL;
+  return 0;
+}
+
 /* The token's projects as a new NULL-terminated vector. */
 static int
 token_projects(struct db *db, int64_t id, char ***out, struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_TOKEN_PROJECTS];
-  char **v = xcalloc(1, sizeof(*v));
-  size_t n = 0;
+  struct strings s = {.v = xcalloc(1, sizeof(char *)), .cap = 1};
   int rc = SQLITE_OK;
-  int ret = 0;
+  int ret;
 
   bind_int64(st, 1, id, &rc);
-  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW)
-      break;
-    v = xrealloc(v, (n + 2) * sizeof(*v));
-    v[n++] = col_copy(st, 0);
-    v[n] = NULL;
-  }
-  if (rc != SQLITE_DONE)
-    ret = fail(db, rc, e, "reading token scope");
-  finish(st);
+  ret = db__each_row(db, st, rc, "reading token scope", visit_string, &s,
+                     e);
   if (ret < 0) {
-    for (n = 0; v[n] != NULL; n++)
-      free(v[n]);
-    free(v);
-    v = NULL;
+    while (s.n > 0)
+      free(s.v[--s.n]);
+    free(s.v);
+    s.v = NULL;
   }
-  *out = v;
+  *out = s.v;
   return ret;
+}
+
+/* A token row being read by read_token_copy: whether it has a project
+ * list is a column of its own, not a field of struct db_token. */
+struct token_row {
+  struct db_token *t;
+  int scoped;
+};
+
+/* db__row_fn: the token row into out (a struct token_row), copied. */
+static int
+read_token_copy(sqlite3_stmt *st, void *out, struct err *e)
+{
+  struct token_row *r = out;
+
+  (void)e;
+  r->t->id = sqlite3_column_int64(st, 0);
+  r->t->name = col_copy(st, 1);
+  r->t->role = col_copy(st, 2);
+  r->scoped = sqlite3_column_int(st, 3);
+  r->t->created_ms = sqlite3_column_int64(st, 4);
+  return 0;
 }
 
 int
@@ -1376,29 +1417,20 @@ db_token_find(struct db *db, const char *hash_hex, struct db_token *out,
               struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_TOKEN_FIND];
+  struct token_row r = {.t = out, .scoped = 0};
   int rc = SQLITE_OK;
-  int scoped = 0;
-  int ret = 0;
+  int found;
+  int ret;
 
   memset(out, 0, sizeof(*out));
   if (hash_hex == NULL)
     return err_set(e, ERR_INVALID, "token hash missing");
   bind_text(st, 1, hash_hex, &rc);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    out->id = sqlite3_column_int64(st, 0);
-    out->name = col_copy(st, 1);
-    out->role = col_copy(st, 2);
-    scoped = sqlite3_column_int(st, 3);
-    out->created_ms = sqlite3_column_int64(st, 4);
-  } else if (rc == SQLITE_DONE) {
+  ret = db__get_one(db, st, rc, "reading token", read_token_copy, &r,
+                    &found, e);
+  if (ret == 0 && !found)
     ret = err_set(e, ERR_NOT_FOUND, "token not found");
-  } else {
-    ret = fail(db, rc, e, "reading token");
-  }
-  finish(st);
-  if (ret == 0 && scoped)
+  if (ret == 0 && r.scoped)
     ret = token_projects(db, out->id, &out->projects, e);
   if (ret < 0)
     db_token_release(out);
@@ -1423,6 +1455,18 @@ db_token_count(struct db *db, int64_t *count, struct err *e)
 
 /* ---- test hooks (db_internal.h) ---- */
 
+/* A row of EXPLAIN QUERY PLAN: its "detail" as a line of out (a struct
+ * buf). */
+static int
+visit_plan_line(sqlite3_stmt *st, void *out, struct err *e)
+{
+  int ret = buf_addf(out, "%s\n", (const char *)sqlite3_column_text(st, 3));
+
+  if (ret < 0)
+    return err_set(e, ret, "explain: plan too long");
+  return 0;
+}
+
 static int
 explain(struct db *db, sqlite3_stmt *cached, struct buf *out, struct err *e)
 {
@@ -1442,18 +1486,7 @@ explain(struct db *db, sqlite3_stmt *cached, struct buf *out, struct err *e)
     ret = fail(db, rc, e, "explain");
     goto out;
   }
-  for (;;) {
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW)
-      break;
-    ret = buf_addf(out, "%s\n", (const char *)sqlite3_column_text(st, 3));
-    if (ret < 0) {
-      ret = err_set(e, ret, "explain: plan too long");
-      goto out;
-    }
-  }
-  if (rc != SQLITE_DONE)
-    ret = fail(db, rc, e, "explain");
+  ret = db__each_row(db, st, SQLITE_OK, "explain", visit_plan_line, out, e);
 out:
   sqlite3_finalize(st);
   buf_release(&sql);

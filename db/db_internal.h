@@ -94,6 +94,26 @@ char *db__col_copy(struct sqlite3_stmt *st, int i);
 char *db__col_borrow(struct sqlite3_stmt *st, int i);
 int db__take_for_callbacks(struct sqlite3_stmt *st, const char *fn,
                            struct err *e) WARN_UNUSED;
+
+/*
+ * The one way to read rows.  A db__row_fn gets the current row of st
+ * (its text columns are SQLite's, valid until the next step) and arg;
+ * it returns 0 to go on, or a result that stops the read and is returned
+ * as is (a negative code with e set, or a list callback's own value).
+ *
+ * db__get_one steps a bound statement (rc: the result of its binds) for
+ * at most one row, which read() fills into out; *found says whether
+ * there was one.  db__each_row steps a bound, taken statement through
+ * its rows, handing each to visit(st, arg, e).  Both reset st; a failed
+ * bind or step gives db__fail(what).
+ */
+typedef int db__row_fn(struct sqlite3_stmt *st, void *arg, struct err *e);
+int db__get_one(struct db *db, struct sqlite3_stmt *st, int rc,
+                const char *what, db__row_fn *read, void *out, int *found,
+                struct err *e);
+int db__each_row(struct db *db, struct sqlite3_stmt *st, int rc,
+                 const char *what, db__row_fn *visit, void *arg,
+                 struct err *e);
 int db__explain(struct db *db, struct sqlite3_stmt *st, struct buf *out,
                 struct err *e) WARN_UNUSED;
 /* Test hook: the plan of db_replica_list_active's statement. */

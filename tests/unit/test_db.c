@@ -1648,6 +1648,57 @@ test_counts_group_by_site_and_state(void **state)
   assert_memory_equal(got.n, want.n, sizeof(want.n));
 }
 
+/* A row the reader refuses (a state this build does not know, written
+ * past the CHECK by another program) stops every reader in the middle,
+ * reports ERR_DB naming it, and leaves the statements reusable. */
+static void
+test_a_bad_row_stops_a_list_midway_and_reports_it(void **state)
+{
+  struct fx *fx = *state;
+  struct db_job_filter f = {.limit = 100};
+  struct ids got = {.n = 0};
+  struct counts counted;
+  struct db_job j;
+  struct err e = {0};
+  sqlite3 *h;
+  int64_t bad;
+
+  insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
+  bad = insert(fx->db, "b", "p", NULL, JOB_QUEUED, 0);
+  insert(fx->db, "c", "p", NULL, JOB_QUEUED, 0);
+  h = raw_open(fx->path);
+  raw_exec(h, "PRAGMA ignore_check_constraints = ON");
+  raw_exec(h, "UPDATE jobs SET state = 'zombie' WHERE name = 'b'");
+  sqlite3_close(h);
+
+  /* Newest first: "c" is handed over, then "b" stops the list. */
+  assert_int_equal(db_job_list(fx->db, &f, collect_cb, &got, &e), ERR_DB);
+  assert_int_equal(got.n, 1);
+  assert_non_null(strstr(e.msg, "unknown state 'zombie'"));
+
+  /* Counts come by (site, state): "queued" is handed over first. */
+  memset(&counted, 0, sizeof(counted));
+  e = (struct err){0};
+  assert_int_equal(db_job_counts(fx->db, count_cb, &counted, &e), ERR_DB);
+  assert_int_equal(counted.rows, 1);
+  assert_non_null(strstr(e.msg, "unknown state 'zombie'"));
+
+  /* A single read refuses it too, and leaves nothing to release. */
+  db_job_init(&j);
+  e = (struct err){0};
+  assert_int_equal(db_job_get(fx->db, bad, &j, &e), ERR_DB);
+  assert_null(j.name);
+
+  /* The statements were reset: the good rows still read. */
+  assert_int_equal(db_job_get(fx->db, bad + 1, &j, &e), 0);
+  assert_string_equal(j.name, "c");
+  db_job_release(&j);
+  got.n = 0;
+  f.before_id = bad;
+  assert_int_equal(db_job_list(fx->db, &f, collect_cb, &got, &e), 0);
+  assert_int_equal(got.n, 1);
+}
+
 /* ---- transactions ---- */
 
 static void
@@ -2206,6 +2257,8 @@ main(void)
         test_list_limit_outside_1_to_1000_is_invalid, setup, teardown),
     cmocka_unit_test_setup_teardown(
         test_list_callback_stops_early_with_its_value, setup, teardown),
+    cmocka_unit_test_setup_teardown(
+        test_a_bad_row_stops_a_list_midway_and_reports_it, setup, teardown),
     cmocka_unit_test_setup_teardown(
         test_list_callback_may_not_reenter_its_own_list, setup, teardown),
     cmocka_unit_test_setup_teardown(
