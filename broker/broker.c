@@ -325,10 +325,6 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   broker__submit_init(b);
   broker__scheduler_init(b);
   broker__stager_init(b);
-  /* flush_check, flush_idle, tick_timer, kick_timer, stage_timer: each
-   * close callback counts one down (sites and the agents' http client
-   * are added at close). */
-  b->handles_open = 5;
   rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
@@ -397,6 +393,14 @@ site_closed_cb(void *arg)
 }
 
 void
+broker__close_handle(struct broker *b, uv_handle_t *h)
+{
+  assert(h->data == b);
+  b->handles_open++;
+  uv_close(h, handle_closed_cb);
+}
+
+void
 broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
 {
   assert(b->tag == BROKER_TAG);
@@ -405,7 +409,10 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
   b->closing = 1;
   b->close_cb = cb;
   b->close_arg = arg;
-  b->handles_open += (int)b->nsites;
+  /* broker_close's own count: a part that calls back at once cannot
+   * free the broker while others are still to be closed. */
+  assert(b->handles_open == 0);
+  b->handles_open++;
   /* Requests in flight to agents call back (ERR_UNAVAILABLE, ignored
    * while closing) before the client's close callback runs. */
   if (b->agent_http != NULL) {
@@ -417,13 +424,13 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
     void *ctx = b->sites[i].ctx;
 
     b->sites[i].ctx = NULL;
+    b->handles_open++;
     b->sites[i].ops->close(ctx, site_closed_cb, b);
   }
-  uv_close((uv_handle_t *)&b->flush_check, handle_closed_cb);
-  uv_close((uv_handle_t *)&b->flush_idle, handle_closed_cb);
-  uv_close((uv_handle_t *)&b->tick_timer, handle_closed_cb);
-  uv_close((uv_handle_t *)&b->kick_timer, handle_closed_cb);
-  uv_close((uv_handle_t *)&b->stage_timer, handle_closed_cb);
+  broker__submit_close(b);
+  broker__scheduler_close(b);
+  broker__stager_close(b);
+  part_closed(b);
 }
 
 struct db *

@@ -100,6 +100,8 @@ struct broker {
   struct publish_op *publishes;
 
   int closing;
+  /* Handles and parts closing: one per broker__close_handle and per
+   * site or client closed, plus broker_close's own while it runs. */
   int handles_open;
   void (*close_cb)(void *arg);
   void *close_arg;
@@ -130,16 +132,23 @@ int broker__adapter_call(const struct db_job *j,
                          struct site *site, struct err *e) WARN_UNUSED;
 /* The site named name, or NULL. */
 struct site *broker__site(struct broker *b, const char *name);
+/* uv_close h (its data is b), counted: the broker is freed once every
+ * handle closed this way has called back.  Only from broker_close. */
+void broker__close_handle(struct broker *b, uv_handle_t *h);
 
 /* ---- submit.c ---- */
 
 void broker__submit_init(struct broker *b);
+/* Close submit's handles (broker_close). */
+void broker__submit_close(struct broker *b);
 /* Commit the pending batch and answer it (also used at close). */
 void broker__submit_flush(struct broker *b);
 
 /* ---- scheduler.c ---- */
 
 void broker__scheduler_init(struct broker *b);
+/* Close the scheduler's timers (broker_close). */
+void broker__scheduler_close(struct broker *b);
 /* Run a scheduler pass soon (coalesced). */
 void broker__kick(struct broker *b);
 /* The adapter update callback (arg is the struct site): records the
@@ -213,6 +222,8 @@ void broker__publish_flush(struct broker *b);
 /* Start the stager's rounds; the first one resumes every pending and
  * syncing replica (a restart re-PUTs their pulls). */
 void broker__stager_init(struct broker *b);
+/* Close the stager's timer (broker_close). */
+void broker__stager_close(struct broker *b);
 /* A round soon (a replica was asked for). */
 void broker__stager_kick(struct broker *b);
 /* Free the stager's state; only once nothing of it is in flight (from

@@ -642,6 +642,13 @@ broker__scheduler_init(struct broker *b)
 }
 
 void
+broker__scheduler_close(struct broker *b)
+{
+  broker__close_handle(b, (uv_handle_t *)&b->tick_timer);
+  broker__close_handle(b, (uv_handle_t *)&b->kick_timer);
+}
+
+void
 broker__kick(struct broker *b)
 {
   if (b->kick_pending || b->closing)

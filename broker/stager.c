@@ -100,6 +100,12 @@ broker__stager_init(struct broker *b)
 }
 
 void
+broker__stager_close(struct broker *b)
+{
+  broker__close_handle(b, (uv_handle_t *)&b->stage_timer);
+}
+
+void
 broker__stager_kick(struct broker *b)
 {
   if (b->closing)

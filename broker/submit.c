@@ -52,6 +52,13 @@ broker__submit_init(struct broker *b)
   b->flush_idle.data = b;
 }
 
+void
+broker__submit_close(struct broker *b)
+{
+  broker__close_handle(b, (uv_handle_t *)&b->flush_check);
+  broker__close_handle(b, (uv_handle_t *)&b->flush_idle);
+}
+
 static int
 project_allowed(struct broker *b, const char *project)
 {
