@@ -30,6 +30,7 @@
 
 #include "broker/broker_internal.h"
 #include "util/alloc.h"
+#include "util/grow.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -134,10 +135,7 @@ collect_cb(const struct db_job *j, void *arg)
   struct job_list *l = arg;
   struct db_job *r;
 
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 32;
-    l->rows = xrealloc(l->rows, l->cap * sizeof(*l->rows));
-  }
+  GROW(l->rows, l->n + 1, l->cap);
   r = &l->rows[l->n++];
   db_job_init(r);
   r->id = j->id;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/grow.h"
 
 #define ELLIPSIS "..."
 #define ELLIPSIS_LEN 3
@@ -108,10 +109,7 @@ cli_table_set_right(struct cli_table *t, size_t col)
 void
 cli_table_add(struct cli_table *t, const char *const *cells)
 {
-  if (t->nrows == t->cap) {
-    t->cap = t->cap ? t->cap * 2 : 16;
-    t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(*t->cells));
-  }
+  GROW(t->cells, (t->nrows + 1) * t->ncols, t->cap);
   for (size_t i = 0; i < t->ncols; i++)
     t->cells[t->nrows * t->ncols + i] = sanitize(cells[i]);
   t->nrows++;

@@ -30,7 +30,7 @@ struct cli_table {
   int *right;       /* per column: right-aligned */
   char **cells;     /* nrows * ncols sanitized copies */
   size_t nrows;
-  size_t cap;       /* rows allocated */
+  size_t cap;       /* cells allocated */
 };
 
 /*

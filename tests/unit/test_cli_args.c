@@ -1294,6 +1294,41 @@ test_table_aligns_columns_without_trailing_blanks(void **state)
   cli_table_release(&t);
 }
 
+/* Rows are kept in order however many there are (the cell array grows
+ * as rows come). */
+static void
+test_table_keeps_every_row_of_a_long_table(void **state)
+{
+  static const char *const head[] = {"ID", "NAME", "STATE"};
+  struct cli_table t;
+  char id[16];
+  char want[64];
+  char *out;
+  const char *line;
+  int i;
+
+  (void)state;
+  cli_table_init(&t, head, 3);
+  for (i = 0; i < 1000; i++) {
+    snprintf(id, sizeof(id), "%d", i);
+    cli_table_add(&t, (const char *[]){id, "n", "queued"});
+  }
+  out = render(&t);
+  line = out;
+  for (i = -1; i < 1000; i++) {
+    if (i >= 0) {
+      snprintf(want, sizeof(want), "%-4d n     queued\n", i);
+      assert_memory_equal(line, want, strlen(want));
+    }
+    line = strchr(line, '\n');
+    assert_non_null(line);
+    line++;
+  }
+  assert_string_equal(line, "");
+  free(out);
+  cli_table_release(&t);
+}
+
 static void
 test_table_cuts_long_cells_with_an_ellipsis(void **state)
 {
@@ -1602,6 +1637,7 @@ main(void)
       cmocka_unit_test(
           test_dataset_sync_rejects_bad_versions_names_and_missing_site),
       cmocka_unit_test(test_table_aligns_columns_without_trailing_blanks),
+      cmocka_unit_test(test_table_keeps_every_row_of_a_long_table),
       cmocka_unit_test(test_table_cuts_long_cells_with_an_ellipsis),
       cmocka_unit_test(test_table_counts_utf8_characters_not_bytes),
       cmocka_unit_test(test_table_replaces_control_characters),
