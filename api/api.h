@@ -3,8 +3,9 @@
  * that parse, call the broker and map its error codes to HTTP (STYLE.md
  * rule 10: no SQL here, no HTTP in broker/).
  *
- * api_handle() is the http server's handler.  Every route is described in
- * api/openapi.yaml; a test compares that file with api_routes[].
+ * api_handle() is the http server's handler; routing, the middleware
+ * chain and error answers are http/router's.  Every route is described
+ * in api/openapi.yaml; a test compares that file with api_routes[].
  */
 #ifndef TENBIN_API_API_H
 #define TENBIN_API_API_H
@@ -12,6 +13,7 @@
 #include <stddef.h>
 
 #include "broker/broker.h"
+#include "http/router.h"
 #include "http/server.h"
 
 struct api;
@@ -36,12 +38,11 @@ void api_handle(struct http_request *req, void *arg);
  * read (an unauthenticated upload costs tenbind no memory). */
 void api_handle_head(struct http_request *req, void *arg);
 
-/* One entry of the route table. */
+/* One entry of the route table: the router's part first (method,
+ * pattern, least role as an enum broker_role, HTTP_ROUTE_PUBLIC when no
+ * token is needed), then the handler. */
 struct api_route {
-  const char *method;
-  const char *pattern;     /* "/v1/jobs/{id}/cancel" */
-  enum broker_role role;   /* least role allowed (with auth on) */
-  int public;              /* 1: no token needed */
+  struct http_route http;
   void (*handler)(struct api_call *call);
 };
 

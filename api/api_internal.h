@@ -12,9 +12,6 @@
 #include "db/db.h"
 #include "util/buf.h"
 
-#define API_MAX_PARAMS 2
-#define API_PARAM_LEN 128
-
 /* Statuses counted per route for /metrics; anything else counts as the
  * last slot. */
 #define API_STATUS_SLOTS 17
@@ -36,9 +33,10 @@ struct api {
 struct api_call {
   struct api *api;
   struct http_request *req;
-  size_t route;                 /* index into api_routes, or
+  struct http_match match;      /* match.index: into api_routes, or
                                    api_route_count when none matched */
-  char params[API_MAX_PARAMS][API_PARAM_LEN]; /* {x} path segments */
+  char (*params)[HTTP_ROUTE_PARAM_LEN]; /* = match.params: {x} path
+                                           segments */
   struct principal who;
 };
 

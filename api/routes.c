@@ -1,7 +1,9 @@
 /*
- * THE route table, and the middleware every request passes in order:
- * route match (404/405), authentication (401), role (403), handler.
- * Request counters for /metrics are kept per route and status.
+ * THE route table, and the middleware every request passes in order
+ * (http/router does the matching): the shutdown gate (503),
+ * authentication (401) and role (403) of a matched route, then the
+ * route match's own refusal (404/405), then the handler.  Request
+ * counters for /metrics are kept per route and status.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,31 +12,30 @@
 
 #include "api/api_internal.h"
 #include "util/alloc.h"
-#include "util/jsonx.h"
 
 const struct api_route api_routes[] = {
-    {"POST", "/v1/jobs", ROLE_SUBMITTER, 0, api__jobs_create},
-    {"GET", "/v1/jobs", ROLE_VIEWER, 0, api__jobs_list},
-    {"GET", "/v1/jobs/{id}", ROLE_VIEWER, 0, api__jobs_get},
-    {"POST", "/v1/jobs/{id}/cancel", ROLE_SUBMITTER, 0, api__jobs_cancel},
-    {"POST", "/v1/jobs/{id}/release", ROLE_SUBMITTER, 0,
+    {{"POST", "/v1/jobs", ROLE_SUBMITTER, 0}, api__jobs_create},
+    {{"GET", "/v1/jobs", ROLE_VIEWER, 0}, api__jobs_list},
+    {{"GET", "/v1/jobs/{id}", ROLE_VIEWER, 0}, api__jobs_get},
+    {{"POST", "/v1/jobs/{id}/cancel", ROLE_SUBMITTER, 0}, api__jobs_cancel},
+    {{"POST", "/v1/jobs/{id}/release", ROLE_SUBMITTER, 0},
      api__jobs_release},
-    {"GET", "/v1/jobs/{id}/events", ROLE_VIEWER, 0, api__jobs_events},
-    {"GET", "/v1/jobs/{id}/log", ROLE_VIEWER, 0, api__jobs_log},
-    {"GET", "/v1/workloads", ROLE_VIEWER, 0, api__workloads_list},
-    {"POST", "/v1/workloads", ROLE_ADMIN, 0, api__workloads_create},
-    {"GET", "/v1/workloads/{name}", ROLE_VIEWER, 0, api__workloads_get},
-    {"GET", "/v1/sites", ROLE_VIEWER, 0, api__sites_list},
-    {"GET", "/v1/sites/{name}", ROLE_VIEWER, 0, api__sites_get},
-    {"POST", "/v1/datasets", ROLE_SUBMITTER, 0, api__datasets_create},
-    {"GET", "/v1/datasets", ROLE_VIEWER, 0, api__datasets_list},
-    {"GET", "/v1/datasets/{name}", ROLE_VIEWER, 0, api__datasets_get},
-    {"POST", "/v1/datasets/{name}/versions", ROLE_SUBMITTER, 0,
+    {{"GET", "/v1/jobs/{id}/events", ROLE_VIEWER, 0}, api__jobs_events},
+    {{"GET", "/v1/jobs/{id}/log", ROLE_VIEWER, 0}, api__jobs_log},
+    {{"GET", "/v1/workloads", ROLE_VIEWER, 0}, api__workloads_list},
+    {{"POST", "/v1/workloads", ROLE_ADMIN, 0}, api__workloads_create},
+    {{"GET", "/v1/workloads/{name}", ROLE_VIEWER, 0}, api__workloads_get},
+    {{"GET", "/v1/sites", ROLE_VIEWER, 0}, api__sites_list},
+    {{"GET", "/v1/sites/{name}", ROLE_VIEWER, 0}, api__sites_get},
+    {{"POST", "/v1/datasets", ROLE_SUBMITTER, 0}, api__datasets_create},
+    {{"GET", "/v1/datasets", ROLE_VIEWER, 0}, api__datasets_list},
+    {{"GET", "/v1/datasets/{name}", ROLE_VIEWER, 0}, api__datasets_get},
+    {{"POST", "/v1/datasets/{name}/versions", ROLE_SUBMITTER, 0},
      api__datasets_publish},
-    {"POST", "/v1/datasets/{name}/replicas", ROLE_SUBMITTER, 0,
+    {{"POST", "/v1/datasets/{name}/replicas", ROLE_SUBMITTER, 0},
      api__datasets_replicate},
-    {"GET", "/healthz", ROLE_VIEWER, 1, api__healthz},
-    {"GET", "/metrics", ROLE_VIEWER, 0, api__metrics},
+    {{"GET", "/healthz", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__healthz},
+    {{"GET", "/metrics", ROLE_VIEWER, 0}, api__metrics},
 };
 
 const size_t api_route_count = sizeof(api_routes) / sizeof(api_routes[0]);
@@ -74,38 +75,6 @@ api_free(struct api *api)
   free(api);
 }
 
-/*
- * Match path against pattern segment by segment; {x} segments capture
- * into params.  Returns 1 on a match.
- */
-static int
-match(const char *pattern, const char *path,
-      char params[API_MAX_PARAMS][API_PARAM_LEN])
-{
-  int np = 0;
-
-  while (*pattern != '\0' && *path != '\0') {
-    const char *pend = strchr(pattern + 1, '/');
-    const char *send = strchr(path + 1, '/');
-    size_t plen = pend ? (size_t)(pend - pattern) : strlen(pattern);
-    size_t slen = send ? (size_t)(send - path) : strlen(path);
-
-    if (pattern[1] == '{') {
-      /* "/{x}" captures a non-empty segment */
-      if (slen < 2 || slen - 1 >= API_PARAM_LEN || np == API_MAX_PARAMS)
-        return 0;
-      memcpy(params[np], path + 1, slen - 1);
-      params[np][slen - 1] = '\0';
-      np++;
-    } else if (plen != slen || memcmp(pattern, path, plen) != 0) {
-      return 0;
-    }
-    pattern += plen;
-    path += slen;
-  }
-  return *pattern == '\0' && *path == '\0';
-}
-
 static void
 count(struct api *api, size_t route, int status)
 {
@@ -136,8 +105,8 @@ api__metrics_http(const struct api *api, struct buf *out)
       if (r == api_route_count)
         snprintf(route, sizeof(route), "unmatched");
       else
-        snprintf(route, sizeof(route), "%s %s", api_routes[r].method,
-                 api_routes[r].pattern);
+        snprintf(route, sizeof(route), "%s %s", api_routes[r].http.method,
+                 api_routes[r].http.pattern);
       if (s == API_STATUS_SLOTS - 1)
         rc = buf_addf(out, "tenbin_http_requests_total{route=\"%s\","
                       "status=\"other\"} %llu\n", route,
@@ -162,7 +131,7 @@ void
 api__reply_body(struct api_call *call, int status, const char *ctype,
                 char *body, size_t len)
 {
-  count(call->api, call->route, status);
+  count(call->api, call->match.index, status);
   http_respond(call->req, status, ctype, body, len);
   call_free(call);
 }
@@ -171,7 +140,7 @@ void
 api__reply_fd(struct api_call *call, int status, const char *ctype, int fd,
               int64_t offset, size_t len)
 {
-  count(call->api, call->route, status);
+  count(call->api, call->match.index, status);
   http_respond_fd(call->req, status, ctype, fd, (off_t)offset, len);
   call_free(call);
 }
@@ -179,34 +148,16 @@ api__reply_fd(struct api_call *call, int status, const char *ctype, int fd,
 void
 api__reply_json(struct api_call *call, int status, json_t *v)
 {
-  size_t len;
-  struct buf b;
-
-  buf_init(&b, (size_t)1 << 30);
-  if (jsonx_dump_buf(v, &b) < 0 || buf_add(&b, "\n", 1) < 0) {
-    buf_release(&b);
-    json_decref(v);
-    api__reply_errf(call, ERR_INTERNAL, "cannot encode the response");
-    return;
-  }
-  json_decref(v);
-  {
-    char *body = buf_take(&b, &len);
-
-    api__reply_body(call, status, "application/json", body, len);
-  }
+  count(call->api, call->match.index,
+        http_reply_json(call->req, status, v));
+  call_free(call);
 }
 
 void
 api__reply_err(struct api_call *call, const struct err *e)
 {
-  int code = e->code < 0 ? e->code : ERR_INTERNAL;
-  json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", err_name(code),
-                        "message", err_msg(e));
-
-  if (code == ERR_UNAUTHORIZED)
-    http_request_add_header(call->req, "WWW-Authenticate", "Bearer");
-  api__reply_json(call, err_http_status(code), v);
+  count(call->api, call->match.index, http_reply_err(call->req, e));
+  call_free(call);
 }
 
 void
@@ -215,22 +166,45 @@ api__reply_errf(struct api_call *call, int code, const char *fmt, ...)
   struct err e;
   va_list ap;
 
-  e.code = code;
   va_start(ap, fmt);
-  vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+  err_vset(&e, code, fmt, ap);
   va_end(ap);
   api__reply_err(call, &e);
 }
 
-/* Who is calling: with auth off, an admin of everything. */
+/* Middleware: while shutting down, answer 503 without touching the
+ * broker. */
 static int
-authenticate(struct api_call *call, const struct api_route *route,
+gate(void *ctx, struct http_request *req, const struct http_match *m,
+     struct err *e)
+{
+  const struct api_call *call = ctx;
+
+  (void)req;
+  (void)m;
+  if (call->api->stopped)
+    return err_set(e, ERR_UNAVAILABLE, "tenbind is shutting down");
+  return 0;
+}
+
+/*
+ * Middleware: who is calling (with auth off, an admin of everything),
+ * and whether their role may use the route.  A path with no route is
+ * let through to its 404 or 405.
+ */
+static int
+authenticate(void *ctx, struct http_request *req, const struct http_match *m,
              struct err *e)
 {
+  struct api_call *call = ctx;
+  const struct http_route *route = m->route;
   const char *h;
   int rc;
 
-  if (!call->api->auth || route->public) {
+  (void)req;
+  if (route == NULL)
+    return 0;
+  if (!call->api->auth || (route->flags & HTTP_ROUTE_PUBLIC) != 0) {
     call->who.role = ROLE_ADMIN;
     call->who.projects = NULL;
     snprintf(call->who.name, sizeof(call->who.name), "anonymous");
@@ -246,12 +220,18 @@ authenticate(struct api_call *call, const struct api_route *route,
   rc = broker_authenticate(call->api->broker, h + 7, &call->who, e);
   if (rc < 0)
     return rc;
-  if (call->who.role < route->role)
+  if ((int)call->who.role < route->role)
     return err_set(e, ERR_FORBIDDEN, "role '%s' may not %s %s",
                    broker_role_name(call->who.role), route->method,
                    route->pattern);
   return 0;
 }
+
+static const http_middleware_fn middleware[] = {gate, authenticate};
+
+static const struct http_router router = {
+    HTTP_ROUTES(api_routes), middleware,
+    sizeof(middleware) / sizeof(middleware[0])};
 
 static struct api_call *
 call_new(struct api *api, struct http_request *req)
@@ -260,7 +240,8 @@ call_new(struct api *api, struct http_request *req)
 
   call->api = api;
   call->req = req;
-  call->route = api_route_count;
+  call->match.index = api_route_count;
+  call->params = call->match.params;
   return call;
 }
 
@@ -271,34 +252,9 @@ call_new(struct api *api, struct http_request *req)
 static int
 admit(struct api_call *call)
 {
-  const char *method = http_request_method(call->req);
-  const char *path = http_request_path(call->req);
-  int path_matched = 0;
   struct err e = {0};
 
-  if (call->api->stopped) {
-    api__reply_errf(call, ERR_UNAVAILABLE, "tenbind is shutting down");
-    return 0;
-  }
-  for (size_t i = 0; i < api_route_count; i++) {
-    if (!match(api_routes[i].pattern, path, call->params))
-      continue;
-    path_matched = 1;
-    if (strcmp(api_routes[i].method, method) == 0) {
-      call->route = i;
-      break;
-    }
-  }
-  if (call->route == api_route_count) {
-    if (path_matched) {
-      api__reply_errf(call, ERR_METHOD, "method %s not allowed on '%.100s'",
-                      method, path);
-      return 0;
-    }
-    api__reply_errf(call, ERR_NOT_FOUND, "no route for '%.100s'", path);
-    return 0;
-  }
-  if (authenticate(call, &api_routes[call->route], &e) < 0) {
+  if (http_router_admit(&router, call, call->req, &call->match, &e) < 0) {
     api__reply_err(call, &e);
     return 0;
   }
@@ -308,14 +264,12 @@ admit(struct api_call *call)
 void
 api_handle_head(struct http_request *req, void *arg)
 {
-  const char *len = http_request_header(req, "Content-Length");
   struct api_call *call;
 
   /* Only a body is worth refusing early; the rest is checked once, in
    * api_handle(), which checks again anyway (a token may be revoked
    * while its body arrives). */
-  if ((len == NULL || strcmp(len, "0") == 0) &&
-      http_request_header(req, "Transfer-Encoding") == NULL)
+  if (!http_request_announces_body(req))
     return;
   call = call_new(arg, req);
   if (admit(call))
@@ -328,5 +282,5 @@ api_handle(struct http_request *req, void *arg)
   struct api_call *call = call_new(arg, req);
 
   if (admit(call))
-    api_routes[call->route].handler(call);
+    api_routes[call->match.index].handler(call);
 }

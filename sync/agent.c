@@ -1,5 +1,6 @@
 /*
- * tenbin-agent's HTTP face: the route table, bearer-token auth and the
+ * tenbin-agent's HTTP face: the route table and its middleware (the
+ * stopping gate, the bearer token, valid names) on http/router, and the
  * answers; serve.c and pull.c do the work.
  */
 #include <limits.h>
@@ -25,26 +26,13 @@
 void
 agent_reply_json(struct http_request *req, int status, json_t *v)
 {
-  char *text = jsonx_dump(v);
-  size_t len = strlen(text);
-
-  json_decref(v);
-  text = xrealloc(text, len + 2);
-  text[len] = '\n';
-  text[len + 1] = '\0';
-  http_respond(req, status, "application/json", text, len + 1);
+  (void)http_reply_json(req, status, v);
 }
 
 void
 agent_reply_err(struct http_request *req, const struct err *e)
 {
-  int code = e->code < 0 ? e->code : ERR_INTERNAL;
-
-  if (code == ERR_UNAUTHORIZED)
-    http_request_add_header(req, "WWW-Authenticate", "Bearer");
-  agent_reply_json(req, err_http_status(code),
-                   json_pack("{s:{s:s, s:s}}", "error", "code",
-                             err_name(code), "message", err_msg(e)));
+  (void)http_reply_err(req, e);
 }
 
 void
@@ -53,9 +41,8 @@ agent_reply_errf(struct http_request *req, int code, const char *fmt, ...)
   struct err e;
   va_list ap;
 
-  e.code = code;
   va_start(ap, fmt);
-  vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+  err_vset(&e, code, fmt, ap);
   va_end(ap);
   agent_reply_err(req, &e);
 }
@@ -87,35 +74,61 @@ authorized(const struct agent *a, struct http_request *req)
   return strlen(h) == want && hash_equal(h, a->token, want);
 }
 
-/*
- * Split "/v1/datasets/NAME/REST..." into the name and the rest; the
- * segments are copied into parts (at most 4).  Returns the count.
- */
-static size_t
-split_path(const char *path, char parts[][80], size_t max)
+static int
+is_public(const struct http_match *m)
 {
-  size_t n = 0;
-
-  while (*path == '/')
-    path++;
-  while (*path != '\0' && n < max) {
-    size_t len = strcspn(path, "/");
-
-    if (len >= 80)
-      return max + 1;
-    memcpy(parts[n], path, len);
-    parts[n][len] = '\0';
-    n++;
-    path += len;
-    while (*path == '/')
-      path++;
-  }
-  return *path == '\0' ? n : max + 1;
+  return m->route != NULL && (m->route->flags & HTTP_ROUTE_PUBLIC) != 0;
 }
 
-static void
-healthz(struct agent *a, struct http_request *req)
+/* Middleware: while stopping, answer 503 to all but the public routes. */
+static int
+gate(void *ctx, struct http_request *req, const struct http_match *m,
+     struct err *e)
 {
+  const struct agent *a = ctx;
+
+  (void)req;
+  if (a->closing && !is_public(m))
+    return err_set(e, ERR_UNAVAILABLE, "the agent is stopping");
+  return 0;
+}
+
+/* Middleware: the agent's token, before anything else is disclosed (a
+ * path with no route is 401 too, without it). */
+static int
+authenticate(void *ctx, struct http_request *req, const struct http_match *m,
+             struct err *e)
+{
+  if (is_public(m) || authorized(ctx, req))
+    return 0;
+  return err_set(e, ERR_UNAUTHORIZED, "missing or wrong agent token");
+}
+
+/* Middleware: the {name} and {v} segments every dataset route has. */
+static int
+valid_params(void *ctx, struct http_request *req, const struct http_match *m,
+             struct err *e)
+{
+  const char *name = http_match_param(m, "name");
+  const char *v = http_match_param(m, "v");
+
+  (void)ctx;
+  (void)req;
+  if (name != NULL && !syncpath_valid_name(name))
+    return err_set(e, ERR_INVALID, "dataset name '%.64s' must match "
+                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name);
+  if (v != NULL && !agentc_valid_version(v))
+    return err_set(e, ERR_INVALID, "version '%.70s' is not a 64-digit "
+                   "lowercase hex id", v);
+  return 0;
+}
+
+/* ---- the routes: each hands the path's {name} and {v} to its worker */
+
+static void
+healthz(struct agent *a, struct http_request *req, const struct http_match *m)
+{
+  (void)m;
   agent_reply_json(req, 200,
                    json_pack("{s:b, s:I, s:I, s:I, s:I}", "ok", 1,
                              "background", (json_int_t)a->background,
@@ -125,81 +138,100 @@ healthz(struct agent *a, struct http_request *req)
                              (json_int_t)reserve_count(a->reserve)));
 }
 
-/* The http server's head handler: a request without the token is
- * answered before its body (up to AGENT_BATCH_MAX) is read. */
+static void
+versions_post(struct agent *a, struct http_request *req,
+              const struct http_match *m)
+{
+  publish_post(a, req, m->params[0]);
+}
+
+static void
+versions_get(struct agent *a, struct http_request *req,
+             const struct http_match *m)
+{
+  serve_versions(a, req, m->params[0]);
+}
+
+static void
+manifest_get(struct agent *a, struct http_request *req,
+             const struct http_match *m)
+{
+  serve_manifest(a, req, m->params[0], m->params[1]);
+}
+
+static void
+batch_post(struct agent *a, struct http_request *req,
+           const struct http_match *m)
+{
+  serve_batch(a, req, m->params[0], m->params[1]);
+}
+
+static void
+pull_put_route(struct agent *a, struct http_request *req,
+               const struct http_match *m)
+{
+  pull_put(a, req, m->params[0], m->params[1]);
+}
+
+static void
+pull_get_route(struct agent *a, struct http_request *req,
+               const struct http_match *m)
+{
+  pull_get(a, req, m->params[0], m->params[1]);
+}
+
+struct agent_route {
+  struct http_route http; /* no roles: the token is all or nothing */
+  void (*handler)(struct agent *a, struct http_request *req,
+                  const struct http_match *m);
+};
+
+/* THE agent's route table; sync/agent-openapi.yaml describes it. */
+static const struct agent_route routes[] = {
+    {{"GET", "/healthz", 0, HTTP_ROUTE_PUBLIC}, healthz},
+    {{"POST", "/v1/datasets/{name}/versions", 0, 0}, versions_post},
+    {{"GET", "/v1/datasets/{name}/versions", 0, 0}, versions_get},
+    {{"GET", "/v1/datasets/{name}/versions/{v}/manifest", 0, 0},
+     manifest_get},
+    {{"POST", "/v1/datasets/{name}/versions/{v}/batch", 0, 0}, batch_post},
+    {{"PUT", "/v1/datasets/{name}/pulls/{v}", 0, 0}, pull_put_route},
+    {{"GET", "/v1/datasets/{name}/pulls/{v}", 0, 0}, pull_get_route},
+};
+
+const struct http_routes agent_routes = HTTP_ROUTES(routes);
+
+static const http_middleware_fn middleware[] = {gate, authenticate,
+                                                valid_params};
+
+static const struct http_router router = {
+    HTTP_ROUTES(routes), middleware,
+    sizeof(middleware) / sizeof(middleware[0])};
+
+/* The http server's head handler: a request with a body is refused, if
+ * it is to be, before that body (up to AGENT_BATCH_MAX) is read. */
 static void
 handle_head(struct http_request *req, void *arg)
 {
-  struct agent *a = arg;
+  struct http_match m;
+  struct err e = {0};
 
-  if (strcmp(http_request_path(req), "/healthz") == 0 || a->closing)
+  if (!http_request_announces_body(req))
     return;
-  if (!authorized(a, req))
-    agent_reply_errf(req, ERR_UNAUTHORIZED, "missing or wrong agent token");
+  if (http_router_admit(&router, arg, req, &m, &e) < 0)
+    agent_reply_err(req, &e);
 }
 
 static void
 handle(struct http_request *req, void *arg)
 {
-  struct agent *a = arg;
-  const char *method = http_request_method(req);
-  char p[7][80];
-  size_t n;
-  int get = strcmp(method, "GET") == 0;
-  int post = strcmp(method, "POST") == 0;
-  int put = strcmp(method, "PUT") == 0;
+  struct http_match m;
+  struct err e = {0};
 
-  if (strcmp(http_request_path(req), "/healthz") == 0 && get) {
-    healthz(a, req);
+  if (http_router_admit(&router, arg, req, &m, &e) < 0) {
+    agent_reply_err(req, &e);
     return;
   }
-  if (a->closing) {
-    agent_reply_errf(req, ERR_UNAVAILABLE, "the agent is stopping");
-    return;
-  }
-  if (!authorized(a, req)) {
-    agent_reply_errf(req, ERR_UNAUTHORIZED, "missing or wrong agent token");
-    return;
-  }
-  n = split_path(http_request_path(req), p, 6);
-  if (n < 4 || strcmp(p[0], "v1") != 0 || strcmp(p[1], "datasets") != 0)
-    goto not_found;
-  if (!syncpath_valid_name(p[2])) {
-    agent_reply_errf(req, ERR_INVALID, "dataset name '%.64s' must match "
-                     "[A-Za-z0-9][A-Za-z0-9._-]{0,63}", p[2]);
-    return;
-  }
-  if (n >= 5 && !agentc_valid_version(p[4])) {
-    agent_reply_errf(req, ERR_INVALID, "version '%.70s' is not a "
-                     "64-digit lowercase hex id", p[4]);
-    return;
-  }
-  if (strcmp(p[3], "versions") == 0) {
-    if (n == 4 && post)
-      publish_post(a, req, p[2]);
-    else if (n == 4 && get)
-      serve_versions(a, req, p[2]);
-    else if (n == 6 && get && strcmp(p[5], "manifest") == 0)
-      serve_manifest(a, req, p[2], p[4]);
-    else if (n == 6 && post && strcmp(p[5], "batch") == 0)
-      serve_batch(a, req, p[2], p[4]);
-    else
-      goto not_found;
-    return;
-  }
-  if (strcmp(p[3], "pulls") == 0 && n == 5) {
-    if (put)
-      pull_put(a, req, p[2], p[4]);
-    else if (get)
-      pull_get(a, req, p[2], p[4]);
-    else
-      agent_reply_errf(req, ERR_METHOD, "%s is not allowed here", method);
-    return;
-  }
-
-not_found:
-  agent_reply_errf(req, ERR_NOT_FOUND, "no route %s %.200s", method,
-                   http_request_path(req));
+  routes[m.index].handler(arg, req, &m);
 }
 
 int

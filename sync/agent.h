@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "http/router.h"
 #include "util/err.h"
 
 struct agent;
@@ -46,6 +47,10 @@ struct agent_config {
 int agent_start(uv_loop_t *loop, const struct agent_config *cfg,
                 struct agent **out, struct err *e) WARN_UNUSED;
 uint16_t agent_port(const struct agent *a);
+/* The agent's route table (sync/agent-openapi.yaml describes it; a test
+ * compares the two).  Routes have no roles: the token is all or
+ * nothing. */
+extern const struct http_routes agent_routes;
 /* Stop serving, cancel pulls (their staging stays for a resume), free a
  * once the loop has let go of everything; cb(arg) then.  cb may be NULL. */
 void agent_close(struct agent *a, void (*cb)(void *arg), void *arg);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/router.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 
@@ -175,18 +176,6 @@ agentc_token(const struct agentc *c)
 
 /* ---- answers ---- */
 
-/* The code named name in util/err.h's table, or 0. */
-static int
-code_of(const char *name)
-{
-#define CODE_OF_GEN(n, code, status, msg)                                  \
-  if (strcmp(name, #n) == 0)                                               \
-    return code;
-  ERR_MAP(CODE_OF_GEN)
-#undef CODE_OF_GEN
-  return 0;
-}
-
 /* Read a non-negative integer member; 0 when absent or null. */
 static int
 counter(const json_t *o, const char *key, int64_t *out, const char *url,
@@ -299,37 +288,22 @@ parse_pull(const json_t *o, struct agentc_pull *p, const char *url,
 /*
  * The error of a non-2xx answer: the agent's own code and message when
  * the body is the contract's error object, else ERR_SITE with the
- * status.
+ * status.  A code this build does not know is ERR_SITE naming the
+ * agent.
  */
 static int
 answer_error(const struct http_client_response *resp, const char *url,
              struct err *e)
 {
-  json_t *body = NULL;
-  const json_t *err;
-  const char *name;
-  const char *msg;
-  int code = 0;
+  struct err got;
+  int code = http_error_parse(resp->body, resp->len, &got);
 
-  if (jsonx_parse_object(resp->body, resp->len, &body, NULL) == 0) {
-    err = json_object_get(body, "error");
-    name = jsonx_str(err, "code");
-    msg = jsonx_str(err, "message");
-    if (name != NULL && msg != NULL) {
-      code = code_of(name);
-      if (code == 0) {
-        err_set(e, ERR_SITE, "agent %s: %s (%.32s)", url, msg, name);
-        code = ERR_SITE;
-      } else {
-        err_set(e, code, "%s", msg);
-      }
-    }
-  }
-  json_decref(body);
   if (code == 0)
-    code = err_set(e, ERR_SITE, "agent %s answered HTTP %d", url,
+    return err_set(e, ERR_SITE, "agent %s answered HTTP %d", url,
                    resp->status);
-  return code;
+  if (code == ERR_SITE)
+    return err_set(e, ERR_SITE, "agent %s: %s", url, got.msg);
+  return err_set(e, code, "%s", got.msg);
 }
 
 static void

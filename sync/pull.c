@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/router.h"
 #include "sync/pull_int.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
@@ -390,18 +391,13 @@ source_back(struct pull *p)
 static void
 answer_error(const struct http_client_response *r, char *out, size_t len)
 {
-  json_t *v = NULL;
-  struct err ignore = {0};
-  const char *msg = NULL;
+  struct err got;
 
-  if (jsonx_parse_object(r->body, r->len, &v, &ignore) == 0) {
-    json_t *err = json_object_get(v, "error");
-
-    msg = jsonx_str(err, "message");
-  }
-  snprintf(out, len, "source answered %d: %s", r->status,
-           msg != NULL ? msg : "(no message)");
-  json_decref(v);
+  if (http_error_parse(r->body, r->len, &got) == 0)
+    snprintf(got.msg, sizeof(got.msg), "(no message)");
+  snprintf(out, len, "source answered %d: %s", r->status, got.msg);
+  /* The message may be cut inside a character: out ends up in JSON. */
+  utf8_repair(out);
 }
 
 static void

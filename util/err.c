@@ -55,17 +55,35 @@ err_http_status(int code)
 }
 
 int
+err_from_name(const char *name)
+{
+#define ERR_FROM_NAME_GEN(n, c, status, msg) \
+  if (strcmp(name, #n) == 0)                 \
+    return c;
+  ERR_MAP(ERR_FROM_NAME_GEN)
+#undef ERR_FROM_NAME_GEN
+  return 0;
+}
+
+int
+err_vset(struct err *e, int code, const char *fmt, va_list ap)
+{
+  if (e == NULL)
+    return code;
+  e->code = code;
+  vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+  utf8_repair(e->msg);
+  return code;
+}
+
+int
 err_set(struct err *e, int code, const char *fmt, ...)
 {
   va_list ap;
 
-  if (e == NULL)
-    return code;
-  e->code = code;
   va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+  code = err_vset(e, code, fmt, ap);
   va_end(ap);
-  utf8_repair(e->msg);
   return code;
 }
 

@@ -13,6 +13,7 @@
 #ifndef TENBIN_UTIL_ERR_H
 #define TENBIN_UTIL_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #define WARN_UNUSED __attribute__((warn_unused_result))
@@ -58,6 +59,9 @@ const char *err_name(int code);
 const char *err_str(int code);
 /* HTTP status for a code; 500 for one not in the table, 200 for 0. */
 int err_http_status(int code);
+/* The code whose name (err_name) is name, or 0 when none is ("OK" too):
+ * how a peer's error object is read back. */
+int err_from_name(const char *name);
 
 /*
  * Record code and a formatted message into e (which may be NULL) and return
@@ -67,6 +71,10 @@ int err_http_status(int code);
  * for err_prefix).
  */
 int err_set(struct err *e, int code, const char *fmt, ...) PRINTF_LIKE(3, 4);
+/* err_set with a va_list, for functions that take a format themselves;
+ * ap is consumed. */
+int err_vset(struct err *e, int code, const char *fmt, va_list ap)
+    PRINTF_LIKE(3, 0);
 /* Prefix e->msg with "prefix: " (for nested field names); returns e->code. */
 int err_prefix(struct err *e, const char *fmt, ...) PRINTF_LIKE(2, 3);
 /* Reset e to OK with an empty message. */

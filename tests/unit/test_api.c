@@ -1,9 +1,12 @@
 /*
- * Tests that api/openapi.yaml and the route table api_routes[] describe
- * the same API: every (method, pattern) of the table is an operation of
- * the file and the other way round, each operation's x-tenbin-role is the
- * route's least role, and only the public routes say "security: []".
- * Also that the table has no two routes for the same requests.
+ * Tests that each daemon's OpenAPI file and its route table describe the
+ * same API: api/openapi.yaml and tenbind's api_routes[],
+ * sync/agent-openapi.yaml and tenbin-agent's agent_routes.  Every
+ * (method, pattern) of a table is an operation of its file and the other
+ * way round, each operation's x-tenbin-role is the route's least role
+ * (the agent's routes have none, and its file names none), and only the
+ * public routes say "security: []".  Also that no table has two routes
+ * for the same requests.
  *
  * The file is read as text, with no YAML library: it keeps a regular
  * layout (path keys at an indent of two spaces, methods at four, the
@@ -25,10 +28,10 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "sync/agent.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 
-#define OPENAPI_FILE TENBIN_SOURCE_DIR "/api/openapi.yaml"
 /* The file is a few tens of KiB; a cap keeps a mistake from eating RAM. */
 #define OPENAPI_MAX_BYTES (1024 * 1024)
 #define OPS_MAX 64
@@ -37,7 +40,7 @@
 
 /* One operation of the file. */
 struct op {
-  char method[8];     /* upper-case, as in api_routes[] */
+  char method[8];     /* upper-case, as in the route tables */
   char path[KEY_MAX]; /* "/v1/jobs/{id}/cancel" */
   char role[16];      /* x-tenbin-role, "" when absent */
   int public;         /* 1 when it says "security: []" */
@@ -280,13 +283,14 @@ find_op(const struct spec *sp, const char *method, const char *path)
   return NULL;
 }
 
-static const struct api_route *
-find_route(const char *method, const char *path)
+static const struct http_route *
+find_route(const struct http_routes *t, const char *method, const char *path)
 {
-  for (size_t i = 0; i < api_route_count; i++) {
-    if (strcmp(api_routes[i].method, method) == 0 &&
-        strcmp(api_routes[i].pattern, path) == 0)
-      return &api_routes[i];
+  for (size_t i = 0; i < t->count; i++) {
+    const struct http_route *r = http_routes_at(t, i);
+
+    if (strcmp(r->method, method) == 0 && strcmp(r->pattern, path) == 0)
+      return r;
   }
   return NULL;
 }
@@ -313,11 +317,25 @@ same_shape(const char *a, const char *b)
   return *a == '\0' && *b == '\0';
 }
 
-/* ---- the file ---- */
+/* ---- the files ---- */
+
+static const char *
+broker_role_of(int role)
+{
+  return broker_role_name((enum broker_role)role);
+}
+
+/* One daemon's API: its file, its table, and how its roles are named. */
+struct daemon_api {
+  const char *file;           /* from the source root */
+  struct http_routes routes;
+  const char *(*role_name)(int role); /* NULL: routes have no role */
+  struct spec spec;
+  int rc;                     /* of reading and parsing the file */
+};
 
 struct fixture {
-  struct spec spec;
-  int rc; /* of reading and parsing the file */
+  struct daemon_api apis[2];
 };
 
 static int
@@ -351,18 +369,34 @@ read_file(const char *path, struct buf *out, char *why, size_t whylen)
   return rc;
 }
 
+static void
+load(struct daemon_api *d)
+{
+  char path[512];
+  struct buf text;
+
+  snprintf(path, sizeof(path), "%s/%s", TENBIN_SOURCE_DIR, d->file);
+  buf_init(&text, OPENAPI_MAX_BYTES);
+  d->rc = read_file(path, &text, d->spec.why, sizeof(d->spec.why));
+  if (d->rc == 0)
+    d->rc = parse_openapi(buf_str(&text), &d->spec);
+  buf_release(&text);
+}
+
 static int
 group_setup(void **state)
 {
   struct fixture *fx = xcalloc(1, sizeof(*fx));
-  struct buf text;
 
-  buf_init(&text, OPENAPI_MAX_BYTES);
-  fx->rc = read_file(OPENAPI_FILE, &text, fx->spec.why,
-                     sizeof(fx->spec.why));
-  if (fx->rc == 0)
-    fx->rc = parse_openapi(buf_str(&text), &fx->spec);
-  buf_release(&text);
+  fx->apis[0].file = "api/openapi.yaml";
+  fx->apis[0].routes.base = api_routes;
+  fx->apis[0].routes.count = api_route_count;
+  fx->apis[0].routes.size = sizeof(api_routes[0]);
+  fx->apis[0].role_name = broker_role_of;
+  fx->apis[1].file = "sync/agent-openapi.yaml";
+  fx->apis[1].routes = agent_routes;
+  for (size_t i = 0; i < 2; i++)
+    load(&fx->apis[i]);
   *state = fx;
   return 0;
 }
@@ -374,16 +408,23 @@ group_teardown(void **state)
   return 0;
 }
 
-/* The parsed file, or a failure saying why there is none. */
-static const struct spec *
-spec_of(void **state)
+/* Daemon i's API with its parsed file, or a failure saying why there is
+ * none. */
+static const struct daemon_api *
+api_of(void **state, size_t i)
 {
   const struct fixture *fx = *state;
+  const struct daemon_api *d = &fx->apis[i];
 
-  if (fx->rc != 0)
-    fail_msg("%s: %s", OPENAPI_FILE, fx->spec.why);
-  return &fx->spec;
+  if (d->rc != 0)
+    fail_msg("%s: %s", d->file, d->spec.why);
+  return d;
 }
+
+#define FOR_EACH_API(d, state)                                            \
+  for (size_t api_i_ = 0; api_i_ < 2; api_i_++)                         \
+    for (const struct daemon_api *d = api_of(state, api_i_); d != NULL; \
+         d = NULL)
 
 /* ---- the parser ---- */
 
@@ -478,52 +519,60 @@ test_patterns_of_the_same_shape_are_told_apart_from_others(void **state)
   assert_false(same_shape("/v1/jobs", "/v1/job"));
 }
 
-/* ---- the file against the route table ---- */
+/* ---- each file against its route table ---- */
 
 static void
 test_every_route_is_described_in_openapi(void **state)
 {
-  const struct spec *sp = spec_of(state);
-  char missing[2048] = "";
+  FOR_EACH_API(d, state) {
+    char missing[2048] = "";
 
-  assert_true(api_route_count > 0);
-  for (size_t i = 0; i < api_route_count; i++) {
-    if (find_op(sp, api_routes[i].method, api_routes[i].pattern) == NULL)
-      append(missing, sizeof(missing), " %s %s;", api_routes[i].method,
-             api_routes[i].pattern);
+    assert_true(d->routes.count > 0);
+    for (size_t i = 0; i < d->routes.count; i++) {
+      const struct http_route *r = http_routes_at(&d->routes, i);
+
+      if (find_op(&d->spec, r->method, r->pattern) == NULL)
+        append(missing, sizeof(missing), " %s %s;", r->method, r->pattern);
+    }
+    if (missing[0] != '\0')
+      fail_msg("routes missing from %s:%s", d->file, missing);
   }
-  if (missing[0] != '\0')
-    fail_msg("routes missing from api/openapi.yaml:%s", missing);
 }
 
 static void
 test_openapi_describes_no_route_that_does_not_exist(void **state)
 {
-  const struct spec *sp = spec_of(state);
-  char extra[2048] = "";
+  FOR_EACH_API(d, state) {
+    const struct spec *sp = &d->spec;
+    char extra[2048] = "";
 
-  assert_true(sp->n > 0);
-  for (size_t i = 0; i < sp->n; i++) {
-    if (find_route(sp->ops[i].method, sp->ops[i].path) == NULL)
-      append(extra, sizeof(extra), " %s %s (line %d);", sp->ops[i].method,
-             sp->ops[i].path, sp->ops[i].line);
+    assert_true(sp->n > 0);
+    for (size_t i = 0; i < sp->n; i++) {
+      if (find_route(&d->routes, sp->ops[i].method, sp->ops[i].path) ==
+          NULL)
+        append(extra, sizeof(extra), " %s %s (line %d);", sp->ops[i].method,
+               sp->ops[i].path, sp->ops[i].line);
+    }
+    if (extra[0] != '\0')
+      fail_msg("operations of %s that its route table lacks:%s", d->file,
+               extra);
   }
-  if (extra[0] != '\0')
-    fail_msg("operations of api/openapi.yaml that api_routes[] lacks:%s",
-             extra);
 }
 
 static void
 test_openapi_describes_no_operation_twice(void **state)
 {
-  const struct spec *sp = spec_of(state);
+  FOR_EACH_API(d, state) {
+    const struct spec *sp = &d->spec;
 
-  for (size_t i = 0; i < sp->n; i++) {
-    for (size_t j = i + 1; j < sp->n; j++) {
-      if (strcmp(sp->ops[i].method, sp->ops[j].method) == 0 &&
-          strcmp(sp->ops[i].path, sp->ops[j].path) == 0)
-        fail_msg("%s %s is described on lines %d and %d", sp->ops[i].method,
-                 sp->ops[i].path, sp->ops[i].line, sp->ops[j].line);
+    for (size_t i = 0; i < sp->n; i++) {
+      for (size_t j = i + 1; j < sp->n; j++) {
+        if (strcmp(sp->ops[i].method, sp->ops[j].method) == 0 &&
+            strcmp(sp->ops[i].path, sp->ops[j].path) == 0)
+          fail_msg("%s: %s %s is described on lines %d and %d", d->file,
+                   sp->ops[i].method, sp->ops[i].path, sp->ops[i].line,
+                   sp->ops[j].line);
+      }
     }
   }
 }
@@ -531,16 +580,21 @@ test_openapi_describes_no_operation_twice(void **state)
 static void
 test_route_table_has_no_duplicates(void **state)
 {
-  (void)state;
-  for (size_t i = 0; i < api_route_count; i++) {
-    for (size_t j = i + 1; j < api_route_count; j++) {
-      /* The router takes the first match, so a second route of the same
-       * method and shape could never be reached. */
-      if (strcmp(api_routes[i].method, api_routes[j].method) == 0 &&
-          same_shape(api_routes[i].pattern, api_routes[j].pattern))
-        fail_msg("api_routes[%zu] %s %s shadows api_routes[%zu] %s %s", i,
-                 api_routes[i].method, api_routes[i].pattern, j,
-                 api_routes[j].method, api_routes[j].pattern);
+  FOR_EACH_API(d, state) {
+    for (size_t i = 0; i < d->routes.count; i++) {
+      const struct http_route *a = http_routes_at(&d->routes, i);
+
+      for (size_t j = i + 1; j < d->routes.count; j++) {
+        const struct http_route *b = http_routes_at(&d->routes, j);
+
+        /* The router takes the first match, so a second route of the
+         * same method and shape could never be reached. */
+        if (strcmp(a->method, b->method) == 0 &&
+            same_shape(a->pattern, b->pattern))
+          fail_msg("the table of %s: route %zu %s %s shadows route %zu "
+                   "%s %s", d->file, i, a->method, a->pattern, j,
+                   b->method, b->pattern);
+      }
     }
   }
 }
@@ -548,22 +602,25 @@ test_route_table_has_no_duplicates(void **state)
 static void
 test_openapi_roles_and_public_routes_match_the_route_table(void **state)
 {
-  const struct spec *sp = spec_of(state);
+  FOR_EACH_API(d, state) {
+    for (size_t i = 0; i < d->routes.count; i++) {
+      const struct http_route *r = http_routes_at(&d->routes, i);
+      const struct op *o = find_op(&d->spec, r->method, r->pattern);
+      const char *role = d->role_name != NULL ? d->role_name(r->role) : "";
+      int public = (r->flags & HTTP_ROUTE_PUBLIC) != 0;
 
-  for (size_t i = 0; i < api_route_count; i++) {
-    const struct api_route *r = &api_routes[i];
-    const struct op *o = find_op(sp, r->method, r->pattern);
-    const char *role = broker_role_name(r->role);
-
-    if (o == NULL)
-      continue; /* reported by test_every_route_is_described_in_openapi */
-    if (strcmp(o->role, role) != 0)
-      fail_msg("%s %s (line %d): x-tenbin-role is '%s', the route table "
-               "says '%s'", r->method, r->pattern, o->line, o->role, role);
-    if (o->public != r->public)
-      fail_msg("%s %s (line %d): %s", r->method, r->pattern, o->line,
-               r->public ? "a public route needs 'security: []'"
-                         : "'security: []' on a route that needs a token");
+      if (o == NULL)
+        continue; /* reported by test_every_route_is_described_in_openapi */
+      if (strcmp(o->role, role) != 0)
+        fail_msg("%s: %s %s (line %d): x-tenbin-role is '%s', the route "
+                 "table says '%s'", d->file, r->method, r->pattern, o->line,
+                 o->role, role);
+      if (o->public != public)
+        fail_msg("%s: %s %s (line %d): %s", d->file, r->method, r->pattern,
+                 o->line,
+                 public ? "a public route needs 'security: []'"
+                        : "'security: []' on a route that needs a token");
+    }
   }
 }
 

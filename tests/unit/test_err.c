@@ -47,7 +47,54 @@ test_every_code_has_its_name_message_and_status(void **state)
     assert_string_equal(err_name(table[i].code), table[i].name);
     assert_string_equal(err_str(table[i].code), table[i].msg);
     assert_int_equal(err_http_status(table[i].code), table[i].status);
+    assert_int_equal(err_from_name(table[i].name), table[i].code);
   }
+}
+
+static void
+test_err_from_name_reads_no_code_from_unknown_names(void **state)
+{
+  (void)state;
+  assert_int_equal(err_from_name("TEAPOT"), 0);
+  assert_int_equal(err_from_name("OK"), 0);
+  assert_int_equal(err_from_name(""), 0);
+  /* Names are exact, as err_name writes them. */
+  assert_int_equal(err_from_name("not_found"), 0);
+  assert_int_equal(err_from_name("NOT_FOUND "), 0);
+}
+
+/* A function that takes a format of its own, as the reply writers do. */
+static int PRINTF_LIKE(3, 4)
+vset_via(struct err *e, int code, const char *fmt, ...)
+{
+  va_list ap;
+  int rc;
+
+  va_start(ap, fmt);
+  rc = err_vset(e, code, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static void
+test_err_vset_formats_repairs_and_returns_the_code(void **state)
+{
+  /* 22 CJK characters of 3 bytes: "%.64s" cuts the 22nd after 1 byte */
+  char name[22 * 3 + 1];
+  struct err e;
+
+  (void)state;
+  for (int i = 0; i < 22; i++)
+    memcpy(name + 3 * i, "\xe4\xb8\xad", 3);
+  name[sizeof(name) - 1] = '\0';
+  assert_int_equal(vset_via(&e, ERR_NOT_FOUND, "site '%.64s' not found",
+                            name),
+                   ERR_NOT_FOUND);
+  assert_int_equal(e.code, ERR_NOT_FOUND);
+  assert_int_equal(strlen(e.msg), strlen("site '' not found") + 64);
+  assert_int_equal((unsigned char)e.msg[6 + 63], '?');
+  assert_string_equal(e.msg + 6 + 64, "' not found");
+  assert_int_equal(vset_via(NULL, ERR_IO, "%s", "x"), ERR_IO);
 }
 
 static void
@@ -193,6 +240,8 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_every_code_has_its_name_message_and_status),
     cmocka_unit_test(test_codes_are_negative_and_stable),
+    cmocka_unit_test(test_err_from_name_reads_no_code_from_unknown_names),
+    cmocka_unit_test(test_err_vset_formats_repairs_and_returns_the_code),
     cmocka_unit_test(test_ok_maps_to_200),
     cmocka_unit_test(test_unknown_code_maps_to_unknown_and_500),
     cmocka_unit_test(test_err_set_records_code_and_message_and_returns_code),

@@ -456,7 +456,8 @@ test_answers_outside_the_contract_are_site_errors_naming_the_agent(
   pull_get(fx, 418, "{\"error\":{\"code\":\"TEAPOT\",\"message\":"
                     "\"short and stout\"}}");
   assert_int_equal(fx->rc, ERR_SITE);
-  assert_non_null(strstr(fx->e.msg, "short and stout"));
+  assert_non_null(strstr(fx->e.msg, "short and stout (TEAPOT)"));
+  assert_non_null(strstr(fx->e.msg, url));
 
   pull_get(fx, 200, "not json");
   assert_int_equal(fx->rc, ERR_SITE);
