@@ -30,6 +30,7 @@
 
 #include "util/alloc.h"
 #include "util/jsonx.h"
+#include "util/list.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -55,7 +56,7 @@ struct local_job {
   int cancel_requested;
   int cancel_sent;
   int ended;                 /* its final update is queued */
-  struct local_job *next;
+  struct list link;          /* in struct local's jobs */
 };
 
 struct local {
@@ -68,7 +69,7 @@ struct local {
   int64_t cancel_grace_s;
   uv_timer_t watch;        /* tries adopted jobs' locks */
   struct adapter_queue updates;
-  struct local_job *jobs;
+  struct list jobs;        /* of struct local_job, newest first */
   int handles;             /* our uv handles not yet closed */
   int closing;
   void (*close_cb)(void *arg);
@@ -99,12 +100,16 @@ queue_update(struct local *l, int64_t job_id, enum job_state state,
 
 /* ---- jobs ---- */
 
+#define JOB_OF(q) LIST_ENTRY(q, struct local_job, link)
+
 static struct local_job *
 find_job(struct local *l, int64_t id)
 {
-  for (struct local_job *j = l->jobs; j != NULL; j = j->next) {
-    if (j->id == id)
-      return j;
+  struct list *q;
+
+  LIST_FOREACH(q, &l->jobs) {
+    if (JOB_OF(q)->id == id)
+      return JOB_OF(q);
   }
   return NULL;
 }
@@ -112,31 +117,35 @@ find_job(struct local *l, int64_t id)
 static int64_t
 jobs_active(const struct local *l)
 {
+  const struct list *q;
   int64_t n = 0;
 
-  for (const struct local_job *j = l->jobs; j != NULL; j = j->next) {
-    if (!j->ended)
+  LIST_FOREACH(q, &l->jobs) {
+    if (!JOB_OF(q)->ended)
       n++;
   }
   return n;
 }
 
-static void
-unlink_job(struct local *l, struct local_job *j)
+/* A new job of l, in no list yet. */
+static struct local_job *
+new_job(struct local *l, int64_t id)
 {
-  for (struct local_job **p = &l->jobs; *p != NULL; p = &(*p)->next) {
-    if (*p == j) {
-      *p = j->next;
-      return;
-    }
-  }
+  struct local_job *j = xcalloc(1, sizeof(*j));
+
+  list_init(&j->link);
+  j->site = l;
+  j->id = id;
+  return j;
 }
 
+/* Take j off its site's list (if it is in it) and free it. */
 static void
 free_job(struct local_job *j)
 {
   if (j == NULL)
     return;
+  list_remove(&j->link);
   if (j->lock_fd >= 0)
     close(j->lock_fd);
   free(j->dir);
@@ -303,7 +312,6 @@ on_proc_closed(uv_handle_t *h)
   struct local_job *j = h->data;
   struct local *l = j->site;
 
-  unlink_job(l, j);
   free_job(j);
   l->handles--;
   maybe_finish_close(l);
@@ -374,11 +382,12 @@ static void
 on_watch(uv_timer_t *t)
 {
   struct local *l = t->data;
-  struct local_job *j = l->jobs;
+  struct list *q;
+  struct list *tmp;
   int watched = 0;
 
-  while (j != NULL) {
-    struct local_job *next = j->next;
+  LIST_FOREACH_SAFE(q, tmp, &l->jobs) {
+    struct local_job *j = JOB_OF(q);
 
     if (j->lock_fd >= 0 && !j->ended) {
       int got = flock(j->lock_fd, LOCK_EX | LOCK_NB) == 0;
@@ -388,7 +397,6 @@ on_watch(uv_timer_t *t)
                  strerror(errno));
       if (got) {
         finish_job(l, j, -1, 0);
-        unlink_job(l, j);
         free_job(j);
       } else {
         if (j->cancel_requested)
@@ -396,7 +404,6 @@ on_watch(uv_timer_t *t)
         watched++;
       }
     }
-    j = next;
   }
   if (watched == 0)
     uv_timer_stop(&l->watch);
@@ -449,6 +456,7 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
     return err_set(e, ERR_INTERNAL,
                    "local site needs a state dir, self_exe and update");
   l = xcalloc(1, sizeof(*l));
+  list_init(&l->jobs);
   l->loop = env->loop;
   l->site_name = xstrdup(env->site_name != NULL ? env->site_name : "local");
   /* The shim is started in the job directory: a relative path would not
@@ -603,9 +611,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   if (rc < 0)
     goto out;
   took = 1;
-  j = xcalloc(1, sizeof(*j));
-  j->site = l;
-  j->id = job->id;
+  j = new_job(l, job->id);
   j->lock_fd = -1;
   j->dir = job_dir(l, job->id);
   rc = file_mkdirs(j->dir, 0700, e);
@@ -698,8 +704,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
     rc = ERR_INTERNAL;
     j->ended = 1;
     uv_close((uv_handle_t *)&j->proc, on_proc_closed);
-    j->next = l->jobs;
-    l->jobs = j;
+    list_insert_head(&l->jobs, &j->link);
     j = NULL;
     goto out;
   }
@@ -713,8 +718,7 @@ local_submit(void *ctx, const struct adapter_job *job, struct err *e)
   alloc = NULL;
   j->log_path = log_path;
   log_path = NULL;
-  j->next = l->jobs;
-  l->jobs = j;
+  list_insert_head(&l->jobs, &j->link);
   queue_update(l, j->id, JOB_SUBMITTED, j->remote_id, j->alloc, j->log_path,
                NULL, -1, 0, 0);
   queue_update(l, j->id, JOB_RUNNING, j->remote_id, j->alloc, j->log_path,
@@ -812,9 +816,7 @@ attach(struct local *l, const struct adapter_job *job, int cancel,
   }
   if (held) {
     /* A shim is alive: watch it. */
-    j = xcalloc(1, sizeof(*j));
-    j->site = l;
-    j->id = job->id;
+    j = new_job(l, job->id);
     j->dir = dir;
     dir = NULL;
     j->lock_fd = fd;
@@ -836,8 +838,7 @@ attach(struct local *l, const struct adapter_job *job, int cancel,
         adapter_local__inventory_claim(&l->inv, j->id, j->alloc) > 0)
       log_warn("job %lld: GPUs '%s' are not all free or known here",
                (long long)j->id, j->alloc);
-    j->next = l->jobs;
-    l->jobs = j;
+    list_insert_head(&l->jobs, &j->link);
     start_watch(l);
     if (cancel) {
       j->cancel_requested = 1;
@@ -974,7 +975,8 @@ static void
 local_close(void *ctx, void (*cb)(void *arg), void *arg)
 {
   struct local *l = ctx;
-  struct local_job *j = l->jobs;
+  struct list *q;
+  struct list *tmp;
 
   l->closing = 1;
   l->close_cb = cb;
@@ -983,17 +985,15 @@ local_close(void *ctx, void (*cb)(void *arg), void *arg)
   adapter_queue_close(&l->updates, on_timer_closed);
   /* Jobs keep running: closing a process handle does not signal it, and
    * dropping an adopted job's descriptor does not touch its lock. */
-  while (j != NULL) {
-    struct local_job *next = j->next;
+  LIST_FOREACH_SAFE(q, tmp, &l->jobs) {
+    struct local_job *j = JOB_OF(q);
 
     if (j->own) {
       if (!uv_is_closing((uv_handle_t *)&j->proc))
         uv_close((uv_handle_t *)&j->proc, on_proc_closed);
     } else {
-      unlink_job(l, j);
       free_job(j);
     }
-    j = next;
   }
 }
 

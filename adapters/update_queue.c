@@ -11,44 +11,49 @@
 struct adapter_queued {
   struct adapter_update u;
   char *strs[4];
-  struct adapter_queued *next;
+  struct list link;
 };
 
+/* Free every update of h, leaving it empty. */
 static void
-queued_free(struct adapter_queued *q)
+queued_free_all(struct list *h)
 {
-  for (int i = 0; i < 4; i++)
-    free(q->strs[i]);
-  free(q);
+  struct list *q;
+  struct list *tmp;
+
+  LIST_FOREACH_SAFE(q, tmp, h) {
+    struct adapter_queued *u = LIST_ENTRY(q, struct adapter_queued, link);
+
+    list_remove(q);
+    for (int i = 0; i < 4; i++)
+      free(u->strs[i]);
+    free(u);
+  }
 }
 
 static void
 on_timer(uv_timer_t *t)
 {
   struct adapter_queue *q = (struct adapter_queue *)t;
-  struct adapter_queued *list = q->head;
   struct adapter_update *batch;
+  struct list taken;
+  struct list *p;
   size_t n = q->n;
   size_t i = 0;
 
-  if (list == NULL || q->closing)
+  if (list_empty(&q->queued) || q->closing)
     return;
   /* Detach first: the broker may submit or cancel from inside fn, which
    * queues updates for the next turn. */
-  q->head = NULL;
-  q->tail = &q->head;
+  list_init(&taken);
+  list_move(&q->queued, &taken);
   q->n = 0;
   batch = xmalloc(n * sizeof(*batch));
-  for (struct adapter_queued *p = list; p != NULL; p = p->next)
-    batch[i++] = p->u;
+  LIST_FOREACH(p, &taken)
+    batch[i++] = LIST_ENTRY(p, struct adapter_queued, link)->u;
   q->fn(q->fn_arg, batch, n);
   free(batch);
-  while (list != NULL) {
-    struct adapter_queued *next = list->next;
-
-    queued_free(list);
-    list = next;
-  }
+  queued_free_all(&taken);
 }
 
 void
@@ -58,8 +63,7 @@ adapter_queue_init(struct adapter_queue *q, uv_loop_t *loop,
   uv_timer_init(loop, &q->timer);
   q->fn = fn;
   q->fn_arg = fn_arg;
-  q->head = NULL;
-  q->tail = &q->head;
+  list_init(&q->queued);
   q->n = 0;
   q->closing = 0;
 }
@@ -81,8 +85,7 @@ adapter_queue_push(struct adapter_queue *q, const struct adapter_update *u)
   e->u.alloc = e->strs[1];
   e->u.log_path = e->strs[2];
   e->u.reason = e->strs[3];
-  *q->tail = e;
-  q->tail = &e->next;
+  list_insert_tail(&q->queued, &e->link);
   q->n++;
   /* Answers from a site arrive one by one; waiting a little lets the
    * broker record many of them with one commit (one fsync) instead of
@@ -97,13 +100,7 @@ void
 adapter_queue_close(struct adapter_queue *q, uv_close_cb close_cb)
 {
   q->closing = 1;
-  while (q->head != NULL) {
-    struct adapter_queued *next = q->head->next;
-
-    queued_free(q->head);
-    q->head = next;
-  }
-  q->tail = &q->head;
+  queued_free_all(&q->queued);
   q->n = 0;
   uv_close((uv_handle_t *)&q->timer, close_cb);
 }

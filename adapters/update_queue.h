@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "adapters/adapter.h"
+#include "util/list.h"
 
 /* An update waits at most this long for others to share its commit. */
 #define ADAPTER_QUEUE_DELAY_MS 10
@@ -32,8 +33,7 @@ struct adapter_queue {
   uv_timer_t timer;
   adapter_update_fn fn;
   void *fn_arg;
-  struct adapter_queued *head;
-  struct adapter_queued **tail;
+  struct list queued; /* of struct adapter_queued, oldest first */
   size_t n;
   int closing;
 };
