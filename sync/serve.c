@@ -82,6 +82,7 @@ struct sigent {
 };
 
 struct serve_state {
+#ifdef TENBIN_FAULTS
   /* Test-only fault switch (TENBIN_FAULT): flip a byte in this many
    * answers (-1: all), to prove that destinations verify. */
   atomic_int corrupt_left;
@@ -91,6 +92,7 @@ struct serve_state {
   pthread_mutex_t corrupt_mu;
   uint64_t *corrupted;
   size_t ncorrupted;
+#endif
   atomic_ullong served_bytes;  /* DATA and DELTA payload answered */
   unsigned batches;            /* accepted and not answered yet */
   struct served *served;
@@ -103,6 +105,7 @@ int
 serve_new(struct agent *a)
 {
   a->serve = xcalloc(1, sizeof(*a->serve));
+#ifdef TENBIN_FAULTS
   a->serve->corrupt_deltas = fault_armed("corrupt-manifest-deltas");
   a->serve->corrupt_each = fault_armed("corrupt-each-segment-once");
   pthread_mutex_init(&a->serve->corrupt_mu, NULL);
@@ -110,6 +113,7 @@ serve_new(struct agent *a)
     atomic_store(&a->serve->corrupt_left, 2);
   else if (fault_armed("corrupt-all-answers"))
     atomic_store(&a->serve->corrupt_left, -1);
+#endif
   return 0;
 }
 
@@ -119,6 +123,7 @@ serve_served_bytes(const struct agent *a)
   return atomic_load(&a->serve->served_bytes);
 }
 
+#ifdef TENBIN_FAULTS
 /* The fault switch: 1 when this answer (segment seg of file) is to be
  * corrupted. */
 static int
@@ -150,6 +155,7 @@ corrupt_this(struct serve_state *st, uint32_t file, uint32_t seg)
   }
   return 0;
 }
+#endif
 
 static void
 served_free(struct served *sv)
@@ -186,8 +192,10 @@ serve_free(struct agent *a)
     st->sigs = s->next;
     sigent_free(s);
   }
+#ifdef TENBIN_FAULTS
   free(st->corrupted);
   pthread_mutex_destroy(&st->corrupt_mu);
+#endif
   free(st);
   a->serve = NULL;
 }
@@ -256,6 +264,7 @@ static void served_get(struct agent *a, const char *name, const char *v,
                        void *arg);
 static void served_put(struct agent *a, struct served *sv);
 
+#ifdef TENBIN_FAULTS
 /* The test-only fault "corrupt-manifest-deltas": one hex digit of the
  * first file hash the delta carries changes, as damage on the way would;
  * the delta still applies, to text of another hash. */
@@ -270,14 +279,17 @@ corrupt_delta(char *d, size_t len)
     *p = *p == '0' ? '1' : '0';
   }
 }
+#endif
 
 /* Anything short of a delta answers the manifest whole. */
 static void
 mdelta_end(struct mdelta_work *mw)
 {
   if (mw->out != NULL) {
+#ifdef TENBIN_FAULTS
     if (mw->a->serve->corrupt_deltas)
       corrupt_delta(mw->out, mw->len);
+#endif
     http_respond(mw->req, 200, "application/x-tenbin-manifest-delta",
                  mw->out, mw->len);
     mw->out = NULL;
@@ -901,8 +913,10 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
     h[2] = (uint8_t)(plen >> 16);
     h[3] = (uint8_t)(plen >> 24);
     atomic_fetch_add(&bw->a->serve->served_bytes, plen);
+#ifdef TENBIN_FAULTS
     if (plen > 0 && corrupt_this(bw->a->serve, f->file, f->seg))
       h[4 + plen / 2] ^= 0x5a;
+#endif
   }
   return 0;
 
