@@ -28,7 +28,6 @@
 #include "manifest_int.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +38,7 @@
 #include "sync/chunk.h"
 #include "util/alloc.h"
 #include "util/mapread.h"
+#include "util/parallel.h"
 
 #define READ_CHUNK ((size_t)MANIFEST_FP_BLOCK)
 #define LARGE_THREADS_MAX 8
@@ -152,49 +152,43 @@ struct pool {
   struct large *lg;
 };
 
-static void *
-pool_run(void *arg)
+/* One task's share: items taken one at a time, with its own buffer and
+ * hash context. */
+static void
+pool_run(void *arg, size_t task)
 {
   struct pool *p = arg;
   uint8_t *buf = xmalloc(READ_CHUNK);
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   size_t i;
 
+  (void)task;
   if (ctx == NULL)
-    abort();
+    abort(); /* the alloc.h policy for small allocations */
   while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
     p->fn(p->lg, i, buf, ctx);
   EVP_MD_CTX_free(ctx);
   free(buf);
-  return NULL;
 }
 
 /* One per core, at most LARGE_THREADS_MAX. */
 static size_t
 threads(void)
 {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-  return ncpu < 1 ? 1 : ncpu > LARGE_THREADS_MAX ? LARGE_THREADS_MAX
-                                                 : (size_t)ncpu;
+  return parallel_cores(LARGE_THREADS_MAX);
 }
 
 static void
 pool_for(struct large *lg, size_t n,
          void (*fn)(struct large *, size_t, uint8_t *, EVP_MD_CTX *))
 {
-  pthread_t tid[LARGE_THREADS_MAX];
   struct pool p = {.n = n, .fn = fn, .lg = lg};
   size_t nt = threads();
 
   atomic_init(&p.next, 0);
   if (nt > n)
     nt = n;
-  for (size_t t = 0; t < nt; t++)
-    if (pthread_create(&tid[t], NULL, pool_run, &p) != 0)
-      abort();
-  for (size_t t = 0; t < nt; t++)
-    pthread_join(tid[t], NULL);
+  (void)parallel_run(nt, pool_run, &p, NULL);
 }
 
 /* ---- following the previous segments ---- */

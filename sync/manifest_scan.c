@@ -22,6 +22,7 @@
 #include "sync/path.h"
 #include "util/alloc.h"
 #include "util/hash.h"
+#include "util/parallel.h"
 #include "util/utf8.h"
 
 #define READ_CHUNK ((size_t)1 << 20)
@@ -76,7 +77,6 @@ struct scan {
   struct err *e;     /* &err */
   struct err err;
   int rc;
-  pthread_t tid;
 };
 
 static struct scan_item *
@@ -638,10 +638,9 @@ scan_change(struct scan *sc, const struct manifest_change *change)
   return rc;
 }
 
-static void *
-scan_worker(void *arg)
+static void
+scan_worker(struct scan *sc)
 {
-  struct scan *sc = arg;
   struct scan_job job;
 
   while (scan_take(sc->q, &job) == 0) {
@@ -651,7 +650,6 @@ scan_worker(void *arg)
     if (sc->rc < 0)
       break;
   }
-  return NULL;
 }
 
 static void
@@ -707,11 +705,8 @@ run_open(struct scan_run *r, int rootfd, const char *rel,
          const struct manifest_dir_hook *hook, const struct manifest *prev,
          const struct manifest_checks *prev_checks, struct err *e)
 {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
   memset(r, 0, sizeof(*r));
-  r->nt = ncpu < 1 ? 1 : ncpu > SCAN_THREADS_MAX ? SCAN_THREADS_MAX
-                                                 : (size_t)ncpu;
+  r->nt = parallel_cores(SCAN_THREADS_MAX);
   r->topfd = syncpath_openat(rootfd, rel, O_RDONLY | O_DIRECTORY, 0, e);
   if (r->topfd < 0)
     return r->topfd;
@@ -725,6 +720,14 @@ run_open(struct scan_run *r, int rootfd, const char *rel,
   return 0;
 }
 
+static void
+run_worker(void *arg, size_t t)
+{
+  struct scan_run *r = arg;
+
+  scan_worker(&r->sc[t]);
+}
+
 /* Do the jobs pushed, and what they push, on every thread; then gather
  * their entries, sorted: readdir order is arbitrary, and a depth-first
  * one is not strcmp order either ('/' sorts before most characters). */
@@ -733,12 +736,9 @@ run_jobs(struct scan_run *r, struct err *e)
 {
   size_t k = 0;
 
-  for (size_t t = 1; t < r->nt; t++)
-    if (pthread_create(&r->sc[t].tid, NULL, scan_worker, &r->sc[t]) != 0)
-      abort();
-  scan_worker(&r->sc[0]);
-  for (size_t t = 1; t < r->nt; t++)
-    pthread_join(r->sc[t].tid, NULL);
+  /* A worker finds no job left only when none is busy, so workers run
+   * one after another (no thread to be had) still do every job. */
+  (void)parallel_run(r->nt, run_worker, r, NULL);
   for (size_t t = 0; t < r->nt; t++) {
     if (r->sc[t].rc < 0) {
       *e = r->sc[t].err;

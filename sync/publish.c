@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "util/hash.h"
 #include "util/jsonx.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 struct busy_name {
   char name[72];
@@ -92,7 +92,9 @@ struct publish_state {
   struct busy_name *publishing;
   struct last_publish *last;   /* the last publish of each path */
   uint64_t clock;              /* LRU clock of last */
+#ifdef TENBIN_FAULTS
   int slow_drafts;             /* test-only: drafts sleep 2 s first */
+#endif
 };
 
 /* Names being published now: a second publish of one waits its turn. */
@@ -131,7 +133,9 @@ int
 publish_new(struct agent *a)
 {
   a->publish = xcalloc(1, sizeof(*a->publish));
+#ifdef TENBIN_FAULTS
   a->publish->slow_drafts = fault_armed("slow-drafts");
+#endif
   return 0;
 }
 
@@ -261,30 +265,58 @@ save_checks(struct store *s, const char *name, const char *v,
  * A new version's files, staged under the temporary name tag: its
  * manifest (hashed into v) and its checks, each synced, and copies of m
  * and c for the served cache (into sm, sc).  The checks and the copies
- * are made on a second thread while the manifest is encoded, hashed and
- * written: each has an fsync or 20,000 allocations to wait for, and side
- * by side they take a third of the time.
+ * (task 1) are made beside the manifest's encoding, hashing and writing
+ * (task 0): each has an fsync or 20,000 allocations to wait for, and
+ * side by side they take a third of the time.
  */
-struct stage_side {
+struct stage {
   struct store *s;
   const char *name, *tag;
   const struct manifest *m;
   const struct manifest_checks *c;
+  char *v;                       /* MANIFEST_ID_HEX + 1 bytes */
   struct manifest *sm;
   struct manifest_checks *sc;
-  struct err e;
-  int rc;
+  struct err e, side_e;
+  int rc, side_rc;
 };
 
-static void *
-stage_side_run(void *arg)
+static int
+stage_manifest(struct stage *st)
 {
-  struct stage_side *ss = arg;
+  char path[PATH_MAX], dir[PATH_MAX];
+  char *text = NULL;
+  size_t len;
+  int rc;
 
-  ss->rc = save_checks(ss->s, ss->name, ss->tag, ss->c, &ss->e);
-  manifest_copy(ss->sm, ss->m);
-  manifest_checks_copy(ss->sc, ss->c);
-  return NULL;
+  rc = manifest_encode(st->m, &text, &len, st->v, &st->e);
+  if (rc < 0)
+    goto out;
+  store_manifest_path(st->s, st->name, st->tag, path, sizeof(path));
+  snprintf(dir, sizeof(dir), "%s", path);
+  *strrchr(dir, '/') = '\0';
+  rc = file_mkdirs(dir, 0755, &st->e);
+  if (rc < 0)
+    goto out;
+  rc = store_write_file(path, text, len, &st->e);
+
+out:
+  free(text);
+  return rc;
+}
+
+static void
+stage_run(void *arg, size_t task)
+{
+  struct stage *st = arg;
+
+  if (task == 0) {
+    st->rc = stage_manifest(st);
+    return;
+  }
+  st->side_rc = save_checks(st->s, st->name, st->tag, st->c, &st->side_e);
+  manifest_copy(st->sm, st->m);
+  manifest_checks_copy(st->sc, st->c);
 }
 
 static int
@@ -293,31 +325,19 @@ stage_version(struct store *s, const char *name, const char *tag,
               char v[MANIFEST_ID_HEX + 1], struct manifest *sm,
               struct manifest_checks *sc, struct err *e)
 {
-  struct stage_side side = {s, name, tag, m, c, sm, sc, {0}, 0};
-  pthread_t tid;
-  char path[PATH_MAX], dir[PATH_MAX];
-  char *text = NULL;
-  size_t len;
-  int rc;
+  struct stage st = {.s = s, .name = name, .tag = tag, .m = m, .c = c,
+                     .v = v, .sm = sm, .sc = sc};
 
-  if (pthread_create(&tid, NULL, stage_side_run, &side) != 0)
-    abort();
-  rc = manifest_encode(m, &text, &len, v, e);
-  if (rc == 0) {
-    store_manifest_path(s, name, tag, path, sizeof(path));
-    snprintf(dir, sizeof(dir), "%s", path);
-    *strrchr(dir, '/') = '\0';
-    rc = file_mkdirs(dir, 0755, e);
+  (void)parallel_run(2, stage_run, &st, NULL);
+  if (st.rc < 0) {
+    *e = st.e;
+    return st.rc;
   }
-  if (rc == 0)
-    rc = store_write_file(path, text, len, e);
-  pthread_join(tid, NULL);
-  free(text);
-  if (rc == 0 && side.rc < 0) {
-    *e = side.e;
-    rc = side.rc;
+  if (st.side_rc < 0) {
+    *e = st.side_e;
+    return st.side_rc;
   }
-  return rc;
+  return 0;
 }
 
 /* rename from to to, then sync to's directory. */
@@ -697,7 +717,9 @@ struct draft_work {
   struct manifest_checks sc;
   struct err stage_e;          /* or why it could not be */
   uint64_t t0;
+#ifdef TENBIN_FAULTS
   int slow;                    /* test-only: wait 2 s first */
+#endif
   struct err e;
   int rc;
 };
@@ -719,8 +741,10 @@ draft_run(uv_work_t *w)
   struct draft_work *dw = w->data;
   const struct last_publish *lp = dw->lp;
 
+#ifdef TENBIN_FAULTS
   if (dw->slow)
     sleep(2);
+#endif
   dw->rc = manifest_scan_changes(
       store_rootfd(dw->a->store), lp->rel, lp->has_draft ? &lp->dm : &lp->m,
       lp->has_draft ? &lp->dc : &lp->c, dw->changes.v, dw->changes.n,
@@ -820,9 +844,11 @@ draft_maybe(struct last_publish *lp)
   manifest_init(&dw->sm);
   manifest_checks_init(&dw->sc);
   dw->t0 = uv_hrtime();
+#ifdef TENBIN_FAULTS
   /* Test-only fault switch: a draft still running when its publish
    * comes (t13). */
   dw->slow = a->publish->slow_drafts;
+#endif
   dw->w.data = dw;
   lp->busy = 1;
   lp->drafting = 1;

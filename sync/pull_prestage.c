@@ -23,7 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +36,7 @@
 #include "util/alloc.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 /* ---- removing a tree ---- */
 
@@ -322,12 +322,13 @@ struct removal {
   atomic_int failed;
 };
 
-static void *
-remove_run(void *arg)
+static void
+remove_run(void *arg, size_t task)
 {
   struct removal *r = arg;
   size_t k;
 
+  (void)task;
   while ((k = atomic_fetch_add(&r->next, 1)) < r->n) {
     const char *path = r->vm->v[r->gone[k]].path;
 
@@ -337,7 +338,6 @@ remove_run(void *arg)
       break;
     }
   }
-  return NULL;
 }
 
 /*
@@ -360,7 +360,6 @@ reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
   uint32_t *dirs = xmalloc((vm->n > 0 ? vm->n : 1) * sizeof(*dirs));
   size_t ngone = 0, ndirs = 0;
   struct removal r;
-  pthread_t tid;
   int rc = 0;
 
   for (size_t j = 0; from != NULL && j < m->n; j++) {
@@ -392,11 +391,7 @@ reconcile(int dirfd, const struct manifest *vm, const struct manifest *m,
   atomic_init(&r.next, 0);
   atomic_init(&r.failed, 0);
   /* A thread is worth its start for more than a few removals. */
-  if (ngone >= 64 && pthread_create(&tid, NULL, remove_run, &r) != 0)
-    abort();
-  remove_run(&r);
-  if (ngone >= 64)
-    pthread_join(tid, NULL);
+  (void)parallel_run(ngone >= 64 ? 2 : 1, remove_run, &r, NULL);
   rc = atomic_load(&r.failed) ? -1 : 0;
   for (size_t k = 0; rc == 0 && k < ndirs; k++) {
     const char *path = vm->v[dirs[k]].path;

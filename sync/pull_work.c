@@ -6,7 +6,6 @@
 #define _GNU_SOURCE /* copy_file_range, syncfs, gettid */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +17,12 @@
 #include "sync/path.h"
 #include "sync/pull_int.h"
 #include "util/alloc.h"
+#include "util/fault.h"
 #include "util/fileio.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 #define SIG_MAX ((size_t)64 << 20)
 #define INDEX_VERSIONS 4 /* newest replicas searched for equal content */
@@ -669,13 +670,14 @@ link_one(const struct link_job *j, struct link_dirs *d, struct plan_link *k)
 
 /* Link (or copy) every file found here, on one thread per core: tens of
  * thousands of linkat calls are most of a small-file version's plan. */
-static void *
-link_run(void *arg)
+static void
+link_run(void *arg, size_t task)
 {
   struct link_job *j = arg;
   struct link_dirs d = {.from.fd = -1, .to.fd = -1};
   size_t i;
 
+  (void)task;
   while ((i = atomic_fetch_add(j->next, LINK_CHUNK)) < j->pw->nlinks) {
     size_t end = i + LINK_CHUNK < j->pw->nlinks ? i + LINK_CHUNK
                                                 : j->pw->nlinks;
@@ -685,28 +687,19 @@ link_run(void *arg)
   }
   dir_cache_close(&d.from);
   dir_cache_close(&d.to);
-  return NULL;
 }
 
 static int
 plan_links(struct plan_work *pw, int dirfd, const struct plan_local *l)
 {
-  pthread_t tid[LINK_THREADS];
   atomic_size_t next = 0;
   struct link_job j = {pw, dirfd, &next};
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t n = ncpu < 1 ? 1 : ncpu > LINK_THREADS ? LINK_THREADS
-                                                  : (size_t)ncpu;
+  size_t n = parallel_cores(LINK_THREADS);
   int rc = 0;
 
   if (n > 1 + pw->nlinks / (2 * LINK_CHUNK))
     n = 1 + pw->nlinks / (2 * LINK_CHUNK);
-  for (size_t t = 1; t < n; t++)
-    if (pthread_create(&tid[t], NULL, link_run, &j) != 0)
-      abort();
-  link_run(&j);
-  for (size_t t = 1; t < n; t++)
-    pthread_join(tid[t], NULL);
+  (void)parallel_run(n, link_run, &j, NULL);
   for (size_t i = 0; rc == 0 && i < pw->nlinks; i++) {
     const struct manifest_entry *e = &pw->man->v[pw->links[i].entry];
 
@@ -791,13 +784,48 @@ apply_delta(struct plan_work *pw)
   return 0;
 }
 
-static void *
-hash_run(void *arg)
+static void
+hash_text(struct plan_work *pw)
 {
-  struct plan_work *pw = arg;
-
   hash_sha256_hex(pw->text, pw->len, pw->hex);
-  return NULL;
+}
+
+/* What a new staging tree starts from: the local versions, and a
+ * prestaged tree reconciled into m (keep[i] set for each file of m left
+ * in place).  1 when the prestaged tree was taken. */
+static int
+plan_start(struct plan_work *pw, uint8_t *keep)
+{
+  struct pull *p = pw->p;
+  struct stat st;
+
+  pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
+  pw->local = xcalloc(1, sizeof(*pw->local));
+  local_load(pw, pw->local);
+  if (!pw->fresh || pw->local->nm == 0)
+    return 0;
+  return pull_prestage_take(pw, pw->local->vs[0].version, pw->local->m[0],
+                            strcmp(pw->local->vs[0].version,
+                                   p->delta_base) == 0 ? pw->from : NULL,
+                            keep);
+}
+
+/* plan_start (task 0) beside the rebuilt text's hash (task 1). */
+struct plan_side {
+  struct plan_work *pw;
+  uint8_t *keep;
+  int taken;
+};
+
+static void
+plan_side_run(void *arg, size_t task)
+{
+  struct plan_side *ps = arg;
+
+  if (task == 0)
+    ps->taken = plan_start(ps->pw, ps->keep);
+  else
+    hash_text(ps->pw);
 }
 
 /* Whether the manifest's text is the version asked for. */
@@ -813,30 +841,69 @@ check_hash(struct plan_work *pw)
                  "not to the version asked for", pw->hex);
 }
 
+static int
+make_symlink(const char *target, int dirfd, const char *path)
+{
+#ifdef TENBIN_FAULTS
+  /* Test-only fault switch: a file system with no room for a link. */
+  if (fault_armed("symlink-enospc")) {
+    errno = ENOSPC;
+    return -1;
+  }
+#endif
+  return symlinkat(target, dirfd, path);
+}
+
+/* e's link in the staging tree, replacing what is at its name.  Any
+ * failure fails the plan: a replica is never published without one of
+ * its links. */
+static int
+plan_symlink(struct plan_work *pw, const struct manifest_entry *e)
+{
+  int r = make_symlink(e->target, pw->dirfd, e->path);
+
+  if (r < 0 && errno == EEXIST) {
+    (void)unlinkat(pw->dirfd, e->path, 0);
+    r = make_symlink(e->target, pw->dirfd, e->path);
+  }
+  if (r < 0)
+    return err_set(&pw->e, ERR_IO, "cannot create link '%.200s': %s",
+                   e->path, strerror(errno));
+  return 0;
+}
+
 void
 pull_plan_run(uv_work_t *w)
 {
   struct plan_work *pw = w->data;
   struct pull *p = pw->p;
-  pthread_t hasher;
-  int hashing = 0, taken = 0;
   uint8_t *keep = NULL;
   int rc;
 
   pw->dirfd = -1;
   pw->man = &pw->m;
   if (pw->delta) {
+    struct plan_side ps = {.pw = pw};
+
     rc = apply_delta(pw);
     if (rc < 0)
       goto out;
-    /* The rebuilt text's hash on a second thread while the prestaged
-     * tree is reconciled; a text that is not the version's undoes that
-     * (below) before anything else is built on it. */
-    if (pthread_create(&hasher, NULL, hash_run, pw) != 0)
-      abort();
-    hashing = 1;
+    /* The rebuilt text's hash beside the prestaged tree's reconciling;
+     * a text that is not the version's undoes that (below) before
+     * anything else is built on it. */
+    keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
+    ps.keep = keep;
+    (void)parallel_run(2, plan_side_run, &ps, NULL);
+    rc = check_hash(pw);
+    if (rc < 0) {
+      /* Reconciled against a manifest that is not the version's: that
+       * staging tree may hold what the version does not. */
+      if (ps.taken)
+        (void)pull_remove_tree(p->staging);
+      goto out;
+    }
   } else {
-    hash_run(pw);
+    hash_text(pw);
     rc = check_hash(pw);
     if (rc < 0)
       goto out;
@@ -845,32 +912,8 @@ pull_plan_run(uv_work_t *w)
       err_prefix(&pw->e, "manifest from the source");
       goto out;
     }
-  }
-  {
-    struct stat st;
-
-    pw->fresh = stat(p->staging, &st) < 0 && errno == ENOENT;
-  }
-  pw->local = xcalloc(1, sizeof(*pw->local));
-  local_load(pw, pw->local);
-  keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
-  if (pw->fresh && pw->local->nm > 0)
-    taken = pull_prestage_take(pw, pw->local->vs[0].version,
-                               pw->local->m[0],
-                               strcmp(pw->local->vs[0].version,
-                                      p->delta_base) == 0 ? pw->from : NULL,
-                               keep);
-  if (hashing) {
-    pthread_join(hasher, NULL);
-    hashing = 0;
-    rc = check_hash(pw);
-    if (rc < 0) {
-      /* Reconciled against a manifest that is not the version's: that
-       * staging tree may hold what the version does not. */
-      if (taken)
-        (void)pull_remove_tree(p->staging);
-      goto out;
-    }
+    keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
+    (void)plan_start(pw, keep);
   }
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
@@ -895,12 +938,7 @@ pull_plan_run(uv_work_t *w)
       rc = syncpath_mkdirs(pw->dirfd, e->path, 0755, &pw->e);
       break;
     case MANIFEST_LINK:
-      if (symlinkat(e->target, pw->dirfd, e->path) < 0 && errno == EEXIST) {
-        (void)unlinkat(pw->dirfd, e->path, 0);
-        if (symlinkat(e->target, pw->dirfd, e->path) < 0)
-          rc = err_set(&pw->e, ERR_IO, "cannot create link '%s': %s",
-                       e->path, strerror(errno));
-      }
+      rc = plan_symlink(pw, e);
       break;
     case MANIFEST_FILE:
       rc = plan_file(pw, pw->dirfd, pw->local, (uint32_t)i);
@@ -909,8 +947,6 @@ pull_plan_run(uv_work_t *w)
   }
 
 out:
-  if (hashing)
-    pthread_join(hasher, NULL);
   free(keep);
   pw->rc = rc;
 }

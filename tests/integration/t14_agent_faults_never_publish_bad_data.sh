@@ -4,7 +4,8 @@
 # segments already verified are not sent again; also while it builds a
 # version from the previous one's prestaged tree), answers corrupted on
 # the way (retried, never published), a file size limit at the
-# destination (clear error, the previous version still served), a
+# destination (clear error, the previous version still served), a link
+# the destination cannot make (failed, never published), a
 # source file changed after publishing (named), and a hostile manifest.
 . "$(dirname "$0")/lib.sh"
 
@@ -198,6 +199,24 @@ if cmp -s "$SRC/small/s.bin" "$T_DIR/f/.tenbin/data/small/$VS/s.bin"; then
 else
   t_fail "the earlier version's files changed"
 fi
+
+# ---- a link that cannot be made at the destination ----
+# A failing symlinkat (ENOSPC here, through the test build's fault
+# switch) fails the pull naming the link; no replica lacking it is ever
+# published.
+mkdir -p "$SRC/lnk/sub"
+printf 'linked\n' >"$SRC/lnk/sub/f.txt"
+ln -s sub/f.txt "$SRC/lnk/to-f"
+out=$(t_agent A POST /v1/datasets/lnk/versions -d '{"path":"lnk"}')
+VK=$(printf '%s' "${out#* }" | jq -r .version)
+TENBIN_FAULT=symlink-enospc t_agent_start SY "$T_DIR/sy"
+t_pull SY A lnk "$VK" >/dev/null
+t_expect "a link that cannot be made fails the pull naming it" \
+  "$(t_pull_wait SY lnk "$VK")" \
+  '"state":"failed".*to-f.*No space left on device'
+t_expect "a replica without its link is never published" \
+  "$(ls "$T_DIR/sy/.tenbin/data/lnk" 2>/dev/null | wc -l)" '^0$'
+t_agent_stop SY
 
 # ---- a source file changed after publishing ----
 mkdir -p "$SRC/chg"
