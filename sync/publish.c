@@ -269,7 +269,7 @@ save_checks(struct store *s, const char *name, const char *v,
  * (task 0): each has an fsync or 20,000 allocations to wait for, and
  * side by side they take a third of the time.
  */
-struct stage {
+struct stage_work {
   struct store *s;
   const char *name, *tag;
   const struct manifest *m;
@@ -282,7 +282,7 @@ struct stage {
 };
 
 static int
-stage_manifest(struct stage *st)
+stage_manifest(struct stage_work *st)
 {
   char path[PATH_MAX], dir[PATH_MAX];
   char *text = NULL;
@@ -308,7 +308,7 @@ out:
 static void
 stage_run(void *arg, size_t task)
 {
-  struct stage *st = arg;
+  struct stage_work *st = arg;
 
   if (task == 0) {
     st->rc = stage_manifest(st);
@@ -325,7 +325,7 @@ stage_version(struct store *s, const char *name, const char *tag,
               char v[MANIFEST_ID_HEX + 1], struct manifest *sm,
               struct manifest_checks *sc, struct err *e)
 {
-  struct stage st = {.s = s, .name = name, .tag = tag, .m = m, .c = c,
+  struct stage_work st = {.s = s, .name = name, .tag = tag, .m = m, .c = c,
                      .v = v, .sm = sm, .sc = sc};
 
   (void)parallel_run(2, stage_run, &st, NULL);
