@@ -325,8 +325,8 @@ stage_version(struct store *s, const char *name, const char *tag,
               char v[MANIFEST_ID_HEX + 1], struct manifest *sm,
               struct manifest_checks *sc, struct err *e)
 {
-  struct stage_work st = {.s = s, .name = name, .tag = tag, .m = m, .c = c,
-                     .v = v, .sm = sm, .sc = sc};
+  struct stage_work st = {.s = s, .name = name, .tag = tag, .m = m,
+                          .c = c, .v = v, .sm = sm, .sc = sc};
 
   (void)parallel_run(2, stage_run, &st, NULL);
   if (st.rc < 0) {
