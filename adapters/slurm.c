@@ -17,6 +17,9 @@
  *   - a submit whose answer was lost (connection cut) is never retried
  *     blindly: the next listing sent after the failure decides whether
  *     Slurm has it (adopt it) or not (give it back to the scheduler).
+ *   - should that submit reach slurmctld after all, once the job was
+ *     placed again, the tag is listed twice: the Slurm job not followed
+ *     is cancelled, so the job runs once.
  * Listings count only when they were sent after the fact they judge
  * (generation numbers), so a listing already in flight when a job was
  * submitted cannot declare that job missing.
@@ -77,6 +80,7 @@ struct sjob {
   char gpu_type[ADAPTER_GPU_TYPE_LEN];
   int cancel_wanted;
   int cancel_sent;
+  int64_t stray_id;          /* a duplicate of it being cancelled */
   struct sjob *next;         /* hash chain */
 };
 
@@ -135,7 +139,9 @@ struct slurm_site {
   void *close_arg;
 };
 
-enum req_kind { RQ_SUBMIT, RQ_JOBS, RQ_NODES, RQ_CANCEL, RQ_DB_JOB };
+enum req_kind {
+  RQ_SUBMIT, RQ_JOBS, RQ_NODES, RQ_CANCEL, RQ_DB_JOB, RQ_CANCEL_STRAY
+};
 
 /* One request in flight; freed by its callback. */
 struct sreq {
@@ -551,6 +557,34 @@ send_cancel(struct slurm_site *s, struct sjob *j)
 }
 
 /*
+ * A second Slurm job with the tag of one we follow: a submit whose answer
+ * was lost reached slurmctld only after the listing that found it absent,
+ * and the broker had placed the job again.  Left alone it would run the
+ * job twice, unwatched; the one not followed is cancelled (once, unless
+ * the DELETE fails).
+ */
+static void
+cancel_stray(struct slurm_site *s, struct sjob *j, const struct slurm_job *sj)
+{
+  struct slurm_outcome o;
+  struct err e = {0};
+
+  slurm_job_outcome(sj, &o);
+  if (job_state_is_final(o.state) || j->stray_id == sj->slurm_id)
+    return;
+  log_error("site '%s': job %" PRId64 " is tagged on Slurm jobs %" PRId64
+            " and %" PRId64 "; cancelling the second", s->name, j->id,
+            j->slurm_id, sj->slurm_id);
+  if (send_request(s, RQ_CANCEL_STRAY, "DELETE", "job", sj->slurm_id, NULL,
+                   j->id, &e) < 0) {
+    log_warn("site '%s': cannot cancel Slurm job %" PRId64 " yet: %s",
+             s->name, sj->slurm_id, err_msg(&e));
+    return;
+  }
+  j->stray_id = sj->slurm_id;
+}
+
+/*
  * A listing parsed on libuv's thread pool: at 1,000 jobs in slurmctld it
  * is 3 MB of JSON, 60-90 ms of parsing that would stall every request
  * waiting on the loop.  The worker touches only its own struct (and the
@@ -664,10 +698,7 @@ apply_listing(struct slurm_site *s, uint64_t gen,
     if (sj->tenbin_id < 0 || (j = find_job(s, sj->tenbin_id)) == NULL)
       continue;
     if (j->slurm_id > 0 && j->slurm_id != sj->slurm_id) {
-      /* Only possible if something submitted our tag twice. */
-      log_error("site '%s': job %" PRId64 " is tagged on Slurm jobs %" PRId64
-                " and %" PRId64 "; following the first", s->name, j->id,
-                j->slurm_id, sj->slurm_id);
+      cancel_stray(s, j, sj);
       continue;
     }
     if (j->phase != SJ_ACTIVE && j->phase != SJ_ASKING_DB)
@@ -841,6 +872,23 @@ on_cancel(struct slurm_site *s, const struct sreq *q, int rc,
 }
 
 static void
+on_cancel_stray(struct slurm_site *s, const struct sreq *q, int rc,
+                const struct http_client_response *resp, struct err *e)
+{
+  struct sjob *j = find_job(s, q->job_id);
+
+  if (rc == 0 && resp->status != 200)
+    rc = answer_error(s, resp, e);
+  if (rc < 0 && rc != ERR_NOT_FOUND) {
+    /* Sent again with the next listing that still has it running. */
+    if (j != NULL)
+      j->stray_id = 0;
+    log_warn("site '%s': cancelling a duplicate of job %" PRId64 ": %s",
+             s->name, q->job_id, err_msg(e));
+  }
+}
+
+static void
 on_answer(void *arg, int rc, const struct http_client_response *resp,
           const struct err *te)
 {
@@ -869,6 +917,9 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     break;
   case RQ_DB_JOB:
     on_db_job(s, q, rc, resp, &e);
+    break;
+  case RQ_CANCEL_STRAY:
+    on_cancel_stray(s, q, rc, resp, &e);
     break;
   }
   free(q);

@@ -773,7 +773,7 @@ test_listing_sent_while_a_submit_awaits_its_answer_does_not_judge_it(
 }
 
 static void
-test_submit_answer_lost_after_commit_is_adopted_by_tag_not_resubmitted(
+test_answer_lost_after_commit_is_adopted_by_tag_not_resubmitted(
     void **state)
 {
   struct fx *fx = *state;
@@ -806,7 +806,7 @@ test_submit_answer_lost_after_commit_is_adopted_by_tag_not_resubmitted(
 }
 
 static void
-test_submit_answer_lost_and_job_absent_is_given_back_once_then_resubmitted(
+test_lost_answer_and_job_absent_is_given_back_once_then_resubmitted(
     void **state)
 {
   struct fx *fx = *state;
@@ -836,6 +836,53 @@ test_submit_answer_lost_and_job_absent_is_given_back_once_then_resubmitted(
   submit_ok(fx, 5);
   RUN_UNTIL(fx, count(fx, 5, JOB_SUBMITTED) == 1);
   assert_string_equal(find(fx, 5, JOB_SUBMITTED)->remote, "102");
+  assert_int_equal(fx->n_submit, 2);
+}
+
+static void
+test_late_commit_of_a_given_back_submit_is_cancelled_as_a_duplicate(
+    void **state)
+{
+  struct fx *fx = *state;
+  char ok[512];
+  const struct lj both[2] = {
+      {101, 5, "PENDING", "Priority", 0},
+      {102, 5, "PENDING", "Priority", 0},
+  };
+  const struct lj gone[2] = {
+      {101, 5, "CANCELLED", "None", 15},
+      {102, 5, "RUNNING", "None", 0},
+  };
+
+  open_site(fx, NULL);
+  run_listings(fx, 1);
+  fx->jobs = (struct canned){500, CTLD_DOWN, 0};
+  fx->hold_submit = 1;
+  submit_ok(fx, 5);
+  RUN_UNTIL(fx, fx->held_submit != NULL);
+  run_for(fx, TIMEOUT_MS + 300);
+  set_listing(fx, 0, NULL);
+  RUN_UNTIL(fx, count(fx, 5, JOB_QUEUED) == 1);
+  submitted(ok, sizeof(ok), 102);
+  fx->submit = (struct canned){200, ok, 0};
+  submit_ok(fx, 5);
+  RUN_UNTIL(fx, count(fx, 5, JOB_SUBMITTED) == 1);
+  /* slurmctld takes the first POST only now (its answer reaches no
+   * one): the job is there twice, under one tag. */
+  release(&fx->held_submit, 200, ok);
+  set_listing(fx, 2, both);
+  run_listings(fx, 3);
+  /* The one not followed is cancelled, once; the job stays 102. */
+  assert_int_equal(fx->n_del, 1);
+  assert_string_equal(fx->del_path, "/slurm/v0.0.38/job/101");
+  set_listing(fx, 2, gone);
+  RUN_UNTIL(fx, count(fx, 5, JOB_RUNNING) == 1);
+  run_listings(fx, 2);
+  assert_int_equal(fx->n_del, 1);
+  for (size_t i = 0; i < fx->nu; i++)
+    assert_string_not_equal(fx->u[i].remote, "101");
+  assert_string_equal(find(fx, 5, JOB_RUNNING)->remote, "102");
+  assert_int_equal(count(fx, 5, JOB_CANCELLED), 0);
   assert_int_equal(fx->n_submit, 2);
 }
 
@@ -1235,10 +1282,13 @@ main(void)
           test_listing_sent_while_a_submit_awaits_its_answer_does_not_judge_it,
           setup, teardown),
       cmocka_unit_test_setup_teardown(
-          test_submit_answer_lost_after_commit_is_adopted_by_tag_not_resubmitted,
+          test_answer_lost_after_commit_is_adopted_by_tag_not_resubmitted,
           setup, teardown),
       cmocka_unit_test_setup_teardown(
-          test_submit_answer_lost_and_job_absent_is_given_back_once_then_resubmitted,
+          test_lost_answer_and_job_absent_is_given_back_once_then_resubmitted,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_late_commit_of_a_given_back_submit_is_cancelled_as_a_duplicate,
           setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_adopt_without_remote_id_finds_the_tag_or_places_the_job_again,
