@@ -48,6 +48,7 @@
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+#include "util/utf8.h"
 
 #define DEFAULT_POLL_MS 1000
 #define DEFAULT_TIMEOUT_MS 30000
@@ -384,6 +385,9 @@ set_unreachable(struct slurm_site *s, const char *what, const struct err *e)
   char detail[sizeof(s->detail)];
 
   snprintf(detail, sizeof(detail), "%s: %s", what, err_msg(e));
+  /* The site's words may be cut inside a character here; the detail
+   * goes into JSON (GET /v1/sites), which wants whole ones. */
+  utf8_repair(detail);
   if (strcmp(detail, s->detail) != 0)
     log_warn("site '%s': %s", s->name, detail);
   memcpy(s->detail, detail, sizeof(detail));

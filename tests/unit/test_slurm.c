@@ -34,6 +34,7 @@
 #include "adapters/slurm.h"
 #include "http/server.h"
 #include "util/alloc.h"
+#include "util/utf8.h"
 
 #define WATCHDOG_MS 60000u
 #define INSTANCE "abc123"
@@ -1191,6 +1192,43 @@ test_malformed_listings_mark_the_site_unreachable_and_judge_no_job(
   }
 }
 
+/* slurmrestd's words in another script (a user's path, a hostname),
+ * long enough that "listing jobs: ..." is cut at the detail's size. */
+static void
+test_site_detail_cut_to_its_size_stays_valid_utf8(void **state)
+{
+  struct fx *fx = *state;
+  char body[2][1024];
+  char words[256];
+  size_t n = 0;
+
+  /* 100 x U+00E9, two bytes each: of two cuts one byte apart, one falls
+   * inside a character. */
+  for (int i = 0; i < 100; i++)
+    n += (size_t)snprintf(words + n, sizeof(words) - n, "\xc3\xa9");
+  for (int k = 0; k < 2; k++)
+    snprintf(body[k], sizeof(body[k]),
+             "{\"errors\":[{\"description\":\"%s%s\",\"error_number\":"
+             "1001,\"error\":\"Unable to contact slurm controller "
+             "(connect failure)\",\"source\":\"slurm_load_jobs\"}]}",
+             k == 0 ? "" : "x", words);
+  open_site(fx, NULL);
+  run_listings(fx, 1);
+  for (int k = 0; k < 2; k++) {
+    struct adapter_capacity c;
+
+    fx->jobs = (struct canned){500, body[k], 0};
+    run_listings(fx, 2);
+    c = capacity(fx);
+    assert_false(c.reachable);
+    assert_contains(c.detail, "listing jobs: slurmrestd 500: Unable to "
+                              "contact slurm controller");
+    assert_true(strlen(c.detail) >= sizeof(c.detail) - 4);
+    if (!utf8_valid(c.detail, strlen(c.detail)))
+      fail_msg("detail is not UTF-8 (cut %d): %s", k, c.detail);
+  }
+}
+
 static void
 test_huge_or_malformed_nodes_answer_marks_the_site_unreachable(
     void **state)
@@ -1319,6 +1357,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_malformed_listings_mark_the_site_unreachable_and_judge_no_job,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_site_detail_cut_to_its_size_stays_valid_utf8, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           test_huge_or_malformed_nodes_answer_marks_the_site_unreachable,
           setup, teardown),
