@@ -543,7 +543,7 @@ static int
 teardown(void **state)
 {
   struct fx *fx = *state;
-  int want = 1;
+  int want = fx->closed + 1;
 
   if (fx->site != NULL) {
     adapter_slurm_ops.close(fx->site, on_closed, fx);
@@ -1054,6 +1054,62 @@ test_cancel_of_a_job_slurm_no_longer_knows_ends_it_cancelled(void **state)
   assert_int_equal(capacity(fx).jobs_active, 0);
 }
 
+static void
+test_cancel_while_the_submit_is_unconfirmed_cancels_it_once_found(
+    void **state)
+{
+  struct fx *fx = *state;
+  const struct lj pending = {101, 5, "PENDING", "Priority", 0};
+  const struct lj cancelled = {101, 5, "CANCELLED", "None", 0};
+
+  open_site(fx, NULL);
+  run_listings(fx, 1);
+  fx->jobs = (struct canned){500, CTLD_DOWN, 0};
+  fx->submit = (struct canned){500, ZERO_BYTES, 0};
+  submit_ok(fx, 5);
+  RUN_UNTIL(fx, fx->n_submit == 1);
+  /* No Slurm id to cancel yet: nothing is sent. */
+  cancel(fx, 5);
+  run_for(fx, 100);
+  assert_int_equal(fx->n_del, 0);
+  assert_int_equal(fx->nu, 0);
+  /* Found by its tag: cancelled there, and reported when Slurm says. */
+  set_listing(fx, 1, &pending);
+  RUN_UNTIL(fx, fx->n_del == 1);
+  assert_string_equal(fx->del_path, "/slurm/v0.0.38/job/101");
+  set_listing(fx, 1, &cancelled);
+  RUN_UNTIL(fx, count(fx, 5, JOB_CANCELLED) == 1);
+  assert_string_equal(find(fx, 5, JOB_CANCELLED)->remote, "101");
+  assert_int_equal(fx->n_del, 1);
+  assert_int_equal(fx->n_submit, 1);
+}
+
+static void
+test_close_with_requests_in_flight_reports_nothing_more(void **state)
+{
+  struct fx *fx = *state;
+  const struct lj running = {101, 5, "RUNNING", "None", 0};
+  size_t before;
+
+  open_site(fx, NULL);
+  job_running(fx);
+  fx->hold_jobs = 1;
+  RUN_UNTIL(fx, fx->held_jobs != NULL);
+  fx->hold_submit = 1;
+  submit_ok(fx, 6);
+  RUN_UNTIL(fx, fx->held_submit != NULL);
+  before = fx->nu;
+  adapter_slurm_ops.close(fx->site, on_closed, fx);
+  fx->site = NULL;
+  RUN_UNTIL(fx, fx->closed == 1);
+  /* Answers that come now reach no one. */
+  set_listing(fx, 1, &running);
+  release(&fx->held_jobs, 200, fx->listing);
+  release(&fx->held_submit, 200, "{\"errors\":[],\"job_id\":102}");
+  run_for(fx, 100);
+  assert_int_equal(fx->nu, before);
+}
+
 /* ---- the token ---- */
 
 static void
@@ -1348,6 +1404,12 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_cancel_of_a_job_slurm_no_longer_knows_ends_it_cancelled,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_cancel_while_the_submit_is_unconfirmed_cancels_it_once_found,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_close_with_requests_in_flight_reports_nothing_more, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           test_refused_token_is_minted_again_and_the_site_recovers, setup,
           teardown),
