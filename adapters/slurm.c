@@ -438,6 +438,9 @@ observe(struct slurm_site *s, struct sjob *j, const struct slurm_job *sj)
     snprintf(o.reason, sizeof(o.reason), "requeued: %.160s", why);
     o.state = JOB_RUNNING;
   }
+  /* Slurm's words, cut to fit, may end inside a character; the broker
+   * stores and serves the reason as JSON text. */
+  utf8_repair(o.reason);
   if (o.state == j->reported && j->reason != NULL &&
       strcmp(o.reason, j->reason) == 0)
     return;

@@ -61,7 +61,7 @@ struct upd {
   enum job_state state;
   char remote[24];
   char alloc[64];
-  char reason[256];
+  char reason[512];
   int exit_code;
 };
 
@@ -1285,6 +1285,42 @@ test_site_detail_cut_to_its_size_stays_valid_utf8(void **state)
   }
 }
 
+/* A state reason past what the outcome keeps of it (120 bytes), cut
+ * inside a character: the broker still gets whole ones. */
+static void
+test_reasons_cut_inside_a_character_reach_the_broker_as_utf8(
+    void **state)
+{
+  struct fx *fx = *state;
+  char ok[512];
+  char why[256];
+  size_t n = 0;
+  struct lj pending = {101, 5, "PENDING", NULL, 0};
+
+  n += (size_t)snprintf(why, sizeof(why), "x");
+  for (int i = 0; i < 100; i++)
+    n += (size_t)snprintf(why + n, sizeof(why) - n, "\xc3\xa9");
+  pending.reason = why;
+  open_site(fx, NULL);
+  submitted(ok, sizeof(ok), 101);
+  fx->submit = (struct canned){200, ok, 0};
+  submit_ok(fx, 5);
+  RUN_UNTIL(fx, count(fx, 5, JOB_SUBMITTED) == 1);
+  set_listing(fx, 1, &pending);
+  RUN_UNTIL(fx, count(fx, 5, JOB_SUBMITTED) == 2);
+  /* Told once, not again at every listing. */
+  run_listings(fx, 2);
+  assert_int_equal(count(fx, 5, JOB_SUBMITTED), 2);
+  /* And the job purged with that as the last word. */
+  set_listing(fx, 0, NULL);
+  RUN_UNTIL(fx, count(fx, 5, JOB_LOST) == 1);
+  for (size_t i = 0; i < fx->nu; i++) {
+    if (!utf8_valid(fx->u[i].reason, strlen(fx->u[i].reason)))
+      fail_msg("update %zu: reason is not UTF-8: %s", i, fx->u[i].reason);
+  }
+  assert_contains(find(fx, 5, JOB_SUBMITTED)->reason, "PENDING (x\xc3\xa9");
+}
+
 static void
 test_huge_or_malformed_nodes_answer_marks_the_site_unreachable(
     void **state)
@@ -1422,6 +1458,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_site_detail_cut_to_its_size_stays_valid_utf8, setup,
           teardown),
+      cmocka_unit_test_setup_teardown(
+          test_reasons_cut_inside_a_character_reach_the_broker_as_utf8,
+          setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_huge_or_malformed_nodes_answer_marks_the_site_unreachable,
           setup, teardown),
