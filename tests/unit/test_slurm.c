@@ -1129,6 +1129,14 @@ test_refused_token_is_minted_again_and_the_site_recovers(void **state)
            fx->count_file, fx->count_file);
   fx->good_token = "tok2";
   open_site(fx, cfg);
+  /* No token yet: nothing is sent, and the broker keeps the job. */
+  {
+    struct err e = {0};
+
+    assert_int_equal(submit(fx, 5, &e), ERR_UNAVAILABLE);
+    assert_contains(e.msg, "token_command has not answered yet");
+    assert_int_equal(capacity(fx).jobs_active, 0);
+  }
   /* Refused: unreachable, with slurmrestd's words. */
   RUN_UNTIL(fx, strstr(capacity(fx).detail, "unable to load") != NULL);
   assert_false(capacity(fx).reachable);
@@ -1147,6 +1155,8 @@ test_refused_token_is_minted_again_and_the_site_recovers(void **state)
   assert_int_equal(getline(&minted, &n, f), 2);
   fclose(f);
   free(minted);
+  assert_int_equal(fx->n_submit, 0);
+  assert_int_equal(fx->nu, 0);
 }
 
 static void
