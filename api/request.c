@@ -55,13 +55,7 @@ api__query_int(const struct api_call *call, const char *name, int64_t min,
 int
 api__body_json(const struct api_call *call, json_t **out, struct err *e)
 {
-  size_t len;
-  const char *body = http_request_body(call->req, &len);
-
-  if (len == 0)
-    return err_set(e, ERR_INVALID, "request body is empty; a JSON object "
-                   "is required");
-  return jsonx_parse_object(body, len, out, e);
+  return http_request_json(call->req, 0, out, e);
 }
 
 /* Largest reply body: a list page of 1000 jobs with big specs. */

@@ -133,6 +133,22 @@ http_request_announces_body(const struct http_request *req)
 }
 
 int
+http_request_json(const struct http_request *req, size_t max, json_t **out,
+                  struct err *e)
+{
+  size_t len;
+  const char *body = http_request_body(req, &len);
+
+  if (len == 0)
+    return err_set(e, ERR_INVALID, "request body is empty; a JSON object "
+                   "is required");
+  if (max > 0 && len > max)
+    return err_set(e, ERR_TOO_LARGE, "JSON body of %zu bytes; at most %zu",
+                   len, max);
+  return jsonx_parse_object(body, len, out, e);
+}
+
+int
 http_reply_json(struct http_request *req, int status, json_t *v)
 {
   struct buf b;

@@ -115,6 +115,15 @@ int http_router_admit(const struct http_router *r, void *ctx,
 int http_request_announces_body(const struct http_request *req);
 
 /*
+ * The body of req as a JSON object (new reference in *out).  ERR_INVALID
+ * for an empty body or anything but an object (naming where the JSON
+ * broke), ERR_TOO_LARGE for one over max bytes (0: no cap but the
+ * server's).
+ */
+int http_request_json(const struct http_request *req, size_t max,
+                      json_t **out, struct err *e) WARN_UNUSED;
+
+/*
  * Answer req with v as compact JSON plus a newline (steals v); when v is
  * NULL or cannot be encoded, answer 500 INTERNAL instead.  Returns the
  * status answered.

@@ -14,7 +14,6 @@
 #include "sync/path.h"
 #include "util/alloc.h"
 #include "util/hash.h"
-#include "util/jsonx.h"
 #include "util/log.h"
 
 #define MAX_CONNECTIONS 256
@@ -50,16 +49,7 @@ agent_reply_errf(struct http_request *req, int code, const char *fmt, ...)
 int
 agent_body_json(struct http_request *req, json_t **out, struct err *e)
 {
-  size_t len;
-  const char *body = http_request_body(req, &len);
-
-  if (len == 0)
-    return err_set(e, ERR_INVALID, "request body is empty; a JSON object "
-                   "is required");
-  if (len > AGENT_JSON_MAX)
-    return err_set(e, ERR_TOO_LARGE, "JSON body of %zu bytes; at most %zu",
-                   len, AGENT_JSON_MAX);
-  return jsonx_parse_object(body, len, out, e);
+  return http_request_json(req, AGENT_JSON_MAX, out, e);
 }
 
 static int

@@ -100,6 +100,23 @@ echo(struct fx *fx, struct http_request *req, const struct http_match *m)
                             http_match_param(m, "c")));
 }
 
+/* Echo a JSON object body of at most 16 bytes. */
+static void
+json_body(struct fx *fx, struct http_request *req,
+          const struct http_match *m)
+{
+  json_t *v = NULL;
+  struct err e = {0};
+
+  (void)fx;
+  (void)m;
+  if (http_request_json(req, 16, &v, &e) < 0) {
+    http_reply_err(req, &e);
+    return;
+  }
+  http_reply_json(req, 200, v);
+}
+
 static const struct test_route routes[] = {
     {{"GET", "/healthz", 0, HTTP_ROUTE_PUBLIC}, echo},
     {{"GET", "/v1/sites/{name}", 1, 0}, site_get},
@@ -108,6 +125,7 @@ static const struct test_route routes[] = {
     {{"GET", "/x/{a}/y/{b}", 1, 0}, echo},
     {{"POST", "/x/{a}/y/{b}", 2, 0}, echo},
     {{"GET", "/x/{a}/y/{b}/{c}", 1, 0}, echo},
+    {{"POST", "/json", 1, 0}, json_body},
 };
 
 static const struct http_routes table = HTTP_ROUTES(routes);
@@ -250,9 +268,11 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
   snprintf(fx->www_auth, sizeof(fx->www_auth), "%s", h != NULL ? h : "");
 }
 
-/* Send method path (with token, when not NULL) and wait for the answer. */
+/* Send method path (with token, when not NULL, and body, when not NULL)
+ * and wait for the answer. */
 static void
-call(struct fx *fx, const char *method, const char *path, const char *token)
+call_body(struct fx *fx, const char *method, const char *path,
+          const char *token, const char *body)
 {
   char url[512];
   char hdr[64];
@@ -266,11 +286,21 @@ call(struct fx *fx, const char *method, const char *path, const char *token)
     snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", token);
     r.headers = headers;
   }
+  if (body != NULL) {
+    r.body = body;
+    r.body_len = strlen(body);
+  }
   fx->trace[0] = '\0';
   if (http_client_send(fx->hc, &r, on_answer, fx, &e) < 0)
     fail_msg("send: %s", e.msg);
   while (fx->answers < want)
     uv_run(&fx->loop, UV_RUN_ONCE);
+}
+
+static void
+call(struct fx *fx, const char *method, const char *path, const char *token)
+{
+  call_body(fx, method, path, token, NULL);
 }
 
 /* The answer's error object, read back by the router's own reader. */
@@ -490,6 +520,28 @@ test_public_routes_pass_and_roles_are_the_daemons_to_compare(void **state)
   assert_int_equal(fx->status, 200);
 }
 
+static void
+test_a_json_body_must_be_one_object_within_its_cap(void **state)
+{
+  struct fx *fx = *state;
+  struct err e;
+
+  call_body(fx, "POST", "/json", "good", "{\"a\":1}");
+  assert_int_equal(fx->status, 200);
+  assert_string_equal(fx->body, "{\"a\":1}\n");
+  call_body(fx, "POST", "/json", "good", NULL);
+  assert_int_equal(fx->status, 400);
+  assert_int_equal(answer_code(fx, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "body is empty"));
+  call_body(fx, "POST", "/json", "good", "[1, 2]");
+  assert_int_equal(fx->status, 400);
+  assert_int_equal(answer_code(fx, &e), ERR_INVALID);
+  call_body(fx, "POST", "/json", "good", "{\"a\":\"0123456789\"}");
+  assert_int_equal(fx->status, 413);
+  assert_int_equal(answer_code(fx, &e), ERR_TOO_LARGE);
+  assert_string_equal(e.msg, "JSON body of 18 bytes; at most 16");
+}
+
 int
 main(void)
 {
@@ -513,6 +565,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_public_routes_pass_and_roles_are_the_daemons_to_compare,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_json_body_must_be_one_object_within_its_cap, setup,
+          teardown),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
