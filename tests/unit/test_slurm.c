@@ -1258,6 +1258,32 @@ test_malformed_listings_mark_the_site_unreachable_and_judge_no_job(
   }
 }
 
+/* A listing past the adapter's cap for listings (256 MiB): refused by
+ * its length, never parsed, and no job is judged by it. */
+static void
+test_listing_past_its_cap_marks_the_site_unreachable(void **state)
+{
+  struct fx *fx = *state;
+  size_t big = (256u << 20) + 1;
+  char *huge = xmalloc(big);
+  struct adapter_capacity c;
+
+  memset(huge, ' ', big);
+  huge[0] = '{';
+  open_site(fx, NULL);
+  job_running(fx);
+  fx->jobs = (struct canned){200, huge, big};
+  RUN_UNTIL(fx, strstr(capacity(fx).detail, "exceeds") != NULL);
+  c = capacity(fx);
+  assert_false(c.reachable);
+  assert_contains(c.detail, "listing jobs: http client: GET");
+  assert_contains(c.detail, "response exceeds 268435456 bytes");
+  assert_int_equal(c.jobs_active, 1);
+  assert_int_equal(count(fx, 5, JOB_LOST), 0);
+  set_listing(fx, 0, NULL);
+  free(huge);
+}
+
 /* slurmrestd's words in another script (a user's path, a hostname),
  * long enough that "listing jobs: ..." is cut at the detail's size. */
 static void
@@ -1465,6 +1491,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_malformed_listings_mark_the_site_unreachable_and_judge_no_job,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_listing_past_its_cap_marks_the_site_unreachable, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           test_site_detail_cut_to_its_size_stays_valid_utf8, setup,
           teardown),
