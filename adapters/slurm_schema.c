@@ -554,7 +554,8 @@ gres_entry(const char *s, size_t len, slurm_gres_fn fn, void *arg)
       }
     }
     if (last < end) {
-      if (!all_digits(last, (size_t)(end - last)))
+      /* Nine digits at most: a sum of counts must not overflow. */
+      if (!all_digits(last, (size_t)(end - last)) || end - last > 9)
         return;
       count = to_int(last, (size_t)(end - last));
     }

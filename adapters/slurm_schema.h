@@ -71,6 +71,10 @@ struct slurm_job_list {
 
 void slurm_job_list_release(struct slurm_job_list *l);
 
+/* The GPUs of one job as read from an answer: more is read as this many,
+ * so that the sums made of them cannot overflow. */
+#define SLURM_JOB_GPUS_MAX ((int64_t)1 << 31)
+
 struct slurm_schema {
   const char *version;       /* "v0.0.38" */
   /* Path of an endpoint under the site URL; what is one of "ping",

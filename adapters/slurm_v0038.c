@@ -569,6 +569,16 @@ get_int(const json_t *obj, const char *key, int64_t dflt)
   return json_is_integer(v) ? json_integer_value(v) : dflt;
 }
 
+/* An epoch time in seconds; 0 (unknown) when absent or when its
+ * milliseconds would not fit an int64_t. */
+static int64_t
+get_time(const json_t *obj, const char *key)
+{
+  int64_t t = get_int(obj, key, 0);
+
+  return t >= 0 && t <= INT64_MAX / 1000 ? t : 0;
+}
+
 struct gpu_sum {
   int64_t n;
   char type[ADAPTER_GPU_TYPE_LEN];
@@ -580,7 +590,8 @@ add_gpus(void *arg, const char *type, int64_t count, const char *idx)
   struct gpu_sum *g = arg;
 
   (void)idx;
-  g->n += count;
+  g->n = count > SLURM_JOB_GPUS_MAX - g->n ? SLURM_JOB_GPUS_MAX
+                                           : g->n + count;
   if (g->type[0] == '\0')
     snprintf(g->type, sizeof(g->type), "%s", type);
 }
@@ -698,7 +709,10 @@ job_gpus(const json_t *o, struct slurm_job *j)
 
     slurm_gres_each(json_string_value(json_object_get(o, "tres_per_node")),
                     add_gpus, &g);
-    g.n *= nodes > 0 ? nodes : 1;
+    if (g.n > 0 && nodes > SLURM_JOB_GPUS_MAX / g.n)
+      g.n = SLURM_JOB_GPUS_MAX;
+    else
+      g.n *= nodes;
   }
   j->gpus = g.n;
   memcpy(j->gpu_type, g.type, sizeof(j->gpu_type));
@@ -743,8 +757,8 @@ jobs_v0038(const json_t *answer, const char *instance,
     j->name = dup_str(o, "name");
     j->user = dup_str(o, "user_name");
     j->exit_raw = get_int(o, "exit_code", -1);
-    j->start_s = get_int(o, "start_time", 0);
-    j->end_s = get_int(o, "end_time", 0);
+    j->start_s = get_time(o, "start_time");
+    j->end_s = get_time(o, "end_time");
     job_gpus(o, j);
     if (get_int(o, "array_job_id", 0) > 0 && json_is_integer(task)) {
       j->array_job_id = get_int(o, "array_job_id", 0);
@@ -867,8 +881,8 @@ db_jobs_v0038(const json_t *answer, const char *instance,
     if (j->exit_raw == 0 && j->state != NULL &&
         strcmp(j->state, "COMPLETED") != 0)
       j->exit_raw = -1;
-    j->start_s = get_int(time, "start", 0);
-    j->end_s = get_int(time, "end", 0);
+    j->start_s = get_time(time, "start");
+    j->end_s = get_time(time, "end");
     memset(&g, 0, sizeof(g));
     tres_gpus(json_object_get(tres, "allocated"), &g);
     if (g.n == 0)

@@ -1384,6 +1384,83 @@ test_gres_strings_in_every_form(void **state)
   gres_is("", "");
 }
 
+/* Found by fuzz/fuzz_slurm: a count of 20 digits overflowed int64_t. */
+static void
+test_gres_count_longer_than_nine_digits_is_skipped(void **state)
+{
+  (void)state;
+  gres_is("gpu:h100:99999999999999999999,gpu:a10g:2", "[a10g 2 -]");
+  gres_is("gres/gpu=1234567890", "");
+  gres_is("gpu:h100:999999999", "[h100 999999999 -]");
+}
+
+/* Found by fuzz/fuzz_slurm: an epoch time of 17 digits overflowed when
+ * made milliseconds, in GET jobs and in slurmdbd's answer. */
+static void
+test_times_too_large_for_milliseconds_are_unknown(void **state)
+{
+  json_t *a = load(
+      "{\"jobs\":[{\"job_id\":1,\"job_state\":\"COMPLETED\","
+      "\"comment\":\"tenbin:abc123:1\",\"name\":\"x\","
+      "\"nodes\":\"n1\",\"exit_code\":0,"
+      "\"start_time\":17952811135281113,"
+      "\"end_time\":9223372036854775807},"
+      "{\"job_id\":2,\"job_state\":\"FAILED\",\"nodes\":\"n1\","
+      "\"start_time\":-5,\"end_time\":1795281113}]}");
+  json_t *db = load(
+      "{\"jobs\":[{\"job_id\":1,\"nodes\":\"n1\","
+      "\"state\":{\"current\":\"COMPLETED\"},"
+      "\"time\":{\"start\":9223372036854775807,"
+      "\"end\":9223372036854775}}]}");
+  struct slurm_job_list l = {0};
+  struct slurm_outcome o;
+  struct err e;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(v38()->jobs(a, "abc123", &l, &e), 0);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.jobs[0].start_s, 0);
+  assert_int_equal(l.jobs[0].end_s, 0);
+  assert_int_equal(l.jobs[1].start_s, 0);
+  assert_int_equal(l.jobs[1].end_s, 1795281113);
+  slurm_job_outcome(&l.jobs[0], &o);
+  assert_int_equal(o.state, JOB_SUCCEEDED);
+  assert_int_equal(o.started_ms, 0);
+  slurm_job_list_release(&l);
+  assert_int_equal(v38()->db_jobs(db, "abc123", &l, &e), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.jobs[0].start_s, 0);
+  /* The largest time whose milliseconds fit is kept. */
+  assert_int_equal(l.jobs[0].end_s, 9223372036854775LL);
+  slurm_job_outcome(&l.jobs[0], &o);
+  assert_int_equal(o.started_ms, 0);
+  slurm_job_list_release(&l);
+  json_decref(db);
+  json_decref(a);
+}
+
+/* GPUs per node times a node count that slurmrestd made huge must not
+ * overflow: the job's GPUs are read as at most SLURM_JOB_GPUS_MAX. */
+static void
+test_job_gpus_saturate_instead_of_overflowing(void **state)
+{
+  json_t *a = load(
+      "{\"jobs\":[{\"job_id\":1,\"job_state\":\"PENDING\","
+      "\"tres_per_node\":\"gres:gpu:h100:999999999\","
+      "\"node_count\":9223372036854775807}]}");
+  struct slurm_job_list l = {0};
+  struct err e;
+
+  (void)state;
+  err_clear(&e);
+  assert_int_equal(v38()->jobs(a, "abc123", &l, &e), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.jobs[0].gpus, SLURM_JOB_GPUS_MAX);
+  slurm_job_list_release(&l);
+  json_decref(a);
+}
+
 static void
 test_alloc_pairs_hostlist_with_detail(void **state)
 {
@@ -1450,6 +1527,9 @@ main(void)
     cmocka_unit_test(test_answer_error_message_is_bounded),
     cmocka_unit_test(test_expand_path_like_slurmd),
     cmocka_unit_test(test_gres_strings_in_every_form),
+    cmocka_unit_test(test_gres_count_longer_than_nine_digits_is_skipped),
+    cmocka_unit_test(test_times_too_large_for_milliseconds_are_unknown),
+    cmocka_unit_test(test_job_gpus_saturate_instead_of_overflowing),
     cmocka_unit_test(test_alloc_pairs_hostlist_with_detail),
   };
 
