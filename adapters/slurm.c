@@ -134,7 +134,8 @@ struct slurm_site {
   int cap_known;             /* cap came from the site at least once */
   struct demand demand;       /* from the last listing */
 
-  int handles;
+  int handles;               /* callbacks owed: parts being closed,
+                                listings being parsed */
   int closing;
   void (*close_cb)(void *arg);
   void *close_arg;
@@ -1444,7 +1445,6 @@ slurm_open(const struct adapter_env *env, const json_t *config, void **ctx,
   s->updates.timer.data = s;
   uv_timer_init(s->loop, &s->poll);
   s->poll.data = s;
-  s->handles = 2;
   /* First look at once: placement waits for a reachable site. */
   uv_timer_start(&s->poll, on_poll, 0, (uint64_t)s->poll_ms);
   *ctx = s;
@@ -1492,10 +1492,17 @@ slurm_close(void *ctx, void (*cb)(void *arg), void *arg)
   s->closing = 1;
   s->close_cb = cb;
   s->close_arg = arg;
-  s->handles += 2;
+  /* Each part is counted as it is closed, never as a literal: one part
+   * more is one count more.  The uv handles go first: their callbacks
+   * never run from inside the call, so the parts that may call back at
+   * once cannot bring the count to 0 while s is still in use here. */
+  s->handles++;
   uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+  s->handles++;
   adapter_queue_close(&s->updates, on_handle_closed);
+  s->handles++;
   http_client_close(s->http, on_part_closed, s);
+  s->handles++;
   slurm_token_close(s->token, on_part_closed, s);
 }
 
