@@ -1085,6 +1085,25 @@ test_cancel_while_the_submit_is_unconfirmed_cancels_it_once_found(
 }
 
 static void
+test_cancel_that_fails_is_sent_again_while_the_job_is_listed(void **state)
+{
+  struct fx *fx = *state;
+  const struct lj cancelled = {101, 5, "CANCELLED", "None", 15};
+
+  open_site(fx, NULL);
+  job_running(fx);
+  fx->del = (struct canned){500, CTLD_DOWN, 0};
+  cancel(fx, 5);
+  RUN_UNTIL(fx, fx->n_del == 2);
+  assert_int_equal(count(fx, 5, JOB_CANCELLED), 0);
+  fx->del = (struct canned){200, CANCELLED_OK, 0};
+  set_listing(fx, 1, &cancelled);
+  RUN_UNTIL(fx, count(fx, 5, JOB_CANCELLED) == 1);
+  assert_string_equal(find(fx, 5, JOB_CANCELLED)->reason, "CANCELLED");
+  assert_int_equal(capacity(fx).jobs_active, 0);
+}
+
+static void
 test_close_with_requests_in_flight_reports_nothing_more(void **state)
 {
   struct fx *fx = *state;
@@ -1181,6 +1200,25 @@ test_refused_token_makes_the_site_unreachable_with_the_reason(
   RUN_UNTIL(fx, capacity(fx).reachable);
   assert_string_equal(capacity(fx).detail, "");
   assert_string_equal(fx->last_token, GOOD_TOKEN);
+}
+
+static void
+test_token_file_gone_makes_the_site_unreachable_naming_it(void **state)
+{
+  struct fx *fx = *state;
+  struct err e = {0};
+
+  open_site(fx, NULL);
+  RUN_UNTIL(fx, capacity(fx).reachable);
+  assert_int_equal(unlink(fx->token_file), 0);
+  RUN_UNTIL(fx, !capacity(fx).reachable);
+  assert_contains(capacity(fx).detail, fx->token_file);
+  /* Nothing can be sent: a submit leaves the job with the broker. */
+  assert_int_equal(submit(fx, 5, &e), ERR_UNAVAILABLE);
+  assert_contains(e.msg, fx->token_file);
+  write_file(fx->token_file, GOOD_TOKEN "\n");
+  RUN_UNTIL(fx, capacity(fx).reachable);
+  assert_int_equal(fx->n_submit, 0);
 }
 
 /* ---- malformed answers ---- */
@@ -1480,6 +1518,9 @@ main(void)
           test_cancel_while_the_submit_is_unconfirmed_cancels_it_once_found,
           setup, teardown),
       cmocka_unit_test_setup_teardown(
+          test_cancel_that_fails_is_sent_again_while_the_job_is_listed,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
           test_close_with_requests_in_flight_reports_nothing_more, setup,
           teardown),
       cmocka_unit_test_setup_teardown(
@@ -1488,6 +1529,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_refused_token_makes_the_site_unreachable_with_the_reason,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_token_file_gone_makes_the_site_unreachable_naming_it, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           test_malformed_listings_mark_the_site_unreachable_and_judge_no_job,
           setup, teardown),
