@@ -21,7 +21,7 @@
 #include <uv.h>
 
 #include "util/err.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */

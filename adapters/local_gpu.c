@@ -21,7 +21,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 

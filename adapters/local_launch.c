@@ -16,7 +16,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 #include "util/log.h"
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"

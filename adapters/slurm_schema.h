@@ -24,7 +24,7 @@
 
 #include "adapters/adapter.h"
 #include "util/err.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 /* The comment every Slurm job of ours carries: "tenbin:<instance>:<id>".
  * instance tells brokers that share a cluster apart. */

@@ -10,7 +10,7 @@
 #include "http/client.h"
 #include "policies/placement.h"
 #include "sync/agent_client.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 #define BROKER_TAG 0x7e9b1d00u
 

@@ -16,7 +16,7 @@
 
 #include "cli/format.h"
 #include "util/alloc.h"
-#include "util/sbatch.h"
+#include "spec/sbatch.h"
 #include "util/timeutil.h"
 
 #define MAX_GPUS 4096 /* JOBSPEC_MAX_GPUS */

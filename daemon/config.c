@@ -12,7 +12,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/jobspec_int.h"
+#include "spec/spec_int.h"
 #include "util/jsonx.h"
 
 /* A config file is small; a bigger one is a mistake worth reporting. */

@@ -28,7 +28,7 @@
 #include "db/db.h"
 #include "http/server.h"
 #include "util/alloc.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 #include "util/log.h"
 
 #ifndef TENBIN_VERSION

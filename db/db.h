@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "util/err.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 struct db;
 

@@ -5,7 +5,7 @@
  * same JSON (the broker stores specs that way).
  */
 #include "fuzz/fuzz.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 #include "util/jsonx.h"
 
 int

@@ -5,8 +5,8 @@
  */
 #include "fuzz/fuzz.h"
 #include "util/alloc.h"
-#include "util/jobspec.h"
-#include "util/sbatch.h"
+#include "spec/jobspec.h"
+#include "spec/sbatch.h"
 
 #define ARGS_MAX 64
 

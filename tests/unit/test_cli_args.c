@@ -18,7 +18,7 @@
 #include "cli/args.h"
 #include "cli/format.h"
 #include "cli/table.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 

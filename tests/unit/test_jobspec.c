@@ -1,5 +1,5 @@
 /*
- * Tests for util/jobspec.c: validation of every field of a job spec, the
+ * Tests for spec/jobspec.c: validation of every field of a job spec, the
  * merge with a script's #SBATCH directives, and the canonical JSON form
  * (to_json then from_json gives an equal spec).
  */
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "util/buf.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \
@@ -994,31 +994,6 @@ test_only_ended_states_are_final(void **state)
 }
 
 static void
-test_strv_push_dup_len_and_free(void **state)
-{
-  char **v = NULL;
-  char **copy;
-  char arg[8] = "abc";
-
-  (void)state;
-  assert_int_equal(strv_len(NULL), 0);
-  assert_null(strv_dup(NULL));
-  strv_free(NULL);
-  strv_push(&v, arg);
-  arg[0] = 'X'; /* push copied it */
-  strv_push(&v, "def");
-  assert_int_equal(strv_len(v), 2);
-  assert_string_equal(v[0], "abc");
-  assert_null(v[2]);
-  copy = strv_dup(v);
-  assert_true(copy != v && copy[0] != v[0]);
-  assert_string_equal(copy[1], "def");
-  assert_null(copy[2]);
-  strv_free(v);
-  strv_free(copy);
-}
-
-static void
 test_release_is_null_safe_and_reinitialises(void **state)
 {
   struct job_spec s;
@@ -1096,7 +1071,6 @@ main(void)
     cmocka_unit_test(test_non_object_is_rejected),
     cmocka_unit_test(test_job_state_names_round_trip),
     cmocka_unit_test(test_only_ended_states_are_final),
-    cmocka_unit_test(test_strv_push_dup_len_and_free),
     cmocka_unit_test(test_release_is_null_safe_and_reinitialises),
   };
 

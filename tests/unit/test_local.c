@@ -31,7 +31,7 @@
 #include "adapters/local.h"
 #include "adapters/local_int.h"
 #include "util/alloc.h"
-#include "util/jobspec.h"
+#include "spec/jobspec.h"
 
 #define MAX_UPDATES 128
 /* A guard against a hang, never a timing assertion: a test that has not

@@ -1,5 +1,5 @@
 /*
- * Tests for util/sbatch.c: #SBATCH directives read the way sbatch reads
+ * Tests for spec/sbatch.c: #SBATCH directives read the way sbatch reads
  * them, the options tenbin interprets, and the ones it keeps for Slurm.
  */
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "util/buf.h"
-#include "util/sbatch.h"
+#include "spec/sbatch.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "adapters/slurm_schema.h"
-#include "util/sbatch.h"
+#include "spec/sbatch.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \

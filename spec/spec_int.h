@@ -6,13 +6,13 @@
  * The *_problem functions return NULL when v is acceptable, else a
  * static description of what is wrong ("must be 1 to 64 characters").
  */
-#ifndef TENBIN_UTIL_JOBSPEC_INT_H
-#define TENBIN_UTIL_JOBSPEC_INT_H
+#ifndef TENBIN_SPEC_SPEC_INT_H
+#define TENBIN_SPEC_SPEC_INT_H
 
 #include <stdint.h>
 
-#include "err.h"
 #include "jobspec.h"
+#include "util/err.h"
 
 const char *jobspec__name_problem(const char *v);
 const char *jobspec__ident_problem(const char *v);

@@ -9,13 +9,15 @@
  * Value type (git's _init/_release vocabulary): every pointer member is
  * owned by the struct and freed by jobspec_release().
  */
-#ifndef TENBIN_UTIL_JOBSPEC_H
-#define TENBIN_UTIL_JOBSPEC_H
+#ifndef TENBIN_SPEC_JOBSPEC_H
+#define TENBIN_SPEC_JOBSPEC_H
 
 #include <jansson.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "util/err.h"
+/* The spec is made of string vectors; its users free them with it. */
+#include "util/strv.h"
 
 enum job_state {
   JOB_QUEUED = 0,
@@ -100,15 +102,5 @@ int jobspec_from_json(struct job_spec *s, const json_t *obj,
                       json_t *warnings, struct err *e) WARN_UNUSED;
 /* The spec as a JSON object (new reference); round-trips exactly. */
 json_t *jobspec_to_json(const struct job_spec *s);
-
-/* NULL-terminated string vector helpers used by the spec. */
-size_t strv_len(char *const *v);
-void strv_free(char **v);
-/* New deep copy (NULL gives NULL). */
-char **strv_dup(char *const *v);
-/* Append a copy of s to *v (grows it). */
-void strv_push(char ***v, const char *s);
-/* 1 when v (may be NULL) holds a string equal to s. */
-int strv_contains(char *const *v, const char *s);
 
 #endif

@@ -19,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "jobspec_int.h"
-#include "timeutil.h"
+#include "spec_int.h"
+#include "util/alloc.h"
+#include "util/strv.h"
+#include "util/timeutil.h"
 
 /*
  * Limits: a header of more than 256 directives or a line over 4 KiB is not

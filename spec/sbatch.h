@@ -7,14 +7,14 @@
  * Long (--gpus=2, --gpus 2) and short (-G 2, -G2, -N 1) forms are accepted,
  * with shell-like quoting inside a directive line.
  */
-#ifndef TENBIN_UTIL_SBATCH_H
-#define TENBIN_UTIL_SBATCH_H
+#ifndef TENBIN_SPEC_SBATCH_H
+#define TENBIN_SPEC_SBATCH_H
 
 #include <getopt.h>
 #include <jansson.h>
 
-#include "err.h"
 #include "jobspec.h"
+#include "util/err.h"
 
 /*
  * Parse the directives of script into s (freshly initialised): name,

@@ -6,8 +6,8 @@
  * line wins over the script), and the canonical JSON form the database
  * stores and reads back to an equal spec.
  *
- * Also the job state names and the NULL-terminated string vectors the
- * spec is made of, and a few validators sbatch.c shares (jobspec__*).
+ * Also the job state names, and a few validators sbatch.c shares
+ * (jobspec__*, declared in spec_int.h).
  */
 #include "jobspec.h"
 
@@ -16,12 +16,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "alloc.h"
-#include "jobspec_int.h"
-#include "jsonx.h"
 #include "sbatch.h"
-#include "timeutil.h"
-#include "utf8.h"
+#include "spec_int.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+#include "util/strv.h"
+#include "util/timeutil.h"
+#include "util/utf8.h"
 
 /* A year of minutes: a longer limit is a typo, not a plan. */
 #define MAX_TIME_LIMIT_MIN 525600
@@ -65,55 +66,6 @@ job_state_is_final(enum job_state s)
 {
   return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED ||
          s == JOB_LOST;
-}
-
-size_t
-strv_len(char *const *v)
-{
-  size_t n = 0;
-
-  if (v == NULL)
-    return 0;
-  while (v[n] != NULL)
-    n++;
-  return n;
-}
-
-void
-strv_free(char **v)
-{
-  size_t i;
-
-  if (v == NULL)
-    return;
-  for (i = 0; v[i] != NULL; i++)
-    free(v[i]);
-  free(v);
-}
-
-char **
-strv_dup(char *const *v)
-{
-  size_t n = strv_len(v);
-  size_t i;
-  char **out;
-
-  if (v == NULL)
-    return NULL;
-  out = xcalloc(n + 1, sizeof(*out));
-  for (i = 0; i < n; i++)
-    out[i] = xstrdup(v[i]);
-  return out;
-}
-
-void
-strv_push(char ***v, const char *s)
-{
-  size_t n = strv_len(*v);
-
-  *v = xrealloc(*v, (n + 2) * sizeof(**v));
-  (*v)[n] = xstrdup(s);
-  (*v)[n + 1] = NULL;
 }
 
 void
@@ -310,18 +262,6 @@ env_set(struct job_spec *s, const char *key, size_t keylen,
   }
   strv_push(&s->env, kv);
   free(kv);
-}
-
-int
-strv_contains(char *const *v, const char *s)
-{
-  size_t i;
-
-  for (i = 0; v != NULL && v[i] != NULL; i++) {
-    if (strcmp(v[i], s) == 0)
-      return 1;
-  }
-  return 0;
 }
 
 /*
