@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "api/api.h"
-#include "db/db.h"
 #include "util/buf.h"
 
 /* Statuses counted per route for /metrics; anything else counts as the
@@ -69,11 +68,11 @@ int api__body_json(const struct api_call *call, json_t **out,
  * Append the job as the API shows it to out.  extra (borrowed, may be
  * NULL) is an object whose members are added (e.g. "warnings").
  */
-int api__job_text(const struct db_job *j, const json_t *extra,
+int api__job_text(const struct job_view *j, const json_t *extra,
                   struct buf *out) WARN_UNUSED;
 /* Reply with the job (and extra, borrowed); frees call. */
 void api__reply_job(struct api_call *call, int status,
-                    const struct db_job *j, const json_t *extra);
+                    const struct job_view *j, const json_t *extra);
 
 /* Handlers, one per route. */
 void api__jobs_create(struct api_call *call);

@@ -21,7 +21,7 @@
 #define LIST_LIMIT_DEFAULT 100
 
 static void
-submitted_cb(void *arg, int rc, const struct db_job *job,
+submitted_cb(void *arg, int rc, const struct job_view *job,
              const json_t *warnings, int replayed, const struct err *e)
 {
   struct api_call *call = arg;
@@ -69,7 +69,7 @@ struct list_ctx {
 };
 
 static int
-list_cb(const struct db_job *j, void *arg)
+list_cb(const struct job_view *j, void *arg)
 {
   struct list_ctx *l = arg;
 
@@ -84,7 +84,7 @@ list_cb(const struct db_job *j, void *arg)
 void
 api__jobs_list(struct api_call *call)
 {
-  struct db_job_filter f = {0};
+  struct job_filter f = {0};
   struct list_ctx l = {0};
   struct err e = {0};
   enum job_state st;
@@ -138,21 +138,21 @@ api__jobs_list(struct api_call *call)
 static void
 job_action(struct api_call *call,
            int (*fn)(struct broker *b, const struct principal *p,
-                     int64_t id, struct db_job *out, struct err *e))
+                     int64_t id, struct job_view *out, struct err *e))
 {
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
-  db_job_init(&j);
+  job_view_init(&j);
   if (api__param_id(call, 0, &id, &e) < 0 ||
       fn(call->api->broker, &call->who, id, &j, &e) < 0) {
-    db_job_release(&j);
+    job_view_release(&j);
     api__reply_err(call, &e);
     return;
   }
   api__reply_job(call, 200, &j, NULL);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 void
@@ -174,7 +174,7 @@ api__jobs_release(struct api_call *call)
 }
 
 static int
-event_cb(const struct db_event *ev, void *arg)
+event_cb(const struct event_view *ev, void *arg)
 {
   json_t *v = json_object();
 
@@ -228,7 +228,7 @@ add_header_i64(struct http_request *req, const char *name, int64_t v)
  * not exist (yet); negative with e naming the path and the site.
  */
 static int
-log_open(struct api *api, const struct db_job *j, int *fd_out,
+log_open(struct api *api, const struct job_view *j, int *fd_out,
          int64_t *size, struct err *e)
 {
   const char *site = j->site != NULL ? j->site : "?";
@@ -324,7 +324,7 @@ out:
 void
 api__jobs_log(struct api_call *call)
 {
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
   int64_t offset;
@@ -333,7 +333,7 @@ api__jobs_log(struct api_call *call)
   int64_t len = 0;
   int fd = -1;
 
-  db_job_init(&j);
+  job_view_init(&j);
   if (api__param_id(call, 0, &id, &e) < 0 ||
       api__query_int(call, "offset", 0, INT64_MAX, 0, &offset, &e) < 0 ||
       api__query_int(call, "limit", 1, LOG_CHUNK_MAX, LOG_CHUNK_MAX, &limit,
@@ -366,7 +366,7 @@ api__jobs_log(struct api_call *call)
   add_header_i64(call->req, "X-Log-Offset", offset);
   add_header_i64(call->req, "X-Log-Next-Offset", offset + len);
   add_header_i64(call->req, "X-Log-Size", size);
-  db_job_release(&j);
+  job_view_release(&j);
   if (len == 0) {
     if (fd >= 0)
       close(fd);
@@ -378,7 +378,7 @@ api__jobs_log(struct api_call *call)
   return;
 
 fail:
-  db_job_release(&j);
+  job_view_release(&j);
   if (fd >= 0)
     close(fd);
   api__reply_err(call, &e);

@@ -62,7 +62,7 @@ api__body_json(const struct api_call *call, json_t **out, struct err *e)
 #define JOB_TEXT_MAX ((size_t)256 * 1024 * 1024)
 
 int
-api__job_text(const struct db_job *j, const json_t *extra, struct buf *out)
+api__job_text(const struct job_view *j, const json_t *extra, struct buf *out)
 {
   json_t *v = json_object();
   int rc;
@@ -110,7 +110,7 @@ api__job_text(const struct db_job *j, const json_t *extra, struct buf *out)
 }
 
 void
-api__reply_job(struct api_call *call, int status, const struct db_job *j,
+api__reply_job(struct api_call *call, int status, const struct job_view *j,
                const json_t *extra)
 {
   struct buf b;

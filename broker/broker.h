@@ -19,11 +19,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "db/db.h"
+#include "spec/jobspec.h"
 #include "util/buf.h"
 #include "util/err.h"
 
 struct broker;
+struct db; /* db/db.h: opaque here, for broker_db() and tools */
 
 struct broker_config {
   const char *state_dir;    /* logs and job directories live here */
@@ -104,13 +105,72 @@ int broker_token_create(struct db *db, enum broker_role role,
 /* ---- jobs ---- */
 
 /*
+ * A job as callers see it (what GET /v1/jobs/{id} shows, before it is
+ * rendered).  Strings are NULL when absent.  A view the caller passes in
+ * (broker_job_get and friends) owns its strings: release it with
+ * job_view_release().  One handed to a callback is borrowed for the call.
+ */
+struct job_view {
+  int64_t id;
+  enum job_state state;
+  char *name;
+  char *project;
+  char *workload;       /* or NULL */
+  char *site;           /* or NULL until placed */
+  char *reason;         /* why it is in this state (last), or NULL */
+  char *remote_id;      /* the site's id for the job, or NULL */
+  int64_t gpus;
+  char *gpu_type;       /* or NULL */
+  char *alloc;          /* GPUs assigned at the site, or NULL */
+  int hold;
+  int exit_code;        /* -1 until it ends with an exit status */
+  int signal;           /* 0, or the signal that ended it */
+  char *log_path;       /* the job's stdout file, or NULL */
+  int64_t created_ms;
+  int64_t updated_ms;
+  int64_t started_ms;   /* 0 until running */
+  int64_t ended_ms;     /* 0 until final */
+  char *spec_json;      /* canonical jobspec_to_json() text, or NULL */
+};
+
+void job_view_init(struct job_view *v);
+/* Free the strings (NULL-safe) and re-init. */
+void job_view_release(struct job_view *v);
+
+/* Which jobs a list wants; strings borrowed for the call. */
+struct job_filter {
+  const char *state;     /* exact state name, or NULL */
+  const char *project;   /* or NULL */
+  const char *site;      /* or NULL */
+  int64_t before_id;     /* cursor: only ids < before_id; 0 = newest */
+  int limit;             /* rows wanted, 1..1000 */
+};
+
+/* Called once per job, the view borrowed for the call.  Return non-zero
+ * to stop early (that value is returned by the list function). */
+typedef int (*job_view_cb)(const struct job_view *j, void *arg);
+
+/* One transition of a job; strings borrowed for the callback. */
+struct event_view {
+  int64_t id;
+  int64_t at_ms;
+  const char *from_state; /* NULL for the creation event */
+  const char *to_state;
+  const char *detail;     /* human text, or NULL */
+};
+
+/* As job_view_cb, for events. */
+typedef int (*event_view_cb)(const struct event_view *ev, void *arg);
+
+/*
  * Result of a submission, delivered after the commit.  job is borrowed for
  * the call; warnings (borrowed, may be NULL) lists what the caller should
  * know (uninterpreted #SBATCH directives); replayed is 1 when an earlier
  * job with the same Idempotency-Key is returned.  rc < 0 with e set when
  * the commit failed: nothing was stored.
  */
-typedef void (*broker_submit_cb)(void *arg, int rc, const struct db_job *job,
+typedef void (*broker_submit_cb)(void *arg, int rc,
+                                 const struct job_view *job,
                                  const json_t *warnings, int replayed,
                                  const struct err *e);
 
@@ -126,23 +186,25 @@ int broker_submit(struct broker *b, const struct principal *p,
                   const char *body_hash, broker_submit_cb cb, void *arg,
                   struct err *e) WARN_UNUSED;
 
-/* Fill out with job id after checking that p may see it: ERR_NOT_FOUND,
- * as for an unknown id, when it belongs to a project p has no access to. */
+/* Fill out (initialised; the caller releases it) with job id after
+ * checking that p may see it: ERR_NOT_FOUND, as for an unknown id, when
+ * it belongs to a project p has no access to. */
 int broker_job_get(struct broker *b, const struct principal *p, int64_t id,
-                   struct db_job *out, struct err *e) WARN_UNUSED;
+                   struct job_view *out, struct err *e) WARN_UNUSED;
 /*
  * The directory job j's site serves its logs from on this host (new
  * string, free()), or NULL when its site serves none (unknown, closed, or
  * without logs here).  See adapter_ops.log_dir.
  */
-char *broker_job_log_dir(struct broker *b, const struct db_job *j);
-/* List jobs for p (the filter's project scope is narrowed to p's). */
+char *broker_job_log_dir(struct broker *b, const struct job_view *j);
+/* List jobs for p, newest first (f's project scope is narrowed to p's). */
 int broker_job_list(struct broker *b, const struct principal *p,
-                    struct db_job_filter *f, db_job_cb cb, void *arg,
+                    const struct job_filter *f, job_view_cb cb, void *arg,
                     struct err *e) WARN_UNUSED;
 /* Events of a job p may see. */
 int broker_job_events(struct broker *b, const struct principal *p,
-                      int64_t id, db_event_cb cb, void *arg, struct err *e)
+                      int64_t id, event_view_cb cb, void *arg,
+                      struct err *e)
     WARN_UNUSED;
 /*
  * Cancel: a queued job ends cancelled at once; a placed/submitted/running
@@ -151,11 +213,11 @@ int broker_job_events(struct broker *b, const struct principal *p,
  * ERR_BAD_STATE.  out gets the job as it is after the call.
  */
 int broker_job_cancel(struct broker *b, const struct principal *p,
-                      int64_t id, struct db_job *out, struct err *e)
+                      int64_t id, struct job_view *out, struct err *e)
     WARN_UNUSED;
 /* Release a held job so the scheduler may place it. */
 int broker_job_release(struct broker *b, const struct principal *p,
-                       int64_t id, struct db_job *out, struct err *e)
+                       int64_t id, struct job_view *out, struct err *e)
     WARN_UNUSED;
 
 /* ---- workloads ---- */
@@ -167,7 +229,11 @@ int broker_workload_put(struct broker *b, const json_t *def, int *created,
 /* *json_out is new (free()). */
 int broker_workload_get(struct broker *b, const char *name, char **json_out,
                         struct err *e) WARN_UNUSED;
-int broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
+/* Called once per workload, by name; name and json (its definition as
+ * stored) are borrowed for the call.  Non-zero stops the list. */
+typedef int (*broker_workload_cb)(const char *name, const char *json,
+                                  void *arg);
+int broker_workload_list(struct broker *b, broker_workload_cb cb, void *arg,
                          struct err *e) WARN_UNUSED;
 
 /* ---- datasets (docs/SYNC.md "tenbind REST API") ---- */

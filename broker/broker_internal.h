@@ -7,6 +7,7 @@
 
 #include "adapters/adapter.h"
 #include "broker/broker.h"
+#include "db/db.h"
 #include "http/client.h"
 #include "policies/placement.h"
 #include "sync/agent_client.h"
@@ -132,6 +133,9 @@ int broker__adapter_call(const struct db_job *j,
                          struct site *site, struct err *e) WARN_UNUSED;
 /* The site named name, or NULL. */
 struct site *broker__site(struct broker *b, const char *name);
+/* Point v's fields at j's (borrowed: v is valid while j is unchanged;
+ * never release it). */
+void broker__job_view_borrow(struct job_view *v, const struct db_job *j);
 /* uv_close h (its data is b), counted: the broker is freed once every
  * handle closed this way has called back.  Only from broker_close. */
 void broker__close_handle(struct broker *b, uv_handle_t *h);

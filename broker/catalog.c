@@ -348,7 +348,7 @@ broker_workload_get(struct broker *b, const char *name, char **json_out,
 }
 
 int
-broker_workload_list(struct broker *b, db_workload_cb cb, void *arg,
+broker_workload_list(struct broker *b, broker_workload_cb cb, void *arg,
                      struct err *e)
 {
   return db_workload_list(b->db, cb, arg, e);

@@ -133,9 +133,75 @@ broker__site(struct broker *b, const char *name)
   return NULL;
 }
 
-int
-broker_job_get(struct broker *b, const struct principal *p, int64_t id,
-               struct db_job *out, struct err *e)
+void
+job_view_init(struct job_view *v)
+{
+  memset(v, 0, sizeof(*v));
+  v->state = JOB_QUEUED;
+  v->exit_code = -1;
+}
+
+void
+job_view_release(struct job_view *v)
+{
+  if (v == NULL)
+    return;
+  free(v->name);
+  free(v->project);
+  free(v->workload);
+  free(v->site);
+  free(v->reason);
+  free(v->remote_id);
+  free(v->gpu_type);
+  free(v->alloc);
+  free(v->log_path);
+  free(v->spec_json);
+  job_view_init(v);
+}
+
+void
+broker__job_view_borrow(struct job_view *v, const struct db_job *j)
+{
+  v->id = j->id;
+  v->state = j->state;
+  v->name = j->name;
+  v->project = j->project;
+  v->workload = j->workload;
+  v->site = j->site;
+  v->reason = j->reason;
+  v->remote_id = j->remote_id;
+  v->gpus = j->gpus;
+  v->gpu_type = j->gpu_type;
+  v->alloc = j->alloc;
+  v->hold = j->hold;
+  v->exit_code = j->exit_code;
+  v->signal = j->signal;
+  v->log_path = j->log_path;
+  v->created_ms = j->created_ms;
+  v->updated_ms = j->updated_ms;
+  v->started_ms = j->started_ms;
+  v->ended_ms = j->ended_ms;
+  v->spec_json = j->spec_json;
+}
+
+/* Move the strings the view shows from j into v (released first); j
+ * keeps the rest and is released. */
+static void
+view_take(struct job_view *v, struct db_job *j)
+{
+  job_view_release(v);
+  broker__job_view_borrow(v, j);
+  j->name = j->project = j->workload = j->site = j->reason = NULL;
+  j->remote_id = j->gpu_type = j->alloc = j->log_path = NULL;
+  j->spec_json = NULL;
+  db_job_release(j);
+}
+
+/* The row of job id after checking that p may see it (see
+ * broker_job_get); out is initialised, the caller releases it. */
+static int
+job_row_get(struct broker *b, const struct principal *p, int64_t id,
+            struct db_job *out, struct err *e)
 {
   int rc = db_job_get(b->db, id, out, e);
 
@@ -151,8 +217,23 @@ broker_job_get(struct broker *b, const struct principal *p, int64_t id,
   return 0;
 }
 
+int
+broker_job_get(struct broker *b, const struct principal *p, int64_t id,
+               struct job_view *out, struct err *e)
+{
+  struct db_job j;
+  int rc;
+
+  db_job_init(&j);
+  rc = job_row_get(b, p, id, &j, e);
+  if (rc == 0)
+    view_take(out, &j);
+  db_job_release(&j);
+  return rc;
+}
+
 char *
-broker_job_log_dir(struct broker *b, const struct db_job *j)
+broker_job_log_dir(struct broker *b, const struct job_view *j)
 {
   struct site *site = broker__site(b, j->site);
 
@@ -161,31 +242,75 @@ broker_job_log_dir(struct broker *b, const struct db_job *j)
   return site->ops->log_dir(site->ctx, j->id);
 }
 
+/* Hands each row to the caller's callback as a view. */
+struct list_ctx {
+  job_view_cb cb;
+  void *arg;
+};
+
+static int
+list_row_cb(const struct db_job *j, void *arg)
+{
+  struct list_ctx *l = arg;
+  struct job_view v;
+
+  broker__job_view_borrow(&v, j);
+  return l->cb(&v, l->arg);
+}
+
 int
 broker_job_list(struct broker *b, const struct principal *p,
-                struct db_job_filter *f, db_job_cb cb, void *arg,
+                const struct job_filter *f, job_view_cb cb, void *arg,
                 struct err *e)
 {
+  struct db_job_filter df = {0};
+  struct list_ctx l = {cb, arg};
+
   if (f->project != NULL && !principal_has_project(p, f->project))
     return err_set(e, ERR_FORBIDDEN, "no access to project '%s'",
                    f->project);
-  f->projects = p->projects;
-  return db_job_list(b->db, f, cb, arg, e);
+  df.state = f->state;
+  df.project = f->project;
+  df.site = f->site;
+  df.projects = p->projects;
+  df.before_id = f->before_id;
+  df.limit = f->limit;
+  return db_job_list(b->db, &df, list_row_cb, &l, e);
+}
+
+struct events_ctx {
+  event_view_cb cb;
+  void *arg;
+};
+
+static int
+event_row_cb(const struct db_event *ev, void *arg)
+{
+  struct events_ctx *c = arg;
+  struct event_view v;
+
+  v.id = ev->id;
+  v.at_ms = ev->at_ms;
+  v.from_state = ev->from_state;
+  v.to_state = ev->to_state;
+  v.detail = ev->detail;
+  return c->cb(&v, c->arg);
 }
 
 int
 broker_job_events(struct broker *b, const struct principal *p, int64_t id,
-                  db_event_cb cb, void *arg, struct err *e)
+                  event_view_cb cb, void *arg, struct err *e)
 {
+  struct events_ctx c = {cb, arg};
   struct db_job j;
   int rc;
 
   db_job_init(&j);
-  rc = broker_job_get(b, p, id, &j, e);
+  rc = job_row_get(b, p, id, &j, e);
   db_job_release(&j);
   if (rc < 0)
     return rc;
-  return db_event_list(b->db, id, cb, arg, e);
+  return db_event_list(b->db, id, event_row_cb, &c, e);
 }
 
 /* The job as an adapter sees it; spec must outlive the call. */
@@ -239,15 +364,16 @@ broker__adapter_call(const struct db_job *j,
   return rc;
 }
 
-int
-broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
-                  struct db_job *out, struct err *e)
+/* Cancel the job in *j (see broker_job_cancel); *j is the row after. */
+static int
+job_cancel(struct broker *b, const struct principal *p, int64_t id,
+           struct db_job *out, struct err *e)
 {
   struct site *site;
   char detail[128];
   int rc;
 
-  rc = broker_job_get(b, p, id, out, e);
+  rc = job_row_get(b, p, id, out, e);
   if (rc < 0)
     return rc;
   if (out->state == JOB_CANCELLED)
@@ -282,12 +408,29 @@ broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
 }
 
 int
-broker_job_release(struct broker *b, const struct principal *p, int64_t id,
-                   struct db_job *out, struct err *e)
+broker_job_cancel(struct broker *b, const struct principal *p, int64_t id,
+                  struct job_view *out, struct err *e)
+{
+  struct db_job j;
+  int rc;
+
+  db_job_init(&j);
+  rc = job_cancel(b, p, id, &j, e);
+  if (rc == 0)
+    view_take(out, &j);
+  db_job_release(&j);
+  return rc;
+}
+
+/* Release the hold of job id (see broker_job_release); *out is the row
+ * after. */
+static int
+job_release(struct broker *b, const struct principal *p, int64_t id,
+            struct db_job *out, struct err *e)
 {
   int rc;
 
-  rc = broker_job_get(b, p, id, out, e);
+  rc = job_row_get(b, p, id, out, e);
   if (rc < 0)
     return rc;
   if (out->state != JOB_QUEUED)
@@ -311,4 +454,19 @@ broker_job_release(struct broker *b, const struct principal *p, int64_t id,
   }
   broker__kick(b);
   return 0;
+}
+
+int
+broker_job_release(struct broker *b, const struct principal *p, int64_t id,
+                   struct job_view *out, struct err *e)
+{
+  struct db_job j;
+  int rc;
+
+  db_job_init(&j);
+  rc = job_release(b, p, id, &j, e);
+  if (rc == 0)
+    view_take(out, &j);
+  db_job_release(&j);
+  return rc;
 }

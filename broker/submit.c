@@ -349,8 +349,10 @@ broker__submit_flush(struct broker *b)
   for (ps = batch; ps != NULL; ps = ps->next) {
     const struct pending_submit *src = ps->same_as ? ps->same_as : ps;
     int replayed = ps->same_as != NULL || ps->replayed;
+    struct job_view v;
 
-    ps->cb(ps->cb_arg, rc, rc == 0 ? &src->row : NULL, src->warnings,
+    broker__job_view_borrow(&v, &src->row);
+    ps->cb(ps->cb_arg, rc, rc == 0 ? &v : NULL, src->warnings,
            replayed, rc == 0 ? NULL : &e);
   }
   /* Twins point at their origin, so free only after every answer. */

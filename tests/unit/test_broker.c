@@ -257,15 +257,15 @@ run_until(struct fx *f, pred_fn pred, const void *arg)
 static enum job_state
 state_of(struct fx *f, int64_t id)
 {
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   enum job_state s;
 
-  db_job_init(&j);
+  job_view_init(&j);
   if (broker_job_get(f->b, &admin, id, &j, &e) < 0)
     fail_msg("job %lld: %s", (long long)id, e.msg);
   s = j.state;
-  db_job_release(&j);
+  job_view_release(&j);
   return s;
 }
 
@@ -343,7 +343,7 @@ count_jobs(struct db *db)
 }
 
 static void
-on_submitted(void *arg, int rc, const struct db_job *job,
+on_submitted(void *arg, int rc, const struct job_view *job,
              const json_t *warnings, int replayed, const struct err *e)
 {
   struct answer *a = arg;
@@ -428,7 +428,7 @@ struct events {
 };
 
 static int
-event_cb(const struct db_event *ev, void *arg)
+event_cb(const struct event_view *ev, void *arg)
 {
   struct events *evs = arg;
 
@@ -519,19 +519,23 @@ static void
 test_forbidden_transition_is_bad_state_and_changes_nothing(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
+  struct db_job row;
   struct err e = {0};
   struct events evs;
   int64_t id;
 
   id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"hold\": true}");
-  db_job_init(&j);
+  job_view_init(&j);
+  db_job_init(&row);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.state, JOB_CANCELLED);
-  assert_int_equal(broker__transition(f->b, &j, JOB_RUNNING, "x", 0, &e),
+  assert_int_equal(db_job_get(broker_db(f->b), id, &row, &e), 0);
+  assert_int_equal(broker__transition(f->b, &row, JOB_RUNNING, "x", 0, &e),
                    ERR_BAD_STATE);
   assert_non_null(strstr(e.msg, "cancelled"));
-  db_job_release(&j);
+  db_job_release(&row);
+  job_view_release(&j);
   assert_int_equal(state_of(f, id), JOB_CANCELLED);
   events_of(f, id, &evs);
   assert_int_equal(evs.n, 2); /* created, cancelled */
@@ -651,7 +655,7 @@ struct chain {
 };
 
 static void
-on_first_submits_again(void *arg, int rc, const struct db_job *job,
+on_first_submits_again(void *arg, int rc, const struct job_view *job,
                        const json_t *warnings, int replayed,
                        const struct err *e)
 {
@@ -915,7 +919,7 @@ test_viewer_cannot_submit(void **state)
 }
 
 static int
-list_cb(const struct db_job *j, void *arg)
+list_cb(const struct job_view *j, void *arg)
 {
   assert_string_equal(j->project, "alpha");
   (*(int *)arg)++;
@@ -930,8 +934,8 @@ test_scoped_principal_cannot_touch_another_projects_job(void **state)
                              .token_id = 3,
                              .projects = alpha_only,
                              .name = "token 3"};
-  struct db_job_filter flt = {.limit = 100};
-  struct db_job j;
+  struct job_filter flt = {.limit = 100};
+  struct job_view j;
   struct events evs;
   struct err e = {0};
   int64_t beta_id;
@@ -949,7 +953,7 @@ test_scoped_principal_cannot_touch_another_projects_job(void **state)
                                   "\"beta\"}",
                                   &e),
                    ERR_FORBIDDEN);
-  db_job_init(&j);
+  job_view_init(&j);
   /* Another project's job is answered as an unknown one: not found,
    * naming neither its project nor that it exists. */
   assert_int_equal(broker_job_get(f->b, &scoped, beta_id, &j, &e),
@@ -978,7 +982,7 @@ test_scoped_principal_cannot_touch_another_projects_job(void **state)
   assert_int_equal(broker_job_list(f->b, &scoped, &flt, list_cb, &n, &e), 0);
   assert_int_equal(n, 1);
   assert_int_equal(broker_job_get(f->b, &scoped, alpha_id, &j, &e), 0);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 /* ---- running jobs ---- */
@@ -988,7 +992,7 @@ test_zero_gpu_job_runs_to_succeeded_through_the_local_site(void **state)
 {
   struct fx *f = *state;
   char states[256];
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
@@ -997,53 +1001,53 @@ test_zero_gpu_job_runs_to_succeeded_through_the_local_site(void **state)
   wait_state(f, id, JOB_SUCCEEDED);
   event_states(f, id, states, sizeof(states));
   assert_string_equal(states, "queued placed submitted running succeeded");
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_string_equal(j.site, "local");
   assert_int_equal(j.exit_code, 0);
   assert_true(j.started_ms > 0);
   assert_true(j.ended_ms >= j.started_ms);
   assert_non_null(j.remote_id);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 static void
 test_failing_job_ends_failed_with_its_exit_code(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
   id = submit_ok(f, &admin, "{\"command\": [\"/bin/sh\", \"-c\", \"exit "
                             "3\"]}");
   wait_state(f, id, JOB_FAILED);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.exit_code, 3);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 static void
 test_cancel_of_a_held_job_is_immediate_and_twice_is_fine(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct events evs;
   struct err e = {0};
   int64_t id;
 
   id = submit_ok(f, &admin, HELD);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
   /* At once: no loop turn in between. */
   assert_int_equal(j.state, JOB_CANCELLED);
   assert_true(j.ended_ms > 0);
-  db_job_release(&j);
+  job_view_release(&j);
   assert_int_equal(state_of(f, id), JOB_CANCELLED);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.state, JOB_CANCELLED);
-  db_job_release(&j);
+  job_view_release(&j);
   events_of(f, id, &evs);
   assert_int_equal(evs.n, 2);
   assert_string_equal(evs.to[1], "cancelled");
@@ -1051,25 +1055,25 @@ test_cancel_of_a_held_job_is_immediate_and_twice_is_fine(void **state)
   /* A cancelled job cannot be released. */
   assert_int_equal(broker_job_release(f->b, &admin, id, &j, &e),
                    ERR_BAD_STATE);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 static void
 test_cancel_of_a_finished_job_is_bad_state(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
   id = submit_ok(f, &admin, "{\"command\": [\"/bin/sh\", \"-c\", \"exit "
                             "0\"]}");
   wait_state(f, id, JOB_SUCCEEDED);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e),
                    ERR_BAD_STATE);
   assert_non_null(strstr(e.msg, "succeeded"));
-  db_job_release(&j);
+  job_view_release(&j);
   assert_int_equal(state_of(f, id), JOB_SUCCEEDED);
   assert_int_equal(broker_job_cancel(f->b, &admin, 9999, &j, &e),
                    ERR_NOT_FOUND);
@@ -1082,7 +1086,7 @@ test_cancel_of_a_running_job_ends_it_cancelled_through_the_site(void **state)
   char body[512];
   char ready[128];
   char go[128];
-  struct db_job j;
+  struct job_view j;
   struct events evs;
   struct err e = {0};
   int64_t id;
@@ -1096,11 +1100,11 @@ test_cancel_of_a_running_job_ends_it_cancelled_through_the_site(void **state)
   id = submit_ok(f, &admin, body);
   wait_state(f, id, JOB_RUNNING);
   wait_file(f, ready);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
   /* The site ends it, now or a little later. */
   assert_true(j.state == JOB_RUNNING || j.state == JOB_CANCELLED);
-  db_job_release(&j);
+  job_view_release(&j);
   wait_state(f, id, JOB_CANCELLED);
   events_of(f, id, &evs);
   assert_true(evs.n >= 2);
@@ -1114,7 +1118,7 @@ static void
 test_release_of_a_held_job_lets_it_run(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t held;
   int64_t other;
@@ -1127,15 +1131,15 @@ test_release_of_a_held_job_lets_it_run(void **state)
                                "0\"]}");
   wait_state(f, other, JOB_SUCCEEDED);
   assert_int_equal(state_of(f, held), JOB_QUEUED);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_release(f->b, &admin, held, &j, &e), 0);
   assert_int_equal(j.hold, 0);
-  db_job_release(&j);
+  job_view_release(&j);
   wait_state(f, held, JOB_SUCCEEDED);
   /* Releasing a job that is no longer queued is a state error. */
   assert_int_equal(broker_job_release(f->b, &admin, held, &j, &e),
                    ERR_BAD_STATE);
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 /* ---- a site that refuses at submit ---- */
@@ -1218,15 +1222,15 @@ static void
 test_a_released_job_reaches_its_site_without_the_hold(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
   gate_site(f, 0, 0);
   id = submit_ok(f, &admin, HELD);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_release(f->b, &admin, id, &j, &e), 0);
-  db_job_release(&j);
+  job_view_release(&j);
   wait_state(f, id, JOB_SUCCEEDED);
   assert_int_equal(gate.submits, 1);
   /* tenbin held it; a Slurm site given hold would hold it again. */
@@ -1234,7 +1238,7 @@ test_a_released_job_reaches_its_site_without_the_hold(void **state)
 }
 
 static int
-event_time_cb(const struct db_event *ev, void *arg)
+event_time_cb(const struct event_view *ev, void *arg)
 {
   int64_t *last = arg;
 
@@ -1254,13 +1258,13 @@ test_site_times_before_the_jobs_history_keep_it_in_order(void **state)
 {
   struct fx *f = *state;
   struct adapter_update u[2];
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t last = 0;
   int64_t id;
 
   id = store_placed_job(f, "local", "{\"command\": [\"true\"]}");
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   /* A fast Slurm job seen only once it ended: its start and end, in
    * whole seconds, fall before the job was created here. */
@@ -1272,14 +1276,14 @@ test_site_times_before_the_jobs_history_keep_it_in_order(void **state)
   u[1].state = JOB_SUCCEEDED;
   u[1].exit_code = 0;
   u[1].at_ms = u[0].at_ms;
-  db_job_release(&j);
+  job_view_release(&j);
   broker__on_update(&f->b->sites[0], u, 2);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.state, JOB_SUCCEEDED);
   assert_true(j.started_ms >= j.created_ms);
   assert_true(j.ended_ms >= j.started_ms);
-  db_job_release(&j);
+  job_view_release(&j);
   assert_int_equal(broker_job_events(f->b, &admin, id, event_time_cb, &last,
                                      &e),
                    0);
@@ -1325,6 +1329,7 @@ test_recovery_adopts_a_running_job_which_ends_succeeded(void **state)
   char runs[128];
   char states[256];
   struct db_job j;
+  struct job_view v;
   struct err e = {0};
   int64_t id;
 
@@ -1357,10 +1362,10 @@ test_recovery_adopts_a_running_job_which_ends_succeeded(void **state)
   assert_int_equal(count_lines(runs), 1);
   event_states(f, id, states, sizeof(states));
   assert_string_equal(states, "queued placed submitted running succeeded");
-  db_job_init(&j);
-  assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
-  assert_int_equal(j.exit_code, 0);
-  db_job_release(&j);
+  job_view_init(&v);
+  assert_int_equal(broker_job_get(f->b, &admin, id, &v, &e), 0);
+  assert_int_equal(v.exit_code, 0);
+  job_view_release(&v);
 }
 
 static void
@@ -1410,7 +1415,7 @@ test_recovery_records_the_end_time_the_site_reports(void **state)
   char status[192];
   char *text = NULL;
   json_t *st;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t end_ms;
   int64_t ended_ms;
@@ -1449,10 +1454,10 @@ test_recovery_records_the_end_time_the_site_reports(void **state)
 
   open_broker_ok(f, NULL);
   wait_state(f, id, JOB_SUCCEEDED);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   ended_ms = j.ended_ms;
-  db_job_release(&j);
+  job_view_release(&j);
   assert_int_equal(ended_ms, end_ms);
 }
 
@@ -1525,18 +1530,18 @@ static void
 test_recovery_marks_a_job_at_a_site_no_longer_configured_lost(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
   close_broker(f);
   id = store_placed_job(f, "gone", "{\"command\": [\"true\"]}");
   open_broker_ok(f, NULL);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.state, JOB_LOST);
   assert_non_null(strstr(j.reason, "'gone'"));
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 /* ---- lifecycle ---- */
@@ -1894,15 +1899,15 @@ wait_replica(struct fx *f, const char *name, const char *site,
 static char *
 reason_of(struct fx *f, int64_t id)
 {
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   char *r;
 
-  db_job_init(&j);
+  job_view_init(&j);
   if (broker_job_get(f->b, &admin, id, &j, &e) < 0)
     fail_msg("job %lld: %s", (long long)id, e.msg);
   r = xstrdup(j.reason != NULL ? j.reason : "");
-  db_job_release(&j);
+  job_view_release(&j);
   return r;
 }
 
@@ -2134,7 +2139,7 @@ test_job_dataset_is_resolved_at_submit_or_refused_naming_the_field(
     void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   int64_t id;
 
@@ -2158,15 +2163,15 @@ test_job_dataset_is_resolved_at_submit_or_refused_naming_the_field(
 
   id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"hold\": true, "
                             "\"dataset\": \"c4\"}");
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_non_null(strstr(j.spec_json, "\"dataset\":\"c4@" V1 "\""));
-  db_job_release(&j);
+  job_view_release(&j);
   id = submit_ok(f, &admin, "{\"command\": [\"true\"], \"hold\": true, "
                             "\"dataset\": \"c4@" V1 "\"}");
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_non_null(strstr(j.spec_json, "\"dataset\":\"c4@" V1 "\""));
-  db_job_release(&j);
+  job_view_release(&j);
 }
 
 /* Submit a job at site that writes its dataset variables to out. */
@@ -2268,7 +2273,7 @@ test_job_goes_where_its_data_is_when_the_policy_gives_a_choice(
   char out[128];
   char want[512];
   char states[256];
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   char *got;
   int64_t id;
@@ -2280,10 +2285,10 @@ test_job_goes_where_its_data_is_when_the_policy_gives_a_choice(
   snprintf(out, sizeof(out), "%s/env", f->dir);
   id = submit_env_job(f, NULL, out);
   wait_state(f, id, JOB_SUCCEEDED);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_string_equal(j.site, "src");
-  db_job_release(&j);
+  job_view_release(&j);
   event_states(f, id, states, sizeof(states));
   assert_string_equal(states, "queued placed submitted running succeeded");
   assert_int_equal(f->agent.puts, 0);
@@ -2298,7 +2303,7 @@ test_failed_replica_fails_the_staging_job_with_the_agents_error(
     void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   json_t *v;
   json_t *r;
@@ -2320,11 +2325,11 @@ test_failed_replica_fails_the_staging_job_with_the_agents_error(
                            "the source since it was published");
   free(got);
   /* Never dispatched. */
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, id, &j, &e), 0);
   assert_null(j.remote_id);
   assert_null(j.log_path);
-  db_job_release(&j);
+  job_view_release(&j);
   /* Each attempt was a new PUT, and is on the books. */
   assert_int_equal(f->agent.puts, 3);
   v = dataset_view(f, "c4");
@@ -2359,7 +2364,7 @@ static void
 test_cancel_of_a_staging_job_is_immediate(void **state)
 {
   struct fx *f = *state;
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   char states[256];
   int64_t id;
@@ -2372,10 +2377,10 @@ test_cancel_of_a_staging_job_is_immediate(void **state)
                             "\"dataset\": \"c4\"}");
   wait_state(f, id, JOB_STAGING);
   wait_replica(f, "c4", "dst", "syncing");
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_cancel(f->b, &admin, id, &j, &e), 0);
   assert_int_equal(j.state, JOB_CANCELLED);
-  db_job_release(&j);
+  job_view_release(&j);
   event_states(f, id, states, sizeof(states));
   assert_string_equal(states, "queued staging cancelled");
 }

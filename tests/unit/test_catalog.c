@@ -681,7 +681,7 @@ struct answer {
 };
 
 static void
-on_submitted(void *arg, int rc, const struct db_job *job,
+on_submitted(void *arg, int rc, const struct job_view *job,
              const json_t *warnings, int replayed, const struct err *e)
 {
   struct answer *a = arg;
@@ -701,7 +701,7 @@ test_submit_with_a_workload_stores_the_expanded_job(void **state)
   json_t *body;
   json_t *spec;
   struct answer a = {0};
-  struct db_job j;
+  struct job_view j;
   struct err e = {0};
   uint64_t deadline = uv_hrtime() + GUARD_NS;
 
@@ -716,7 +716,7 @@ test_submit_with_a_workload_stores_the_expanded_job(void **state)
     uv_run(&f->loop, UV_RUN_ONCE);
   assert_int_equal(a.called, 1);
   assert_int_equal(a.rc, 0);
-  db_job_init(&j);
+  job_view_init(&j);
   assert_int_equal(broker_job_get(f->b, &admin, a.id, &j, &e), 0);
   assert_string_equal(j.workload, "train");
   assert_string_equal(j.project, "alpha");
@@ -727,7 +727,7 @@ test_submit_with_a_workload_stores_the_expanded_job(void **state)
       json_string_value(json_array_get(json_object_get(spec, "command"), 2)),
       "--model=llama");
   json_decref(spec);
-  db_job_release(&j);
+  job_view_release(&j);
 
   /* A bad expansion is answered at once, and the callback never runs. */
   body = parse("{\"workload\": \"train\"}");
