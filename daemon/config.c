@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spec/jobspec.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "spec/spec_int.h"
 #include "util/jsonx.h"
 
 /* A config file is small; a bigger one is a mistake worth reporting. */
@@ -186,7 +186,7 @@ check_projects(const json_t *projects, struct err *e)
     if (!json_is_string(v))
       return err_set(e, ERR_CONFIG, "field 'projects[%zu]' must be a "
                      "string", i);
-    why = jobspec__ident_problem(json_string_value(v));
+    why = jobspec_ident_problem(json_string_value(v));
     if (why != NULL)
       return err_set(e, ERR_CONFIG, "field 'projects[%zu]': '%.64s' %s", i,
                      json_string_value(v), why);

@@ -6,8 +6,8 @@
  * line wins over the script), and the canonical JSON form the database
  * stores and reads back to an equal spec.
  *
- * Also the job state names, and a few validators sbatch.c shares
- * (jobspec__*, declared in spec_int.h).
+ * Also a few validators sbatch.c shares (jobspec__*, declared in
+ * spec_int.h).
  */
 #include "jobspec.h"
 
@@ -32,41 +32,6 @@
 #define MAX_ENV_KEY 128
 #define MAX_GPU_TYPE 31
 #define MAX_DATASET_VERSION 64
-
-static const char *const state_names[JOB_STATE_COUNT] = {
-  "queued",    "placed", "submitted", "running",
-  "succeeded", "failed", "cancelled", "lost",
-  "staging",
-};
-
-const char *
-job_state_name(enum job_state s)
-{
-  if ((unsigned)s >= JOB_STATE_COUNT)
-    return "unknown";
-  return state_names[s];
-}
-
-int
-job_state_parse(const char *name, enum job_state *out)
-{
-  int i;
-
-  for (i = 0; i < JOB_STATE_COUNT; i++) {
-    if (strcmp(state_names[i], name) == 0) {
-      *out = (enum job_state)i;
-      return 0;
-    }
-  }
-  return ERR_INVALID;
-}
-
-int
-job_state_is_final(enum job_state s)
-{
-  return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED ||
-         s == JOB_LOST;
-}
 
 void
 jobspec_init(struct job_spec *s)
@@ -175,7 +140,7 @@ jobspec__name_problem(const char *v)
 }
 
 const char *
-jobspec__ident_problem(const char *v)
+jobspec_ident_problem(const char *v)
 {
   size_t i;
 
@@ -521,13 +486,13 @@ dataset_problem(const char *v)
 
   /* A bare NAME means its latest version (docs/SYNC.md). */
   if (at == NULL)
-    return jobspec__ident_problem(v) != NULL ? msg : NULL;
+    return jobspec_ident_problem(v) != NULL ? msg : NULL;
   len = (size_t)(at - v);
   if (len == 0 || len > MAX_IDENT)
     return msg;
   memcpy(name, v, len);
   name[len] = '\0';
-  if (jobspec__ident_problem(name) != NULL)
+  if (jobspec_ident_problem(name) != NULL)
     return msg;
   for (i = 0; at[1 + i] != '\0'; i++) {
     if (i >= MAX_DATASET_VERSION || !is_ident_char(at[1 + i]))
@@ -718,11 +683,11 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
     return ERR_INVALID;
 
   if (take_string(obj, "name", jobspec__name_problem, &s->name, e) < 0 ||
-      take_string(obj, "project", jobspec__ident_problem, &s->project, e) <
+      take_string(obj, "project", jobspec_ident_problem, &s->project, e) <
           0 ||
-      take_string(obj, "workload", jobspec__ident_problem, &s->workload, e) <
+      take_string(obj, "workload", jobspec_ident_problem, &s->workload, e) <
           0 ||
-      take_string(obj, "site", jobspec__ident_problem, &s->site, e) < 0 ||
+      take_string(obj, "site", jobspec_ident_problem, &s->site, e) < 0 ||
       take_string(obj, "chdir", jobspec__path_problem, &s->chdir, e) < 0 ||
       take_string(obj, "output", jobspec__path_problem, &s->stdout_path, e) <
           0 ||

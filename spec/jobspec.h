@@ -4,8 +4,6 @@
  * A spec is immutable once the job is accepted; it is stored as the JSON
  * that jobspec_to_json() writes and read back with jobspec_from_json().
  *
- * Also the job state names (the state machine itself lives in broker/).
- *
  * Value type (git's _init/_release vocabulary): every pointer member is
  * owned by the struct and freed by jobspec_release().
  */
@@ -15,32 +13,10 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "job_state.h"
 #include "util/err.h"
 /* The spec is made of string vectors; its users free them with it. */
 #include "util/strv.h"
-
-enum job_state {
-  JOB_QUEUED = 0,
-  JOB_PLACED,
-  JOB_SUBMITTED,
-  JOB_RUNNING,
-  JOB_SUCCEEDED,
-  JOB_FAILED,
-  JOB_CANCELLED,
-  JOB_LOST,
-  /* Placed at a site that lacks the job's dataset: waits, holding no
-   * GPUs, while the site's agent pulls it.  Last so that the values
-   * above keep their order (the state machine compares them). */
-  JOB_STAGING,
-  JOB_STATE_COUNT
-};
-
-/* "queued", "placed", ... */
-const char *job_state_name(enum job_state s);
-/* Inverse of job_state_name; ERR_INVALID for an unknown name. */
-int job_state_parse(const char *name, enum job_state *out) WARN_UNUSED;
-/* True for succeeded, failed, cancelled and lost. */
-int job_state_is_final(enum job_state s);
 
 /* Limits on what a client controls; each one is named in its error. */
 #define JOBSPEC_MAX_GPUS 4096
@@ -102,5 +78,13 @@ int jobspec_from_json(struct job_spec *s, const json_t *obj,
                       json_t *warnings, struct err *e) WARN_UNUSED;
 /* The spec as a JSON object (new reference); round-trips exactly. */
 json_t *jobspec_to_json(const struct job_spec *s);
+
+/*
+ * NULL when v is a well-formed identifier (a project, site or workload
+ * name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}), else a static description of
+ * what is wrong.  Public so that tenbind's config holds its project list
+ * to the rule a job's project meets.
+ */
+const char *jobspec_ident_problem(const char *v);
 
 #endif

@@ -587,7 +587,7 @@ apply(struct parser *p, const struct sbatch_opt *o, const char *value)
   case OPT_JOB_NAME:
     return set_string(p, opt, value, jobspec__name_problem, &s->name);
   case OPT_ACCOUNT:
-    return set_string(p, opt, value, jobspec__ident_problem, &s->project);
+    return set_string(p, opt, value, jobspec_ident_problem, &s->project);
   case OPT_OUTPUT:
     return set_string(p, opt, value, jobspec__path_problem,
                       &s->stdout_path);

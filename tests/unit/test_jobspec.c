@@ -958,6 +958,34 @@ test_non_object_is_rejected(void **state)
   jobspec_release(&s);
 }
 
+/* The public identifier rule is the one a job's project meets (config
+ * checks its project list with it). */
+static void
+test_ident_problem_is_the_project_rule(void **state)
+{
+  struct job_spec s;
+  struct err e;
+  char longest[66];
+
+  (void)state;
+  assert_null(jobspec_ident_problem("a"));
+  assert_null(jobspec_ident_problem("Vision-2.team_x"));
+  memset(longest, 'a', 64);
+  longest[64] = '\0';
+  assert_null(jobspec_ident_problem(longest));
+  longest[64] = 'a';
+  longest[65] = '\0';
+  assert_non_null(jobspec_ident_problem(longest));
+  assert_non_null(jobspec_ident_problem(""));
+  assert_non_null(jobspec_ident_problem("-a"));
+  assert_non_null(jobspec_ident_problem("a b"));
+  assert_int_equal(parse_text("{\"command\":[\"x\"],\"project\":\"a b\"}",
+                              &s, NULL, &e),
+                   ERR_INVALID);
+  assert_contains(e.msg, jobspec_ident_problem("a b"));
+  jobspec_release(&s);
+}
+
 static void
 test_job_state_names_round_trip(void **state)
 {
@@ -1069,6 +1097,7 @@ main(void)
     cmocka_unit_test(test_null_field_means_absent),
     cmocka_unit_test(test_string_with_embedded_nul_is_rejected),
     cmocka_unit_test(test_non_object_is_rejected),
+    cmocka_unit_test(test_ident_problem_is_the_project_rule),
     cmocka_unit_test(test_job_state_names_round_trip),
     cmocka_unit_test(test_only_ended_states_are_final),
     cmocka_unit_test(test_release_is_null_safe_and_reinitialises),
