@@ -725,7 +725,7 @@ cli_sbatch_release(struct cli_sbatch *s)
 
 /*
  * tenbin's own options of sbatch, looked up before sbatch's (which are
- * util/sbatch.c's table: -J, -A, -N, -t, -p, --mem, ...).
+ * spec/sbatch.c's table: -J, -A, -N, -t, -p, --mem, ...).
  */
 static const struct option sbatch_own_opts[] = {
     {"name", required_argument, NULL, OPT_NAME},

@@ -122,7 +122,7 @@ void cli_sbatch_release(struct cli_sbatch *s);
 /*
  * sbatch's argv: tenbin's --name --project --site --dataset
  * --idempotency-key --help, then sbatch's own options read as
- * util/sbatch.c reads #SBATCH lines (-J, -A, -N, -G, -t, -o, ...; -A is
+ * spec/sbatch.c reads #SBATCH lines (-J, -A, -N, -G, -t, -o, ...; -A is
  * the project).  Options end at the script; an argument after it is an
  * error.  Options tenbin does not interpret (-p, --mem, ...) go to
  * s->extra.  s must be freshly initialised.

@@ -532,7 +532,7 @@ test_submit_body_gpu_requests(void **state)
 }
 
 /* A batch script goes verbatim; the directives tenbin left for Slurm
- * (as util/sbatch.c keeps them) become v0.0.38 job properties. */
+ * (as spec/sbatch.c keeps them) become v0.0.38 job properties. */
 static void
 test_script_job_maps_kept_directives(void **state)
 {
