@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "util/err.h"
 #include "spec/jobspec.h"
+#include "util/err.h"
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */

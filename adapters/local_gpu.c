@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spec/jobspec.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "spec/jobspec.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 

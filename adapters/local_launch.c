@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "spec/jobspec.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "spec/jobspec.h"
 #include "util/log.h"
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"

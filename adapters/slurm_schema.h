@@ -23,8 +23,8 @@
 #include <stdint.h>
 
 #include "adapters/adapter.h"
-#include "util/err.h"
 #include "spec/jobspec.h"
+#include "util/err.h"
 
 /* The comment every Slurm job of ours carries: "tenbin:<instance>:<id>".
  * instance tells brokers that share a cluster apart. */

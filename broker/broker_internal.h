@@ -10,8 +10,8 @@
 #include "db/db.h"
 #include "http/client.h"
 #include "policies/placement.h"
-#include "sync/agent_client.h"
 #include "spec/jobspec.h"
+#include "sync/agent_client.h"
 
 #define BROKER_TAG 0x7e9b1d00u
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "cli/format.h"
-#include "util/alloc.h"
 #include "spec/sbatch.h"
+#include "util/alloc.h"
 #include "util/timeutil.h"
 
 #define MAX_GPUS 4096 /* JOBSPEC_MAX_GPUS */

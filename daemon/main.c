@@ -27,8 +27,8 @@
 #include "daemon/config.h"
 #include "db/db.h"
 #include "http/server.h"
-#include "util/alloc.h"
 #include "spec/jobspec.h"
+#include "util/alloc.h"
 #include "util/log.h"
 
 #ifndef TENBIN_VERSION

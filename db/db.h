@@ -21,8 +21,8 @@
 
 #include <stdint.h>
 
-#include "util/err.h"
 #include "spec/jobspec.h"
+#include "util/err.h"
 
 struct db;
 

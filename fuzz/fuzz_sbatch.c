@@ -4,9 +4,9 @@
  * and its lines are also handed to sbatch_parse_args as argv.
  */
 #include "fuzz/fuzz.h"
-#include "util/alloc.h"
 #include "spec/jobspec.h"
 #include "spec/sbatch.h"
+#include "util/alloc.h"
 
 #define ARGS_MAX 64
 

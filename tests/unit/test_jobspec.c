@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/buf.h"
 #include "spec/jobspec.h"
+#include "util/buf.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \

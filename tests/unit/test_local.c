@@ -30,8 +30,8 @@
 #include "adapters/adapter.h"
 #include "adapters/local.h"
 #include "adapters/local_int.h"
-#include "util/alloc.h"
 #include "spec/jobspec.h"
+#include "util/alloc.h"
 
 #define MAX_UPDATES 128
 /* A guard against a hang, never a timing assertion: a test that has not

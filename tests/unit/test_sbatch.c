@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/buf.h"
 #include "spec/sbatch.h"
+#include "util/buf.h"
 
 #define assert_contains(hay, needle)                                       \
   do {                                                                     \
