@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned fail_countdown;
-
 static void
 alloc_oom(size_t size)
 {
@@ -70,13 +68,5 @@ xstrndup(const char *s, size_t n)
 void *
 xmalloc_try(size_t size)
 {
-  if (fail_countdown > 0 && --fail_countdown == 0)
-    return NULL;
   return malloc(size ? size : 1);
-}
-
-void
-alloc_fail_after(unsigned n)
-{
-  fail_countdown = n;
 }

@@ -4,8 +4,8 @@
  * Anything sized by untrusted input goes through struct buf (buf.h), whose
  * cap turns into an error instead.
  *
- * alloc_fail_after() is a test hook: the Nth next allocation through
- * xmalloc_try() fails, so OOM paths that can recover are testable.
+ * xmalloc_try() is for the few allocations sized by a file the caller
+ * did not write, where running out is an error to report, not a bug.
  */
 #ifndef TENBIN_UTIL_ALLOC_H
 #define TENBIN_UTIL_ALLOC_H
@@ -22,9 +22,7 @@ void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
 /* New copy of the first n bytes of s, NUL-terminated. */
 char *xstrndup(const char *s, size_t n);
-/* Like xmalloc but returns NULL on failure (or when the test hook fires). */
+/* Like xmalloc but returns NULL on failure. */
 void *xmalloc_try(size_t size);
-/* Test hook: make the nth next xmalloc_try() fail (0 disables). */
-void alloc_fail_after(unsigned n);
 
 #endif
