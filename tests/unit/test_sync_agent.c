@@ -590,12 +590,11 @@ test_a_pull_cut_by_the_source_stopping_resumes_without_resending(
     put_file(fx, rel, MIB, 100 + (uint64_t)i, 0644, 1600000000);
   }
   start_agent(fx, A, 0, 0);
-  /* One batch of 1 MiB at a time, slowed down, so the cut falls in the
-   * middle (checked: the pull still runs) and loses at most one batch. */
+  /* One batch of 1 MiB at a time, so the cut falls in the middle
+   * (checked: the pull still runs) and loses at most one batch. */
   start_agent(fx, B, 1, MIB);
   assert_int_equal(publish(fx, v), 201);
-  assert_int_equal(pull_put(fx, v, TOKEN_A, ",\"bwlimit\":2097152", NULL),
-                   202);
+  assert_int_equal(pull_put(fx, v, TOKEN_A, NULL, NULL), 202);
   snprintf(path, sizeof(path), "/v1/datasets/ds/pulls/%s", v);
   while (done_at_cut < 2 * MIB) {
     nap(fx, 2);
