@@ -470,108 +470,121 @@ site_counts_load(struct broker *b, struct site_counts *c, struct err *e)
   return db_job_counts(b->db, count_cb, c, e);
 }
 
-/* {"state": "up"|"down"|"unknown", "error", "since", "checked"} of
- * s's agent (new reference), or JSON null for a site without one. */
-static json_t *
-agent_state_json(const struct site *s)
+void
+site_view_init(struct site_view *v)
+{
+  memset(v, 0, sizeof(*v));
+}
+
+void
+site_view_release(struct site_view *v)
+{
+  if (v == NULL)
+    return;
+  free(v->name);
+  free(v->kind);
+  free(v->detail);
+  for (int k = 0; k < v->ngpus; k++)
+    free(v->gpus[k].type);
+  free(v->gpus);
+  free(v->agent);
+  free(v->agent_error);
+  site_view_init(v);
+}
+
+/* The agent's part of s's view, for a site that has one. */
+static void
+agent_view(const struct site *s, struct site_view *v)
 {
   static const char *const names[] = {"unknown", "up", "down"};
   const struct agent_seen *a = &s->agent_seen;
-  json_t *o;
 
   if (s->agent_url == NULL)
-    return json_null();
-  o = json_pack("{s:s}", "state", names[a->health]);
-  jsonx_set_str(o, "error", a->error[0] != '\0' ? a->error : NULL);
-  jsonx_set_time(o, "since", a->since_ms);
-  jsonx_set_time(o, "checked", a->checked_ms);
-  return o;
+    return;
+  v->agent = xstrdup(s->agent_url);
+  v->agent_health = names[a->health];
+  v->agent_error = a->error[0] != '\0' ? xstrdup(a->error) : NULL;
+  v->agent_since_ms = a->since_ms;
+  v->agent_checked_ms = a->checked_ms;
 }
 
-static json_t *
-site_json(struct site *s, const int64_t *counts)
+/* Fill v (initialised) with s, whose jobs by state are counts. */
+static void
+site_view_fill(struct site *s, const int64_t *counts, struct site_view *v)
 {
   struct adapter_capacity cap;
-  json_t *gpus = json_array();
-  json_t *jobs = json_object();
-  int64_t total = 0;
-  int64_t in_use = 0;
 
   memset(&cap, 0, sizeof(cap));
   s->ops->capacity(s->ctx, &cap);
+  v->name = xstrdup(s->name);
+  v->kind = xstrdup(s->kind);
+  v->reachable = cap.reachable;
+  v->detail = xstrdup(cap.detail);
+  v->nodes = cap.nodes;
+  v->nodes_down = cap.nodes_down;
+  v->max_jobs = cap.max_jobs;
+  v->gpus_pending = cap.gpus_pending;
+  v->gpus = xcalloc(cap.npools > 0 ? (size_t)cap.npools : 1,
+                    sizeof(*v->gpus));
   for (int k = 0; k < cap.npools; k++) {
     const struct adapter_gpu_pool *p = &cap.pools[k];
+    struct site_gpu_view *g = &v->gpus[v->ngpus++];
     int64_t idle = p->total - p->in_use - p->down;
 
-    json_array_append_new(
-        gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "type", p->type,
-                        "total", (json_int_t)p->total, "in_use",
-                        (json_int_t)p->in_use, "idle",
-                        (json_int_t)(idle > 0 ? idle : 0), "down",
-                        (json_int_t)p->down, "pending",
-                        (json_int_t)p->pending));
-    total += cap.pools[k].total;
-    in_use += cap.pools[k].in_use;
+    g->type = xstrdup(p->type);
+    g->total = p->total;
+    g->in_use = p->in_use;
+    g->idle = idle > 0 ? idle : 0;
+    g->down = p->down;
+    g->pending = p->pending;
+    v->gpus_total += p->total;
+    v->gpus_in_use += p->in_use;
   }
   /* "queued" at a site: jobs the last pass found waiting for it, plus
-   * jobs placed there that the site has not started yet. */
-  json_object_set_new(jobs, "queued",
-                      json_integer(s->waiting + counts[JOB_PLACED] +
-                                   counts[JOB_SUBMITTED]));
-  json_object_set_new(jobs, "running", json_integer(counts[JOB_RUNNING]));
-  json_object_set_new(jobs, "succeeded",
-                      json_integer(counts[JOB_SUCCEEDED]));
-  json_object_set_new(jobs, "failed", json_integer(counts[JOB_FAILED]));
-  json_object_set_new(jobs, "cancelled",
-                      json_integer(counts[JOB_CANCELLED]));
-  json_object_set_new(jobs, "lost", json_integer(counts[JOB_LOST]));
-  /* Placed here, waiting for a dataset to arrive (holding no GPUs). */
-  json_object_set_new(jobs, "staging", json_integer(counts[JOB_STAGING]));
-  /* "reachable" is the site's own (its adapter); a site whose agent
-   * is down still runs jobs, but no data reaches it: agent_state. */
-  return json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:o, s:I, s:I, "
-                   "s:I, s:o, s:s?, s:o}",
-                   "name", s->name, "kind", s->kind, "reachable",
-                   cap.reachable, "detail", cap.detail, "nodes",
-                   (json_int_t)cap.nodes, "nodes_down",
-                   (json_int_t)cap.nodes_down, "max_jobs",
-                   (json_int_t)cap.max_jobs, "gpus", gpus, "gpus_total",
-                   (json_int_t)total, "gpus_in_use", (json_int_t)in_use,
-                   "gpus_pending", (json_int_t)cap.gpus_pending, "jobs",
-                   jobs, "agent", s->agent_url, "agent_state",
-                   agent_state_json(s));
+   * jobs placed there that the site has not started yet.  A site whose
+   * agent is down still runs jobs (reachable is its adapter's word), but
+   * no data reaches it: the agent_ fields. */
+  v->queued = s->waiting + counts[JOB_PLACED] + counts[JOB_SUBMITTED];
+  memcpy(v->jobs, counts, sizeof(v->jobs));
+  agent_view(s, v);
 }
 
-json_t *
-broker_sites_json(struct broker *b)
+int
+broker_site_list(struct broker *b, site_view_cb cb, void *arg)
 {
   struct site_counts c;
-  json_t *arr = json_array();
+  struct site_view v;
+  int rc = 0;
 
   if (site_counts_load(b, &c, NULL) < 0)
     log_warn("cannot count jobs by site");
-  for (size_t i = 0; i < b->nsites; i++)
-    json_array_append_new(arr, site_json(&b->sites[i], c.by_site[i]));
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    site_view_init(&v);
+    site_view_fill(&b->sites[i], c.by_site[i], &v);
+    rc = cb(&v, arg);
+    site_view_release(&v);
+  }
   free(c.by_site);
-  return arr;
+  return rc;
 }
 
-json_t *
-broker_site_json(struct broker *b, const char *name)
+int
+broker_site_get(struct broker *b, const char *name, struct site_view *out,
+                struct err *e)
 {
   struct site_counts c;
-  json_t *v = NULL;
 
   for (size_t i = 0; i < b->nsites; i++) {
     if (strcmp(b->sites[i].name, name) != 0)
       continue;
     if (site_counts_load(b, &c, NULL) < 0)
       log_warn("cannot count jobs by site");
-    v = site_json(&b->sites[i], c.by_site[i]);
+    site_view_release(out);
+    site_view_fill(&b->sites[i], c.by_site[i], out);
     free(c.by_site);
-    break;
+    return 0;
   }
-  return v;
+  return err_set(e, ERR_NOT_FOUND, "site '%.64s' not found", name);
 }
 
 /* One gauge family by site and GPU type: the int64_t member of struct

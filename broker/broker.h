@@ -299,10 +299,61 @@ int broker_dataset_replicate(struct broker *b, const struct principal *p,
 
 /* ---- sites ---- */
 
-/* A site as shown by GET /v1/sites (new reference), or NULL if unknown. */
-json_t *broker_site_json(struct broker *b, const char *name);
-/* Every site, in config order (new reference). */
-json_t *broker_sites_json(struct broker *b);
+/* One GPU type at a site, as its adapter last counted it. */
+struct site_gpu_view {
+  char *type;           /* "h100"; lowercase */
+  int64_t total;        /* GPUs that exist */
+  int64_t in_use;       /* assigned to running jobs */
+  int64_t idle;         /* neither in use nor down (never negative) */
+  int64_t down;         /* on drained or down nodes */
+  int64_t pending;      /* asked for by jobs in the site's own queue */
+};
+
+/*
+ * A site as GET /v1/sites shows it, before it is rendered.  The view owns
+ * every string and the gpus array: release it with site_view_release().
+ * One handed to a callback is borrowed for the call.
+ */
+struct site_view {
+  char *name;
+  char *kind;           /* adapter kind: "local", "slurm" */
+  int reachable;        /* the site's own word (its adapter) */
+  char *detail;         /* why not, or other news; "" when none */
+  int64_t nodes;
+  int64_t nodes_down;
+  int64_t max_jobs;     /* 0 = no cap */
+  struct site_gpu_view *gpus;
+  int ngpus;
+  int64_t gpus_total;
+  int64_t gpus_in_use;
+  int64_t gpus_pending;
+  /* Jobs here by state.  queued: those the last pass found waiting for
+   * this site plus those placed here that it has not started yet; the
+   * other slots of jobs[] count by state (JOB_PLACED and JOB_SUBMITTED
+   * are in queued). */
+  int64_t queued;
+  int64_t jobs[JOB_STATE_COUNT];
+  char *agent;          /* the site's tenbin-agent URL, or NULL: then the
+                           agent_ fields below mean nothing */
+  const char *agent_health; /* "unknown", "up" or "down" (static) */
+  char *agent_error;    /* why it is down, or NULL */
+  int64_t agent_since_ms;   /* wall clock of the last change, 0 = never */
+  int64_t agent_checked_ms; /* wall clock of the last word, 0 = never */
+};
+
+void site_view_init(struct site_view *v);
+/* Free what v holds (NULL-safe) and re-init. */
+void site_view_release(struct site_view *v);
+
+/* Called once per site, view borrowed; non-zero stops the walk. */
+typedef int (*site_view_cb)(const struct site_view *v, void *arg);
+
+/* Fill out (initialised; the caller releases it) with site name;
+ * ERR_NOT_FOUND naming it when there is none. */
+int broker_site_get(struct broker *b, const char *name,
+                    struct site_view *out, struct err *e) WARN_UNUSED;
+/* Every site, in config order.  Returns what cb returned to stop, or 0. */
+int broker_site_list(struct broker *b, site_view_cb cb, void *arg);
 
 /* ---- metrics ---- */
 

@@ -1570,27 +1570,47 @@ test_broker_new_with_a_bad_site_names_it_and_leaks_nothing(void **state)
   /* The site that had opened is closed from the loop (teardown). */
 }
 
+/* Counts the sites listed and keeps the name and GPUs of the first. */
+struct sites_seen {
+  int n;
+  char first[64];
+  int64_t gpus_total;
+};
+
+static int
+site_seen_cb(const struct site_view *v, void *arg)
+{
+  struct sites_seen *seen = arg;
+
+  if (seen->n++ == 0) {
+    snprintf(seen->first, sizeof(seen->first), "%s", v->name);
+    seen->gpus_total = v->gpus_total;
+  }
+  return 0;
+}
+
 static void
 test_sites_and_metrics_describe_the_local_site(void **state)
 {
   struct fx *f = *state;
-  json_t *all;
-  json_t *one;
+  struct sites_seen seen = {0};
+  struct site_view one;
+  struct err e = {0};
   struct buf out;
 
   submit_ok(f, &admin, HELD);
-  all = broker_sites_json(f->b);
-  assert_int_equal(json_array_size(all), 1);
-  one = broker_site_json(f->b, "local");
-  assert_non_null(one);
-  assert_true(json_equal(one, json_array_get(all, 0)));
-  assert_string_equal(json_string_value(json_object_get(one, "kind")),
-                      "local");
-  assert_int_equal(json_integer_value(json_object_get(one, "gpus_total")),
-                   2);
-  json_decref(one);
-  json_decref(all);
-  assert_null(broker_site_json(f->b, "mars"));
+  assert_int_equal(broker_site_list(f->b, site_seen_cb, &seen), 0);
+  assert_int_equal(seen.n, 1);
+  site_view_init(&one);
+  assert_int_equal(broker_site_get(f->b, "local", &one, &e), 0);
+  assert_string_equal(one.name, seen.first);
+  assert_int_equal(one.gpus_total, seen.gpus_total);
+  assert_string_equal(one.kind, "local");
+  assert_int_equal(one.gpus_total, 2);
+  site_view_release(&one);
+  assert_int_equal(broker_site_get(f->b, "mars", &one, &e), ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "site 'mars' not found");
+  site_view_release(&one);
   buf_init(&out, 1 << 20);
   assert_int_equal(broker_metrics(f->b, &out), 0);
   assert_non_null(
@@ -1937,7 +1957,7 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   char text[512];
   char path[128];
   struct err e = {0};
-  json_t *site;
+  struct site_view site;
   FILE *fp;
 
   close_broker(f);
@@ -1978,9 +1998,10 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   assert_non_null(strstr(e.msg, "chmod 600"));
   assert_int_equal(chmod(path, 0600), 0);
   open_broker_ok(f, NULL);
-  site = broker_site_json(f->b, "local");
-  assert_string_equal(str_of(site, "agent"), "http://127.0.0.1:9");
-  json_decref(site);
+  site_view_init(&site);
+  assert_int_equal(broker_site_get(f->b, "local", &site, &e), 0);
+  assert_string_equal(site.agent, "http://127.0.0.1:9");
+  site_view_release(&site);
   assert_string_equal(broker__site(f->b, "local")->agent_token, "s3cret");
 }
 
@@ -2752,11 +2773,13 @@ static int
 agent_state_is(struct fx *f, const void *arg)
 {
   const struct want_agent *w = arg;
-  json_t *v = broker_site_json(f->b, w->site);
-  int ok = strcmp(str_of(json_object_get(v, "agent_state"), "state"),
-                  w->state) == 0;
+  struct site_view v;
+  int ok;
 
-  json_decref(v);
+  site_view_init(&v);
+  assert_int_equal(broker_site_get(f->b, w->site, &v, NULL), 0);
+  ok = v.agent != NULL && strcmp(v.agent_health, w->state) == 0;
+  site_view_release(&v);
   return ok;
 }
 
@@ -2778,8 +2801,7 @@ test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
     void **state)
 {
   struct fx *f = *state;
-  json_t *v;
-  json_t *a;
+  struct site_view v;
   char sites[512];
 
   open_with_agents(f, "src", "dst");
@@ -2797,32 +2819,31 @@ test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
   assert_true(f->agent.healths > 0);
   assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 1\n"));
   assert_false(metrics_have(f, "tenbin_agent_up{site=\"bare\"}"));
-  v = broker_site_json(f->b, "bare");
-  assert_true(json_is_null(json_object_get(v, "agent_state")));
-  json_decref(v);
+  site_view_init(&v);
+  assert_int_equal(broker_site_get(f->b, "bare", &v, NULL), 0);
+  assert_null(v.agent);
+  site_view_release(&v);
 
   /* Down with nothing to pull: the probe finds it, and says why. */
   f->agent.health_down = 1;
   if (!run_until(f, agent_state_is, &(struct want_agent){"src", "down"}))
     fail_msg("the agent of src never showed down");
-  v = broker_site_json(f->b, "src");
-  a = json_object_get(v, "agent_state");
-  assert_non_null(strstr(str_of(a, "error"), "the agent is stopping"));
-  assert_true(json_is_string(json_object_get(a, "since")));
-  assert_true(json_is_string(json_object_get(a, "checked")));
+  assert_int_equal(broker_site_get(f->b, "src", &v, NULL), 0);
+  assert_non_null(v.agent_error);
+  assert_non_null(strstr(v.agent_error, "the agent is stopping"));
+  assert_true(v.agent_since_ms > 0);
+  assert_true(v.agent_checked_ms > 0);
   /* The site itself still runs jobs. */
-  assert_true(json_is_true(json_object_get(v, "reachable")));
-  json_decref(v);
+  assert_true(v.reachable);
+  site_view_release(&v);
   assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 0\n"));
 
   f->agent.health_down = 0;
   if (!run_until(f, agent_state_is, &(struct want_agent){"src", "up"}))
     fail_msg("the agent of src never came back up");
-  v = broker_site_json(f->b, "src");
-  assert_true(json_is_null(json_object_get(json_object_get(v,
-                                                           "agent_state"),
-                                           "error")));
-  json_decref(v);
+  assert_int_equal(broker_site_get(f->b, "src", &v, NULL), 0);
+  assert_null(v.agent_error);
+  site_view_release(&v);
 }
 
 int
