@@ -8,11 +8,10 @@
 #include "util/jsonx.h"
 
 static int
-workload_cb(const char *name, const char *json, void *arg)
+workload_cb(const struct workload_view *w, void *arg)
 {
-  json_t *v = json_loads(json, 0, NULL);
+  json_t *v = json_loads(w->definition, 0, NULL);
 
-  (void)name;
   if (v != NULL)
     json_array_append_new(arg, v);
   return 0;
@@ -51,17 +50,22 @@ api__workloads_create(struct api_call *call)
 void
 api__workloads_get(struct api_call *call)
 {
-  char *text = NULL;
+  struct workload_view w;
   struct err e = {0};
-  size_t len;
+  char *text;
 
-  if (broker_workload_get(call->api->broker, call->params[0], &text, &e) <
+  workload_view_init(&w);
+  if (broker_workload_get(call->api->broker, call->params[0], &w, &e) <
       0) {
+    workload_view_release(&w);
     api__reply_err(call, &e);
     return;
   }
-  len = strlen(text);
-  api__reply_body(call, 200, "application/json", text, len);
+  /* The stored text is the body, as it was stored: no parse and print. */
+  text = w.definition;
+  w.definition = NULL;
+  workload_view_release(&w);
+  api__reply_body(call, 200, "application/json", text, strlen(text));
 }
 
 /* {"state", "error", "since", "checked"} of v's agent (new reference),

@@ -226,14 +226,30 @@ int broker_job_release(struct broker *b, const struct principal *p,
  * caller's role); *created tells 201 from 200. */
 int broker_workload_put(struct broker *b, const json_t *def, int *created,
                         struct err *e) WARN_UNUSED;
-/* *json_out is new (free()). */
-int broker_workload_get(struct broker *b, const char *name, char **json_out,
-                        struct err *e) WARN_UNUSED;
-/* Called once per workload, by name; name and json (its definition as
- * stored) are borrowed for the call.  Non-zero stops the list. */
-typedef int (*broker_workload_cb)(const char *name, const char *json,
-                                  void *arg);
-int broker_workload_list(struct broker *b, broker_workload_cb cb, void *arg,
+/*
+ * A workload as stored: its definition is the canonical JSON text of the
+ * object PUT or configured.  The view owns both strings: release it with
+ * workload_view_release().  One handed to a callback is borrowed for the
+ * call.
+ */
+struct workload_view {
+  char *name;
+  char *definition;     /* JSON object text */
+};
+
+void workload_view_init(struct workload_view *v);
+/* Free the strings (NULL-safe) and re-init. */
+void workload_view_release(struct workload_view *v);
+
+/* Called once per workload, by name; non-zero stops the list. */
+typedef int (*workload_view_cb)(const struct workload_view *v, void *arg);
+
+/* Fill out (initialised; the caller releases it) with workload name;
+ * ERR_NOT_FOUND naming it. */
+int broker_workload_get(struct broker *b, const char *name,
+                        struct workload_view *out, struct err *e)
+    WARN_UNUSED;
+int broker_workload_list(struct broker *b, workload_view_cb cb, void *arg,
                          struct err *e) WARN_UNUSED;
 
 /* ---- datasets (docs/SYNC.md "tenbind REST API") ---- */

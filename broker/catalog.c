@@ -340,18 +340,60 @@ broker_workload_put(struct broker *b, const json_t *def, int *created,
   return rc;
 }
 
-int
-broker_workload_get(struct broker *b, const char *name, char **json_out,
-                    struct err *e)
+void
+workload_view_init(struct workload_view *v)
 {
-  return db_workload_get(b->db, name, json_out, e);
+  memset(v, 0, sizeof(*v));
+}
+
+void
+workload_view_release(struct workload_view *v)
+{
+  if (v == NULL)
+    return;
+  free(v->name);
+  free(v->definition);
+  workload_view_init(v);
 }
 
 int
-broker_workload_list(struct broker *b, broker_workload_cb cb, void *arg,
+broker_workload_get(struct broker *b, const char *name,
+                    struct workload_view *out, struct err *e)
+{
+  char *json = NULL;
+  int rc = db_workload_get(b->db, name, &json, e);
+
+  if (rc < 0)
+    return rc;
+  workload_view_release(out);
+  out->name = xstrdup(name);
+  out->definition = json;
+  return 0;
+}
+
+/* Hands each row to the caller's callback as a view. */
+struct workload_list {
+  workload_view_cb cb;
+  void *arg;
+};
+
+static int
+workload_row_cb(const char *name, const char *json, void *arg)
+{
+  struct workload_list *l = arg;
+  /* Borrowed for the call, as the row is: never released. */
+  struct workload_view v = {(char *)name, (char *)json};
+
+  return l->cb(&v, l->arg);
+}
+
+int
+broker_workload_list(struct broker *b, workload_view_cb cb, void *arg,
                      struct err *e)
 {
-  return db_workload_list(b->db, cb, arg, e);
+  struct workload_list l = {cb, arg};
+
+  return db_workload_list(b->db, workload_row_cb, &l, e);
 }
 
 /* The shortest decimal that reads back as d: 0.1, not 0.10000000000000001. */

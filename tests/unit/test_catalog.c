@@ -279,20 +279,21 @@ test_valid_workload_is_stored_created_then_replaced(void **state)
                       "\"params\": {\"who\": {\"default\": \"world\"}}, "
                       "\"command\": [\"echo\", \"{who}\"]}");
   struct err e = {0};
-  char *text = NULL;
+  struct workload_view w;
   json_t *back;
   int created = -1;
 
+  workload_view_init(&w);
   assert_int_equal(broker_workload_put(f->b, def, &created, &e), 0);
   assert_int_equal(created, 1);
   assert_int_equal(broker_workload_put(f->b, def, &created, &e), 0);
   assert_int_equal(created, 0);
-  assert_int_equal(broker_workload_get(f->b, "hello", &text, &e), 0);
-  back = parse(text);
+  assert_int_equal(broker_workload_get(f->b, "hello", &w, &e), 0);
+  back = parse(w.definition);
   assert_true(json_equal(back, def));
   json_decref(back);
-  free(text);
-  assert_int_equal(broker_workload_get(f->b, "nope", &text, &e),
+  workload_view_release(&w);
+  assert_int_equal(broker_workload_get(f->b, "nope", &w, &e),
                    ERR_NOT_FOUND);
   json_decref(def);
 }
@@ -302,16 +303,17 @@ test_config_workloads_are_loaded_and_a_bad_one_is_named(void **state)
 {
   struct fx *f = *state;
   struct err e = {0};
-  char *text = NULL;
+  struct workload_view w;
 
+  workload_view_init(&w);
   close_broker(f);
   assert_int_equal(open_broker(f,
                                "[{\"name\": \"cfgw\", \"command\": "
                                "[\"true\"]}]",
                                &e),
                    0);
-  assert_int_equal(broker_workload_get(f->b, "cfgw", &text, &e), 0);
-  free(text);
+  assert_int_equal(broker_workload_get(f->b, "cfgw", &w, &e), 0);
+  workload_view_release(&w);
   close_broker(f);
   assert_int_equal(open_broker(f,
                                "[{\"name\": \"ok\", \"command\": [\"true\"]}, "
