@@ -255,12 +255,96 @@ int broker_workload_list(struct broker *b, workload_view_cb cb, void *arg,
 /* ---- datasets (docs/SYNC.md "tenbind REST API") ---- */
 
 /*
+ * The views of datasets own every string (and array) they point to:
+ * release them with their _release().  One handed to a callback is
+ * borrowed for the call.
+ */
+
+/* One published version of a dataset. */
+struct dataset_version_view {
+  char *dataset;
+  char *version;        /* 64 hex digits */
+  int64_t files;
+  int64_t bytes;
+  int64_t created_ms;   /* first published */
+  int64_t published_ms; /* last published */
+};
+
+void dataset_version_view_init(struct dataset_version_view *v);
+void dataset_version_view_release(struct dataset_version_view *v);
+
+/* A copy of one version of a dataset at one site. */
+struct replica_view {
+  char *dataset;
+  char *version;
+  char *site;
+  const char *state;    /* "pending", "syncing", "complete", ... (static) */
+  int64_t bytes_total;
+  int64_t bytes_done;
+  int64_t bytes_wire;
+  int64_t bytes_saved;
+  int64_t files_total;
+  int64_t files_done;
+  char *error;          /* or NULL */
+  char *path;           /* the directory at the site once complete */
+  int64_t started_ms;   /* 0 until a pull started */
+  int64_t finished_ms;  /* 0 until complete or failed */
+  int64_t updated_ms;
+  int64_t next_try_ms;  /* in a backoff: when the next try goes; else 0 */
+};
+
+void replica_view_init(struct replica_view *r);
+void replica_view_release(struct replica_view *r);
+
+/* One pull of a version from one site to another. */
+struct transfer_view {
+  int64_t id;
+  char *from_site;
+  char *to_site;
+  char *version;
+  int64_t bytes_wire;
+  char *state;          /* "running", "complete" or "failed" */
+  char *error;          /* or NULL */
+  int64_t started_ms;
+  int64_t finished_ms;  /* 0 while running */
+};
+
+/*
+ * A dataset.  detailed is 1 when it comes from broker_dataset_get():
+ * only then are versions (nversions of them, as the store lists them),
+ * replicas and the latest transfers filled; otherwise nversions alone
+ * counts them.
+ */
+struct dataset_view {
+  char *name;
+  char *source_site;
+  char *path;           /* relative to the source agent's root */
+  char *project;        /* NULL: admins of every project only */
+  char *latest;         /* the version published last, or NULL */
+  int64_t created_ms;
+  int64_t nversions;
+  int detailed;
+  struct dataset_version_view *versions;
+  struct replica_view *replicas;
+  size_t nreplicas;
+  struct transfer_view *transfers;
+  size_t ntransfers;
+};
+
+void dataset_view_init(struct dataset_view *d);
+void dataset_view_release(struct dataset_view *d);
+
+/* Called once per dataset, view borrowed; non-zero stops the list. */
+typedef int (*dataset_view_cb)(const struct dataset_view *d, void *arg);
+
+/*
  * Datasets are scoped like jobs (datasets.c): p sees a dataset of a
  * project in its scope, and one without a project only as an admin of
  * every project; any other is ERR_NOT_FOUND, as an unknown name.
  *
  * Register a dataset from body {"name", "source_site", "path",
- * "project"} (borrowed) and put its JSON view in *out (new reference).
+ * "project"} (borrowed) and fill *out (initialised; the caller releases
+ * it) with its view.
  * ERR_INVALID naming the field for a bad name, path or project (required
  * but from an admin of every project), ERR_UNPROCESSABLE for an unknown
  * site or project or a site without an agent, ERR_CONFLICT when the
@@ -269,25 +353,27 @@ int broker_workload_list(struct broker *b, workload_view_cb cb, void *arg,
  * site's agent.projects allows the project.
  */
 int broker_dataset_register(struct broker *b, const struct principal *p,
-                            const json_t *body, json_t **out, struct err *e)
-    WARN_UNUSED;
-/* {"datasets": [...]}: those p sees, by name (new reference in *out). */
+                            const json_t *body, struct dataset_view *out,
+                            struct err *e) WARN_UNUSED;
+/* The datasets p sees, by name. */
 int broker_dataset_list(struct broker *b, const struct principal *p,
-                        json_t **out, struct err *e) WARN_UNUSED;
-/* One dataset p sees with its versions, replicas and transfers (new
- * reference in *out); ERR_NOT_FOUND naming it. */
-int broker_dataset_get(struct broker *b, const struct principal *p,
-                       const char *name, json_t **out, struct err *e)
+                        dataset_view_cb cb, void *arg, struct err *e)
     WARN_UNUSED;
+/* One dataset p sees with its versions, replicas and transfers, in *out
+ * (initialised; the caller releases it); ERR_NOT_FOUND naming it. */
+int broker_dataset_get(struct broker *b, const struct principal *p,
+                       const char *name, struct dataset_view *out,
+                       struct err *e) WARN_UNUSED;
 
 /*
- * Result of a publish: version (borrowed for the call) is the version's
- * JSON view; created is 1 when tenbind did not know that version before.
- * rc < 0 with e set when it failed.
+ * Result of a publish: version (borrowed for the call) is the version,
+ * path (borrowed) where the source agent published it; created is 1 when
+ * tenbind did not know that version before.  rc < 0 with e set when it
+ * failed (version and path NULL).
  */
 typedef void (*broker_publish_cb)(void *arg, int rc, int created,
-                                  const json_t *version,
-                                  const struct err *e);
+                                  const struct dataset_version_view *version,
+                                  const char *path, const struct err *e);
 /*
  * Publish dataset name at its source site's agent now and record the
  * version (and the source site's replica, complete).  On 0, cb is called
@@ -303,15 +389,16 @@ int broker_dataset_publish(struct broker *b, const struct principal *p,
                            struct err *e) WARN_UNUSED;
 /*
  * Ask for a replica from body {"site", "version"} ("latest" or absent:
- * the version published last) and put its JSON view in *out.  A site
- * that has it complete, or is pulling it, keeps its replica; a failed
- * one is tried again.  ERR_NOT_FOUND for an unknown dataset,
- * ERR_UNPROCESSABLE naming the field for an unknown site or version, a
- * site without an agent, or no version published yet.
+ * the version published last) and fill *out (initialised; the caller
+ * releases it) with it.  A site that has it complete, or is pulling it,
+ * keeps its replica; a failed one is tried again.  ERR_NOT_FOUND for an
+ * unknown dataset, ERR_UNPROCESSABLE naming the field for an unknown
+ * site or version, a site without an agent, or no version published yet.
  */
 int broker_dataset_replicate(struct broker *b, const struct principal *p,
                              const char *name, const json_t *body,
-                             json_t **out, struct err *e) WARN_UNUSED;
+                             struct replica_view *out, struct err *e)
+    WARN_UNUSED;
 
 /* ---- sites ---- */
 

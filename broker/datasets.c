@@ -23,6 +23,7 @@
 
 #include "broker/broker_internal.h"
 #include "util/alloc.h"
+#include "util/grow.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -373,54 +374,136 @@ broker__dataset_env(struct broker *b, const struct db_job *j,
   return rc;
 }
 
-/* ---- JSON views ---- */
+/* ---- views ---- */
 
-static json_t *
-version_json(const struct db_dataset_version *v)
+void
+dataset_version_view_init(struct dataset_version_view *v)
 {
-  json_t *o = json_pack("{s:s, s:I, s:I}", "version", v->version, "files",
-                        (json_int_t)v->files, "bytes",
-                        (json_int_t)v->bytes);
-
-  jsonx_set_time(o, "created", v->created_ms);
-  jsonx_set_time(o, "published", v->published_ms);
-  return o;
+  memset(v, 0, sizeof(*v));
 }
 
-static json_t *
-replica_json(const struct db_replica *r)
+void
+dataset_version_view_release(struct dataset_version_view *v)
 {
-  json_t *o = json_pack(
-      "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "site", r->site,
-      "version", r->version, "state", db_replica_state_name(r->state),
-      "bytes_total", (json_int_t)r->bytes_total, "bytes_done",
-      (json_int_t)r->bytes_done, "bytes_wire", (json_int_t)r->bytes_wire,
-      "bytes_saved", (json_int_t)r->bytes_saved, "files_total",
-      (json_int_t)r->files_total, "files_done", (json_int_t)r->files_done);
-
-  jsonx_set_str(o, "error", r->error);
-  jsonx_set_str(o, "path", r->path);
-  jsonx_set_time(o, "started", r->started_ms);
-  jsonx_set_time(o, "finished", r->finished_ms);
-  jsonx_set_time(o, "updated", r->updated_ms);
-  /* While a try waits out a backoff: when the next one goes. */
-  jsonx_set_time(o, "next_try", r->next_try_ms);
-  return o;
+  if (v == NULL)
+    return;
+  free(v->dataset);
+  free(v->version);
+  dataset_version_view_init(v);
 }
 
-static json_t *
-transfer_json(const struct db_transfer *t)
+void
+replica_view_init(struct replica_view *r)
 {
-  json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:I, s:s}", "id",
-                        (json_int_t)t->id, "from_site", t->from_site,
-                        "to_site", t->to_site, "version", t->version,
-                        "bytes_wire", (json_int_t)t->bytes_wire, "state",
-                        t->state);
+  memset(r, 0, sizeof(*r));
+}
 
-  jsonx_set_str(o, "error", t->error);
-  jsonx_set_time(o, "started", t->started_ms);
-  jsonx_set_time(o, "finished", t->finished_ms);
-  return o;
+void
+replica_view_release(struct replica_view *r)
+{
+  if (r == NULL)
+    return;
+  free(r->dataset);
+  free(r->version);
+  free(r->site);
+  free(r->error);
+  free(r->path);
+  replica_view_init(r);
+}
+
+static void
+transfer_view_release(struct transfer_view *t)
+{
+  free(t->from_site);
+  free(t->to_site);
+  free(t->version);
+  free(t->state);
+  free(t->error);
+  memset(t, 0, sizeof(*t));
+}
+
+void
+dataset_view_init(struct dataset_view *d)
+{
+  memset(d, 0, sizeof(*d));
+}
+
+void
+dataset_view_release(struct dataset_view *d)
+{
+  if (d == NULL)
+    return;
+  free(d->name);
+  free(d->source_site);
+  free(d->path);
+  free(d->project);
+  free(d->latest);
+  for (int64_t i = 0; d->versions != NULL && i < d->nversions; i++)
+    dataset_version_view_release(&d->versions[i]);
+  free(d->versions);
+  for (size_t i = 0; i < d->nreplicas; i++)
+    replica_view_release(&d->replicas[i]);
+  free(d->replicas);
+  for (size_t i = 0; i < d->ntransfers; i++)
+    transfer_view_release(&d->transfers[i]);
+  free(d->transfers);
+  dataset_view_init(d);
+}
+
+static char *
+dup_or_null(const char *s)
+{
+  return s != NULL ? xstrdup(s) : NULL;
+}
+
+/* Copy row v into view out (uninitialised). */
+static void
+version_view_of(struct dataset_version_view *out,
+                const struct db_dataset_version *v)
+{
+  out->dataset = dup_or_null(v->dataset);
+  out->version = dup_or_null(v->version);
+  out->files = v->files;
+  out->bytes = v->bytes;
+  out->created_ms = v->created_ms;
+  out->published_ms = v->published_ms;
+}
+
+/* Copy row r into view out (uninitialised). */
+static void
+replica_view_of(struct replica_view *out, const struct db_replica *r)
+{
+  out->dataset = dup_or_null(r->dataset);
+  out->version = dup_or_null(r->version);
+  out->site = dup_or_null(r->site);
+  out->state = db_replica_state_name(r->state);
+  out->bytes_total = r->bytes_total;
+  out->bytes_done = r->bytes_done;
+  out->bytes_wire = r->bytes_wire;
+  out->bytes_saved = r->bytes_saved;
+  out->files_total = r->files_total;
+  out->files_done = r->files_done;
+  out->error = dup_or_null(r->error);
+  out->path = dup_or_null(r->path);
+  out->started_ms = r->started_ms;
+  out->finished_ms = r->finished_ms;
+  out->updated_ms = r->updated_ms;
+  out->next_try_ms = r->next_try_ms;
+}
+
+/* Copy row t into view out (uninitialised). */
+static void
+transfer_view_of(struct transfer_view *out, const struct db_transfer *t)
+{
+  out->id = t->id;
+  out->from_site = dup_or_null(t->from_site);
+  out->to_site = dup_or_null(t->to_site);
+  out->version = dup_or_null(t->version);
+  out->bytes_wire = t->bytes_wire;
+  out->state = dup_or_null(t->state);
+  out->error = dup_or_null(t->error);
+  out->started_ms = t->started_ms;
+  out->finished_ms = t->finished_ms;
 }
 
 static int
@@ -431,36 +514,40 @@ count_cb(const struct db_dataset_version *v, void *arg)
   return 0;
 }
 
-/* The dataset's own fields, "latest" and the number of versions. */
+/* Fill out (initialised) with d's own fields, "latest" and the number of
+ * versions. */
 static int
-dataset_json(struct broker *b, const struct db_dataset *d, json_t **out,
-             struct err *e)
+dataset_view_of(struct broker *b, const struct db_dataset *d,
+                struct dataset_view *out, struct err *e)
 {
   struct db_dataset_version latest;
   int64_t n = 0;
-  json_t *o;
   int rc;
 
+  memset(&latest, 0, sizeof(latest));
   rc = db_dataset_version_list(b->db, d->name, count_cb, &n, e);
   if (rc < 0)
     return rc;
   rc = db_dataset_version_latest(b->db, d->name, &latest, e);
   if (rc < 0 && rc != ERR_NOT_FOUND)
     return rc;
-  o = json_pack("{s:s, s:s, s:s, s:I}", "name", d->name, "source_site",
-                d->source_site, "path", d->path, "versions", (json_int_t)n);
-  jsonx_set_str(o, "latest", rc == 0 ? latest.version : NULL);
-  jsonx_set_str(o, "project", d->project);
-  jsonx_set_time(o, "created", d->created_ms);
+  dataset_view_release(out);
+  out->name = xstrdup(d->name);
+  out->source_site = xstrdup(d->source_site);
+  out->path = xstrdup(d->path);
+  out->project = dup_or_null(d->project);
+  out->latest = rc == 0 ? dup_or_null(latest.version) : NULL;
+  out->created_ms = d->created_ms;
+  out->nversions = n;
   db_dataset_version_release(&latest);
-  *out = o;
   return 0;
 }
 
 struct list_ctx {
   struct broker *b;
   const struct principal *p;
-  json_t *arr;
+  dataset_view_cb cb;
+  void *arg;
   struct err *e;
 };
 
@@ -468,89 +555,95 @@ static int
 list_dataset_cb(const struct db_dataset *d, void *arg)
 {
   struct list_ctx *l = arg;
-  json_t *o = NULL;
+  struct dataset_view v;
   int rc;
 
   if (!may_see(l->p, d))
     return 0;
-  rc = dataset_json(l->b, d, &o, l->e);
-  if (rc < 0)
-    return rc;
-  json_array_append_new(l->arr, o);
-  return 0;
+  dataset_view_init(&v);
+  rc = dataset_view_of(l->b, d, &v, l->e);
+  if (rc == 0)
+    rc = l->cb(&v, l->arg);
+  dataset_view_release(&v);
+  return rc;
 }
 
 int
 broker_dataset_list(struct broker *b, const struct principal *p,
-                    json_t **out, struct err *e)
+                    dataset_view_cb cb, void *arg, struct err *e)
 {
-  struct list_ctx l = {b, p, json_array(), e};
-  int rc = db_dataset_list(b->db, list_dataset_cb, &l, e);
+  struct list_ctx l = {b, p, cb, arg, e};
 
-  if (rc < 0) {
-    json_decref(l.arr);
-    return rc;
-  }
-  *out = json_pack("{s:o}", "datasets", l.arr);
-  return 0;
+  return db_dataset_list(b->db, list_dataset_cb, &l, e);
 }
+
+/* The detailed parts of a dataset view, as the rows come. */
+struct detail {
+  struct dataset_view *d;
+  size_t vcap;
+  size_t rcap;
+  size_t tcap;
+};
 
 static int
 add_version_cb(const struct db_dataset_version *v, void *arg)
 {
-  json_array_append_new(arg, version_json(v));
+  struct detail *x = arg;
+  size_t n = (size_t)x->d->nversions;
+
+  GROW(x->d->versions, n + 1, x->vcap);
+  version_view_of(&x->d->versions[n], v);
+  x->d->nversions++;
   return 0;
 }
 
 static int
 add_replica_cb(const struct db_replica *r, void *arg)
 {
-  json_array_append_new(arg, replica_json(r));
+  struct detail *x = arg;
+
+  GROW(x->d->replicas, x->d->nreplicas + 1, x->rcap);
+  replica_view_of(&x->d->replicas[x->d->nreplicas++], r);
   return 0;
 }
 
 static int
 add_transfer_cb(const struct db_transfer *t, void *arg)
 {
-  json_array_append_new(arg, transfer_json(t));
+  struct detail *x = arg;
+
+  GROW(x->d->transfers, x->d->ntransfers + 1, x->tcap);
+  transfer_view_of(&x->d->transfers[x->d->ntransfers++], t);
   return 0;
 }
 
 int
 broker_dataset_get(struct broker *b, const struct principal *p,
-                   const char *name, json_t **out, struct err *e)
+                   const char *name, struct dataset_view *out,
+                   struct err *e)
 {
   struct db_dataset d;
-  json_t *o = NULL;
-  json_t *versions = json_array();
-  json_t *replicas = json_array();
-  json_t *transfers = json_array();
+  struct detail x = {out, 0, 0, 0};
   int rc;
 
   rc = visible_get(b, p, name, &d, e);
+  if (rc < 0)
+    return rc;
+  rc = dataset_view_of(b, &d, out, e);
+  /* The count becomes the versions themselves. */
+  out->nversions = 0;
+  out->detailed = 1;
   if (rc == 0)
-    rc = dataset_json(b, &d, &o, e);
+    rc = db_dataset_version_list(b->db, name, add_version_cb, &x, e);
   if (rc == 0)
-    rc = db_dataset_version_list(b->db, name, add_version_cb, versions, e);
-  if (rc == 0)
-    rc = db_replica_list(b->db, name, add_replica_cb, replicas, e);
+    rc = db_replica_list(b->db, name, add_replica_cb, &x, e);
   if (rc == 0)
     rc = db_transfer_list(b->db, name, TRANSFERS_SHOWN, add_transfer_cb,
-                          transfers, e);
+                          &x, e);
   db_dataset_release(&d);
-  if (rc < 0) {
-    json_decref(o);
-    json_decref(versions);
-    json_decref(replicas);
-    json_decref(transfers);
-    return rc;
-  }
-  /* The list's count becomes the versions themselves. */
-  json_object_set_new(o, "versions", versions);
-  json_object_set_new(o, "replicas", replicas);
-  json_object_set_new(o, "transfers", transfers);
-  *out = o;
-  return 0;
+  if (rc < 0)
+    dataset_view_release(out);
+  return rc;
 }
 
 /* ---- register ---- */
@@ -615,7 +708,8 @@ register_scope(struct broker *b, const struct principal *p,
 
 int
 broker_dataset_register(struct broker *b, const struct principal *p,
-                        const json_t *body, json_t **out, struct err *e)
+                        const json_t *body, struct dataset_view *out,
+                        struct err *e)
 {
   static const struct jsonx_field fields[] = {{"name", JX_STRING},
                                               {"source_site", JX_STRING},
@@ -670,7 +764,7 @@ broker_dataset_register(struct broker *b, const struct principal *p,
   log_info("dataset '%s' registered at site '%s', path '%s', project "
            "'%s' (by %s)", name, site, path,
            project != NULL ? project : "(admins)", p->name);
-  return dataset_json(b, &d, out, e);
+  return dataset_view_of(b, &d, out, e);
 }
 
 /* ---- publish ---- */
@@ -754,12 +848,13 @@ on_published(void *arg, int rc, const struct agentc_version *av,
   struct publish_op *op = arg;
   struct broker *b = op->b;
   struct db_dataset_version v;
+  struct dataset_version_view vv;
   struct err e = {0};
-  json_t *vj = NULL;
   int created = 0;
 
   publish_unlink(b, op);
   memset(&v, 0, sizeof(v));
+  dataset_version_view_init(&vv);
   if (rc < 0) {
     rc = agent_refusal(op, rc, ae, &e);
     log_warn("publish of dataset '%s': %s", op->name, e.msg);
@@ -768,9 +863,9 @@ on_published(void *arg, int rc, const struct agentc_version *av,
   } else {
     rc = publish_record(b, op->name, op->site, av, &created, &v, &e);
     if (rc == 0) {
-      vj = version_json(&v);
-      jsonx_set_str(vj, "dataset", op->name);
-      jsonx_set_str(vj, "path", av->path);
+      version_view_of(&vv, &v);
+      free(vv.dataset);
+      vv.dataset = xstrdup(op->name);
       log_info("dataset %s@%.12s published at site '%s': %lld files, "
                "%lld bytes%s", op->name, av->version, op->site,
                (long long)av->files, (long long)av->bytes,
@@ -778,8 +873,9 @@ on_published(void *arg, int rc, const struct agentc_version *av,
     }
   }
   if (!op->detached)
-    op->cb(op->arg, rc, created, vj, rc < 0 ? &e : NULL);
-  json_decref(vj);
+    op->cb(op->arg, rc, created, rc == 0 ? &vv : NULL,
+           rc == 0 ? av->path : NULL, rc < 0 ? &e : NULL);
+  dataset_version_view_release(&vv);
   db_dataset_version_release(&v);
   free(op);
 }
@@ -835,7 +931,7 @@ broker__publish_flush(struct broker *b)
     if (op->detached)
       continue;
     op->detached = 1;
-    op->cb(op->arg, ERR_UNAVAILABLE, 0, NULL, &e);
+    op->cb(op->arg, ERR_UNAVAILABLE, 0, NULL, NULL, &e);
   }
 }
 
@@ -843,8 +939,8 @@ broker__publish_flush(struct broker *b)
 
 int
 broker_dataset_replicate(struct broker *b, const struct principal *p,
-                         const char *name, const json_t *body, json_t **out,
-                         struct err *e)
+                         const char *name, const json_t *body,
+                         struct replica_view *out, struct err *e)
 {
   static const struct jsonx_field fields[] = {
       {"site", JX_STRING}, {"version", JX_STRING}, {NULL, 0}};
@@ -892,7 +988,8 @@ broker_dataset_replicate(struct broker *b, const struct principal *p,
                  "\"agent\" to its config)", site);
   if (rc < 0)
     goto out;
-  *out = replica_json(&r);
+  replica_view_release(out);
+  replica_view_of(out, &r);
   db_replica_release(&r);
 out:
   db_dataset_release(&d);

@@ -1772,16 +1772,18 @@ register_ok(struct fx *f, const char *name, const char *site)
 {
   char text[256];
   json_t *body;
-  json_t *out = NULL;
+  struct dataset_view out;
   struct err e = {0};
 
   snprintf(text, sizeof(text), "{\"name\": \"%s\", \"source_site\": "
            "\"%s\", \"path\": \"sets/%s\"}", name, site, name);
   body = parse(text);
+  dataset_view_init(&out);
   if (broker_dataset_register(f->b, &admin, body, &out, &e) < 0)
     fail_msg("register '%s': %s", name, e.msg);
+  assert_string_equal(out.name, name);
   json_decref(body);
-  json_decref(out);
+  dataset_view_release(&out);
 }
 
 /* A register that fails: its code, its message in e. */
@@ -1790,11 +1792,13 @@ register_refused(struct fx *f, const struct principal *p, const char *text,
                  struct err *e)
 {
   json_t *body = parse(text);
-  json_t *out = NULL;
-  int rc = broker_dataset_register(f->b, p, body, &out, e);
+  struct dataset_view out;
+  int rc;
 
+  dataset_view_init(&out);
+  rc = broker_dataset_register(f->b, p, body, &out, e);
   json_decref(body);
-  assert_null(out);
+  assert_null(out.name);
   assert_true(rc < 0);
   return rc;
 }
@@ -1803,21 +1807,28 @@ struct published {
   int calls;
   int rc;
   int created;
-  json_t *version;
+  int has_version;  /* a version came with the answer */
+  char version[80];
+  int64_t bytes;
   struct err e;
 };
 
 static void
-on_published(void *arg, int rc, int created, const json_t *version,
+on_published(void *arg, int rc, int created,
+             const struct dataset_version_view *version, const char *path,
              const struct err *e)
 {
   struct published *p = arg;
 
+  (void)path;
   p->calls++;
   p->rc = rc;
   p->created = created;
-  json_decref(p->version);
-  p->version = version != NULL ? json_incref((json_t *)version) : NULL;
+  p->has_version = version != NULL;
+  if (version != NULL) {
+    snprintf(p->version, sizeof(p->version), "%s", version->version);
+    p->bytes = version->bytes;
+  }
   if (e != NULL)
     p->e = *e;
 }
@@ -1829,7 +1840,7 @@ published_called(struct fx *f, const void *arg)
   return ((const struct published *)arg)->calls > 0;
 }
 
-/* Publish and wait for the answer into p (p->version is the caller's). */
+/* Publish and wait for the answer into p. */
 static void
 publish(struct fx *f, const char *name, struct published *p)
 {
@@ -1851,41 +1862,29 @@ publish_ok(struct fx *f, const char *name)
   publish(f, name, &p);
   if (p.rc < 0)
     fail_msg("publish '%s': %s", name, p.e.msg);
-  json_decref(p.version);
 }
 
-/* GET /v1/datasets/{name} as the broker gives it (new reference). */
-static json_t *
-dataset_view(struct fx *f, const char *name)
+/* GET /v1/datasets/{name} as the broker gives it, into v (initialised;
+ * the caller releases it). */
+static void
+dataset_of(struct fx *f, const char *name, struct dataset_view *v)
 {
-  json_t *out = NULL;
   struct err e = {0};
 
-  if (broker_dataset_get(f->b, &admin, name, &out, &e) < 0)
+  if (broker_dataset_get(f->b, &admin, name, v, &e) < 0)
     fail_msg("dataset '%s': %s", name, e.msg);
-  return out;
+  assert_true(v->detailed);
 }
 
 /* The replica of name at site, as in the view (borrowed from v). */
-static json_t *
-replica_at(json_t *v, const char *site)
+static const struct replica_view *
+replica_at(const struct dataset_view *v, const char *site)
 {
-  size_t i;
-  json_t *r;
-
-  json_array_foreach(json_object_get(v, "replicas"), i, r) {
-    if (strcmp(json_string_value(json_object_get(r, "site")), site) == 0)
-      return r;
+  for (size_t i = 0; i < v->nreplicas; i++) {
+    if (strcmp(v->replicas[i].site, site) == 0)
+      return &v->replicas[i];
   }
   return NULL;
-}
-
-static const char *
-str_of(json_t *o, const char *key)
-{
-  const char *s = json_string_value(json_object_get(o, key));
-
-  return s != NULL ? s : "(null)";
 }
 
 struct want_replica {
@@ -1898,11 +1897,15 @@ static int
 replica_is(struct fx *f, const void *arg)
 {
   const struct want_replica *w = arg;
-  json_t *v = dataset_view(f, w->name);
-  json_t *r = replica_at(v, w->site);
-  int ok = r != NULL && strcmp(str_of(r, "state"), w->state) == 0;
+  const struct replica_view *r;
+  struct dataset_view v;
+  int ok;
 
-  json_decref(v);
+  dataset_view_init(&v);
+  dataset_of(f, w->name, &v);
+  r = replica_at(&v, w->site);
+  ok = r != NULL && strcmp(r->state, w->state) == 0;
+  dataset_view_release(&v);
   return ok;
 }
 
@@ -2005,13 +2008,40 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   assert_string_equal(broker__site(f->b, "local")->agent_token, "s3cret");
 }
 
+/* What a list of datasets gave: how many, and the first one's fields. */
+struct datasets_seen {
+  int n;
+  char name[64];
+  char project[64];
+  char path[128];
+  int has_latest;
+};
+
+static int
+dataset_seen_cb(const struct dataset_view *d, void *arg)
+{
+  struct datasets_seen *seen = arg;
+
+  assert_false(d->detailed);
+  if (seen->n++ == 0) {
+    snprintf(seen->name, sizeof(seen->name), "%s", d->name);
+    snprintf(seen->project, sizeof(seen->project), "%s",
+             d->project != NULL ? d->project : "(null)");
+    snprintf(seen->path, sizeof(seen->path), "%s", d->path);
+    seen->has_latest = d->latest != NULL;
+  }
+  return 0;
+}
+
 static void
 test_dataset_register_checks_its_fields_and_refuses_a_duplicate(
     void **state)
 {
   struct fx *f = *state;
   struct err e = {0};
-  json_t *out = NULL;
+  struct dataset_view out;
+  struct replica_view rep;
+  struct datasets_seen seen = {0};
 
   open_with_agents(f, "src", "dst");
   free(f->sites);
@@ -2070,33 +2100,31 @@ test_dataset_register_checks_its_fields_and_refuses_a_duplicate(
                    ERR_CONFLICT);
   assert_string_equal(e.msg, "dataset 'c4' already exists");
 
+  dataset_view_init(&out);
   assert_int_equal(broker_dataset_get(f->b, &admin, "nope", &out, &e),
                    ERR_NOT_FOUND);
-  assert_int_equal(broker_dataset_list(f->b, &admin, &out, &e), 0);
-  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 1);
-  assert_string_equal(str_of(json_array_get(json_object_get(out,
-                                                             "datasets"),
-                                            0),
-                             "path"),
-                      "sets/c4");
-  assert_true(json_is_null(json_object_get(
-      json_array_get(json_object_get(out, "datasets"), 0), "latest")));
-  json_decref(out);
-  out = NULL;
+  assert_null(out.name);
+  assert_int_equal(broker_dataset_list(f->b, &admin, dataset_seen_cb, &seen,
+                                       &e),
+                   0);
+  assert_int_equal(seen.n, 1);
+  assert_string_equal(seen.path, "sets/c4");
+  assert_false(seen.has_latest);
   /* Nothing to replicate yet, nowhere without an agent, nothing unknown. */
+  replica_view_init(&rep);
   {
     json_t *body = parse("{\"site\": \"src\"}");
 
     assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body,
-                                              &out, &e),
+                                              &rep, &e),
                      ERR_UNPROCESSABLE);
     assert_non_null(strstr(e.msg, "no published version"));
     assert_int_equal(broker_dataset_replicate(f->b, &admin, "zz", body,
-                                              &out, &e),
+                                              &rep, &e),
                      ERR_NOT_FOUND);
     json_decref(body);
   }
-  assert_null(out);
+  assert_null(rep.site);
   assert_int_equal(f->agent.publishes, 0);
 }
 
@@ -2108,37 +2136,36 @@ test_publish_records_the_version_and_a_complete_source_replica(
   struct published p;
   struct err e = {0};
   char path[256];
-  json_t *v;
-  json_t *r;
+  struct dataset_view v;
+  const struct replica_view *r;
 
   open_with_agents(f, "src", "dst");
   register_ok(f, "c4", "src");
   publish(f, "c4", &p);
   assert_int_equal(p.rc, 0);
   assert_int_equal(p.created, 1);
-  assert_string_equal(str_of(p.version, "version"), V1);
-  assert_int_equal(json_integer_value(json_object_get(p.version, "bytes")),
-                   10);
-  json_decref(p.version);
+  assert_true(p.has_version);
+  assert_string_equal(p.version, V1);
+  assert_int_equal(p.bytes, 10);
   assert_int_equal(f->agent.publishes, 1);
 
-  v = dataset_view(f, "c4");
-  assert_string_equal(str_of(v, "latest"), V1);
-  assert_int_equal(json_array_size(json_object_get(v, "versions")), 1);
-  r = replica_at(v, "src");
+  dataset_view_init(&v);
+  dataset_of(f, "c4", &v);
+  assert_string_equal(v.latest, V1);
+  assert_int_equal(v.nversions, 1);
+  r = replica_at(&v, "src");
   assert_non_null(r);
-  assert_string_equal(str_of(r, "state"), "complete");
+  assert_string_equal(r->state, "complete");
   snprintf(path, sizeof(path), "%s/src/c4", f->dir);
-  assert_string_equal(str_of(r, "path"), path);
-  assert_null(replica_at(v, "dst"));
-  json_decref(v);
+  assert_string_equal(r->path, path);
+  assert_null(replica_at(&v, "dst"));
+  dataset_view_release(&v);
 
   /* The same content again: known, not new. */
   f->agent.publish_status = 200;
   publish(f, "c4", &p);
   assert_int_equal(p.rc, 0);
   assert_int_equal(p.created, 0);
-  json_decref(p.version);
 
   /* What the agent refuses comes back as 422 with its message. */
   f->agent.publish_error = "field 'path': no such directory";
@@ -2146,7 +2173,7 @@ test_publish_records_the_version_and_a_complete_source_replica(
   assert_int_equal(p.rc, ERR_UNPROCESSABLE);
   assert_non_null(strstr(p.e.msg, "no such directory"));
   assert_non_null(strstr(p.e.msg, "site 'src'"));
-  assert_null(p.version);
+  assert_false(p.has_version);
   assert_int_equal(broker_dataset_publish(f->b, &admin, "zz", on_published,
                                           &p, &e),
                    ERR_NOT_FOUND);
@@ -2232,9 +2259,9 @@ test_job_at_a_site_without_its_data_stages_then_runs_with_its_dir(
   char out[128];
   char want[512];
   char states[256];
-  json_t *v;
-  json_t *r;
-  json_t *t;
+  struct dataset_view v;
+  const struct replica_view *r;
+  const struct transfer_view *t;
   char *got;
   int64_t id;
 
@@ -2265,25 +2292,25 @@ test_job_at_a_site_without_its_data_stages_then_runs_with_its_dir(
   assert_string_equal(states, "queued staging placed submitted running "
                               "succeeded");
 
-  v = dataset_view(f, "c4");
-  r = replica_at(v, "dst");
+  dataset_view_init(&v);
+  dataset_of(f, "c4", &v);
+  r = replica_at(&v, "dst");
   assert_non_null(r);
-  assert_string_equal(str_of(r, "state"), "complete");
+  assert_string_equal(r->state, "complete");
   snprintf(want, sizeof(want), "%s/dst/c4/%s", f->dir, V1);
-  assert_string_equal(str_of(r, "path"), want);
-  assert_int_equal(json_integer_value(json_object_get(r, "bytes_done")), 10);
-  assert_int_equal(json_integer_value(json_object_get(r, "bytes_wire")), 7);
-  assert_int_equal(json_integer_value(json_object_get(r, "bytes_saved")),
-                   3);
-  assert_true(json_is_null(json_object_get(r, "error")));
+  assert_string_equal(r->path, want);
+  assert_int_equal(r->bytes_done, 10);
+  assert_int_equal(r->bytes_wire, 7);
+  assert_int_equal(r->bytes_saved, 3);
+  assert_null(r->error);
   /* One attempt, with what crossed the network. */
-  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 1);
-  t = json_array_get(json_object_get(v, "transfers"), 0);
-  assert_string_equal(str_of(t, "from_site"), "src");
-  assert_string_equal(str_of(t, "to_site"), "dst");
-  assert_string_equal(str_of(t, "state"), "complete");
-  assert_int_equal(json_integer_value(json_object_get(t, "bytes_wire")), 7);
-  json_decref(v);
+  assert_int_equal(v.ntransfers, 1);
+  t = &v.transfers[0];
+  assert_string_equal(t->from_site, "src");
+  assert_string_equal(t->to_site, "dst");
+  assert_string_equal(t->state, "complete");
+  assert_int_equal(t->bytes_wire, 7);
+  dataset_view_release(&v);
 }
 
 static void
@@ -2326,10 +2353,8 @@ test_failed_replica_fails_the_staging_job_with_the_agents_error(
   struct fx *f = *state;
   struct job_view j;
   struct err e = {0};
-  json_t *v;
-  json_t *r;
-  size_t i;
-  json_t *t;
+  struct dataset_view v;
+  const struct replica_view *r;
   char *got;
   int64_t id;
 
@@ -2353,29 +2378,32 @@ test_failed_replica_fails_the_staging_job_with_the_agents_error(
   job_view_release(&j);
   /* Each attempt was a new PUT, and is on the books. */
   assert_int_equal(f->agent.puts, 3);
-  v = dataset_view(f, "c4");
-  r = replica_at(v, "dst");
-  assert_string_equal(str_of(r, "state"), "failed");
-  assert_non_null(strstr(str_of(r, "error"), "changed at the source"));
-  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 3);
-  json_array_foreach(json_object_get(v, "transfers"), i, t) {
-    assert_string_equal(str_of(t, "state"), "failed");
-    assert_int_equal(json_integer_value(json_object_get(t, "bytes_wire")),
-                     5);
+  dataset_view_init(&v);
+  dataset_of(f, "c4", &v);
+  r = replica_at(&v, "dst");
+  assert_non_null(r);
+  assert_string_equal(r->state, "failed");
+  assert_non_null(r->error);
+  assert_non_null(strstr(r->error, "changed at the source"));
+  assert_int_equal(v.ntransfers, 3);
+  for (size_t i = 0; i < v.ntransfers; i++) {
+    assert_string_equal(v.transfers[i].state, "failed");
+    assert_int_equal(v.transfers[i].bytes_wire, 5);
   }
-  json_decref(v);
+  dataset_view_release(&v);
 
   /* Asked for again, it is tried again. */
   f->agent.pull_error = NULL;
   {
     json_t *body = parse("{\"site\": \"dst\", \"version\": \"latest\"}");
-    json_t *out = NULL;
+    struct replica_view out;
 
+    replica_view_init(&out);
     assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body,
                                               &out, &e),
                      0);
-    assert_string_equal(str_of(out, "state"), "pending");
-    json_decref(out);
+    assert_string_equal(out.state, "pending");
+    replica_view_release(&out);
     json_decref(body);
   }
   wait_replica(f, "c4", "dst", "complete");
@@ -2414,7 +2442,7 @@ test_restart_resumes_a_syncing_replica_by_putting_its_pull_again(
   char out[128];
   int puts;
   int64_t id;
-  json_t *v;
+  struct dataset_view v;
 
   open_with_agents(f, "src", "dst");
   register_ok(f, "c4", "src");
@@ -2432,19 +2460,24 @@ test_restart_resumes_a_syncing_replica_by_putting_its_pull_again(
   wait_state(f, id, JOB_SUCCEEDED);
   assert_int_equal(f->agent.puts, puts + 1);
   /* The attempt left running was carried on, not doubled. */
-  v = dataset_view(f, "c4");
-  assert_int_equal(json_array_size(json_object_get(v, "transfers")), 1);
-  json_decref(v);
+  dataset_view_init(&v);
+  dataset_of(f, "c4", &v);
+  assert_int_equal(v.ntransfers, 1);
+  dataset_view_release(&v);
 }
 
 static int
 replica_error_has(struct fx *f, const void *arg)
 {
-  json_t *v = dataset_view(f, "c4");
-  json_t *r = replica_at(v, "dst");
-  int ok = r != NULL && strstr(str_of(r, "error"), arg) != NULL;
+  const struct replica_view *r;
+  struct dataset_view v;
+  int ok;
 
-  json_decref(v);
+  dataset_view_init(&v);
+  dataset_of(f, "c4", &v);
+  r = replica_at(&v, "dst");
+  ok = r != NULL && r->error != NULL && strstr(r->error, arg) != NULL;
+  dataset_view_release(&v);
   return ok;
 }
 
@@ -2454,16 +2487,17 @@ test_unreachable_agent_is_retried_showing_why(void **state)
   struct fx *f = *state;
   struct err e = {0};
   json_t *body = parse("{\"site\": \"dst\"}");
-  json_t *out = NULL;
+  struct replica_view out;
 
   open_with_agents(f, "src", "dst");
   register_ok(f, "c4", "src");
   publish_ok(f, "c4");
   f->agent.unavailable = 1;
+  replica_view_init(&out);
   assert_int_equal(broker_dataset_replicate(f->b, &admin, "c4", body, &out,
                                             &e),
                    0);
-  json_decref(out);
+  replica_view_release(&out);
   json_decref(body);
   if (!run_until(f, replica_error_has, "the agent is stopping"))
     fail_msg("the replica never showed why it waits");
@@ -2471,12 +2505,17 @@ test_unreachable_agent_is_retried_showing_why(void **state)
                                                    "pending"}));
   /* ... and when it tries next: a time, not a phrase in the error. */
   {
-    json_t *v = dataset_view(f, "c4");
-    json_t *rep = replica_at(v, "dst");
+    struct dataset_view v;
+    const struct replica_view *rep;
 
-    assert_true(json_is_string(json_object_get(rep, "next_try")));
-    assert_null(strstr(str_of(rep, "error"), "trying again"));
-    json_decref(v);
+    dataset_view_init(&v);
+    dataset_of(f, "c4", &v);
+    rep = replica_at(&v, "dst");
+    assert_non_null(rep);
+    assert_true(rep->next_try_ms > 0);
+    assert_true(rep->error == NULL ||
+                strstr(rep->error, "trying again") == NULL);
+    dataset_view_release(&v);
   }
   f->agent.unavailable = 0;
   wait_replica(f, "c4", "dst", "complete");
@@ -2567,14 +2606,15 @@ register_as(struct fx *f, const struct principal *p, const char *name,
 {
   json_t *body = json_pack("{s:s, s:s, s:s}", "name", name, "source_site",
                            site, "path", path);
-  json_t *out = NULL;
+  struct dataset_view out;
   int rc;
 
+  dataset_view_init(&out);
   if (project != NULL)
     json_object_set_new(body, "project", json_string(project));
   rc = broker_dataset_register(f->b, p, body, &out, e);
   json_decref(body);
-  json_decref(out);
+  dataset_view_release(&out);
   return rc;
 }
 
@@ -2585,8 +2625,12 @@ test_datasets_are_seen_only_within_their_project_like_jobs(void **state)
   struct published pub;
   struct err e = {0};
   json_t *body = parse("{\"site\": \"dst\"}");
-  json_t *out = NULL;
+  struct datasets_seen seen = {0};
+  struct dataset_view out;
+  struct replica_view rep;
 
+  dataset_view_init(&out);
+  replica_view_init(&rep);
   open_with_roots(f);
   assert_int_equal(register_as(f, &admin, "ra", "src", "sets/research/ra",
                                "research", &e), 0);
@@ -2596,23 +2640,17 @@ test_datasets_are_seen_only_within_their_project_like_jobs(void **state)
                                &e), 0);
 
   /* A research token lists research's dataset only. */
-  assert_int_equal(broker_dataset_list(f->b, &res_viewer, &out, &e), 0);
-  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 1);
-  assert_string_equal(str_of(json_array_get(json_object_get(out,
-                                                             "datasets"),
-                                            0),
-                             "name"),
-                      "ra");
-  assert_string_equal(str_of(json_array_get(json_object_get(out,
-                                                             "datasets"),
-                                            0),
-                             "project"),
-                      "research");
-  json_decref(out);
-  assert_int_equal(broker_dataset_list(f->b, &admin, &out, &e), 0);
-  assert_int_equal(json_array_size(json_object_get(out, "datasets")), 3);
-  json_decref(out);
-  out = NULL;
+  assert_int_equal(broker_dataset_list(f->b, &res_viewer, dataset_seen_cb,
+                                       &seen, &e),
+                   0);
+  assert_int_equal(seen.n, 1);
+  assert_string_equal(seen.name, "ra");
+  assert_string_equal(seen.project, "research");
+  memset(&seen, 0, sizeof(seen));
+  assert_int_equal(broker_dataset_list(f->b, &admin, dataset_seen_cb, &seen,
+                                       &e),
+                   0);
+  assert_int_equal(seen.n, 3);
 
   /* Another project's dataset, and an admins' one, are unknown names. */
   assert_int_equal(broker_dataset_get(f->b, &res_viewer, "pb", &out, &e),
@@ -2624,7 +2662,7 @@ test_datasets_are_seen_only_within_their_project_like_jobs(void **state)
   assert_int_equal(broker_dataset_get(f->b, &res_admin, "legacy", &out,
                                       &e),
                    ERR_NOT_FOUND);
-  assert_null(out);
+  assert_null(out.name);
   memset(&pub, 0, sizeof(pub));
   assert_int_equal(broker_dataset_publish(f->b, &res_sub, "pb",
                                           on_published, &pub, &e),
@@ -2632,20 +2670,20 @@ test_datasets_are_seen_only_within_their_project_like_jobs(void **state)
   assert_string_equal(e.msg, "dataset 'pb' not found");
   assert_int_equal(f->agent.publishes, 0);
   assert_int_equal(broker_dataset_replicate(f->b, &res_sub, "pb", body,
-                                            &out, &e),
+                                            &rep, &e),
                    ERR_NOT_FOUND);
-  assert_null(out);
+  assert_null(rep.site);
   /* Its own: seen and touched. */
   assert_int_equal(broker_dataset_get(f->b, &res_viewer, "ra", &out, &e),
                    0);
-  json_decref(out);
+  assert_string_equal(out.name, "ra");
+  dataset_view_release(&out);
   memset(&pub, 0, sizeof(pub));
   assert_int_equal(broker_dataset_publish(f->b, &res_sub, "ra",
                                           on_published, &pub, &e),
                    0);
   assert_true(run_until(f, published_called, &pub));
   assert_int_equal(pub.rc, 0);
-  json_decref(pub.version);
   json_decref(body);
 }
 
