@@ -88,23 +88,29 @@ broker_authenticate(struct broker *b, const char *token,
 }
 
 int
-broker_token_create(struct db *db, enum broker_role role,
+broker_token_create(const char *db_path, enum broker_role role,
                     char *const *projects, const char *name, char *out,
                     size_t outlen, struct err *e)
 {
+  struct db *db = NULL;
   char hash[65];
   int64_t id;
   int rc;
 
   rc = hash_random_token("tbn_", out, outlen);
-  if (rc < 0)
-    return err_set(e, rc, "cannot generate a token");
-  hash_sha256_hex(out, strlen(out), hash);
-  rc = db_token_insert(db, hash, name, broker_role_name(role), projects,
-                       time_now_ms(), &id, e);
   if (rc < 0) {
-    memset(out, 0, outlen);
-    return rc;
+    rc = err_set(e, rc, "cannot generate a token");
+    goto out;
   }
-  return 0;
+  hash_sha256_hex(out, strlen(out), hash);
+  rc = db_open(db_path, &db, e);
+  if (rc == 0)
+    rc = db_token_insert(db, hash, name, broker_role_name(role), projects,
+                         time_now_ms(), &id, e);
+out:
+  /* A token that was not stored must not be shown. */
+  if (rc < 0)
+    memset(out, 0, outlen);
+  db_close(db);
+  return rc;
 }

@@ -24,7 +24,6 @@
 #include "util/err.h"
 
 struct broker;
-struct db; /* db/db.h: opaque here, for broker_db() and tools */
 
 struct broker_config {
   const char *state_dir;    /* logs and job directories live here */
@@ -95,10 +94,12 @@ int broker_role_parse(const char *s, enum broker_role *out) WARN_UNUSED;
 int broker_authenticate(struct broker *b, const char *token,
                         struct principal *p, struct err *e) WARN_UNUSED;
 /*
- * Create a token with role and project scope (projects NULL = all) and
- * write the clear token (shown once) into out.  Only its SHA-256 is kept.
+ * Create a token with role and project scope (projects NULL = all) in the
+ * broker's database at db_path (broker_config.db_path; tenbind may be
+ * running on it) and write the clear token (shown once) into out.  Only
+ * its SHA-256 is kept.
  */
-int broker_token_create(struct db *db, enum broker_role role,
+int broker_token_create(const char *db_path, enum broker_role role,
                         char *const *projects, const char *name,
                         char *out, size_t outlen, struct err *e) WARN_UNUSED;
 
@@ -463,8 +464,5 @@ int broker_site_list(struct broker *b, site_view_cb cb, void *arg);
 /* Append the broker's Prometheus metrics (jobs by site and state, GPUs by
  * site and type) to out. */
 int broker_metrics(struct broker *b, struct buf *out) WARN_UNUSED;
-
-/* The database, for tools that work on the state directly. */
-struct db *broker_db(struct broker *b);
 
 #endif

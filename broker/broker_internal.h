@@ -133,6 +133,8 @@ int broker__adapter_call(const struct db_job *j,
                          struct site *site, struct err *e) WARN_UNUSED;
 /* The site named name, or NULL. */
 struct site *broker__site(struct broker *b, const char *name);
+/* The database (borrowed), for tests that look at the state directly. */
+struct db *broker_db(struct broker *b);
 /* Point v's fields at j's (borrowed: v is valid while j is unchanged;
  * never release it). */
 void broker__job_view_borrow(struct job_view *v, const struct db_job *j);

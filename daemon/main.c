@@ -25,7 +25,6 @@
 #include "api/api.h"
 #include "broker/broker.h"
 #include "daemon/config.h"
-#include "db/db.h"
 #include "http/server.h"
 #include "spec/jobspec.h"
 #include "util/alloc.h"
@@ -104,7 +103,6 @@ token_main(int argc, char **argv)
   char **projects = NULL;
   char dbpath[PATH_MAX];
   char token[96];
-  struct db *db = NULL;
   struct err e = {0};
   enum broker_role role;
   int c;
@@ -148,9 +146,8 @@ token_main(int argc, char **argv)
   if (make_state_dir(state, &e) < 0)
     goto fail;
   db_path_of(state, dbpath, sizeof(dbpath));
-  if (db_open(dbpath, &db, &e) < 0 ||
-      broker_token_create(db, role, projects, name, token, sizeof(token),
-                          &e) < 0)
+  if (broker_token_create(dbpath, role, projects, name, token,
+                          sizeof(token), &e) < 0)
     goto fail;
   printf("%s\n", token);
   rc = 0;
@@ -159,7 +156,6 @@ token_main(int argc, char **argv)
 fail:
   fprintf(stderr, "tenbind: %s\n", err_msg(&e));
 out:
-  db_close(db);
   strv_free(projects);
   return rc;
 }
