@@ -1,6 +1,8 @@
 /*
- * Workloads, sites, health and metrics handlers.
+ * Workloads, sites, health and metrics handlers, and how the views they
+ * get from the broker are rendered.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,20 +164,112 @@ api__healthz(struct api_call *call)
                                        "version", call->api->version));
 }
 
+/* One gauge family by site and GPU type: the int64_t member of struct
+ * site_gpu_view at offset. */
+static int
+gpu_family(const struct metrics_view *m, const char *name, const char *help,
+           size_t offset, struct buf *out)
+{
+  int rc = buf_addf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
+                    name);
+
+  for (size_t i = 0; rc == 0 && i < m->nsites; i++) {
+    const struct site_view *s = &m->sites[i];
+
+    for (int k = 0; rc == 0 && k < s->ngpus; k++) {
+      int64_t v;
+
+      memcpy(&v, (const char *)&s->gpus[k] + offset, sizeof(v));
+      rc = buf_addf(out, "%s{site=\"%s\",type=\"%s\"} %lld\n", name,
+                    s->name, s->gpus[k].type, (long long)v);
+    }
+  }
+  return rc;
+}
+
+/* Prometheus wants each family's samples together, so one family is
+ * written for every site before the next family starts. */
+static int
+metrics_sites(const struct metrics_view *m, struct buf *out)
+{
+  int rc;
+
+  rc = buf_adds(out, "# HELP tenbin_site_up 1 when the site answers.\n"
+                     "# TYPE tenbin_site_up gauge\n");
+  for (size_t i = 0; rc == 0 && i < m->nsites; i++)
+    rc = buf_addf(out, "tenbin_site_up{site=\"%s\"} %d\n",
+                  m->sites[i].name, m->sites[i].reachable ? 1 : 0);
+  /* Sites with an agent only; 0 until it has answered once. */
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_agent_up 1 when the site's "
+                       "tenbin-agent answers.\n"
+                       "# TYPE tenbin_agent_up gauge\n");
+  for (size_t i = 0; rc == 0 && i < m->nsites; i++) {
+    const struct site_view *s = &m->sites[i];
+
+    if (s->agent != NULL)
+      rc = buf_addf(out, "tenbin_agent_up{site=\"%s\"} %d\n", s->name,
+                    strcmp(s->agent_health, "up") == 0 ? 1 : 0);
+  }
+  if (rc == 0)
+    rc = gpu_family(m, "tenbin_gpus", "GPUs by site and type.",
+                    offsetof(struct site_gpu_view, total), out);
+  if (rc == 0)
+    rc = gpu_family(m, "tenbin_gpus_in_use", "GPUs assigned to jobs.",
+                    offsetof(struct site_gpu_view, in_use), out);
+  if (rc == 0)
+    rc = gpu_family(m, "tenbin_gpus_down", "GPUs on drained or down nodes.",
+                    offsetof(struct site_gpu_view, down), out);
+  if (rc == 0)
+    rc = gpu_family(m, "tenbin_gpus_waiting",
+                    "GPUs asked for by jobs waiting in the site's queue.",
+                    offsetof(struct site_gpu_view, pending), out);
+  return rc;
+}
+
+/* The broker's metrics (jobs by site and state, sites, agents, GPUs by
+ * site and type) in Prometheus text. */
+static int
+metrics_text(const struct metrics_view *m, struct buf *out)
+{
+  int rc;
+
+  rc = buf_adds(out, "# HELP tenbin_jobs Jobs by site and state.\n"
+                     "# TYPE tenbin_jobs gauge\n");
+  for (int st = 0; rc == 0 && st < JOB_STATE_COUNT; st++) {
+    const char *state = job_state_name((enum job_state)st);
+
+    rc = buf_addf(out, "tenbin_jobs{site=\"\",state=\"%s\"} %lld\n", state,
+                  (long long)m->unplaced[st]);
+    for (size_t i = 0; rc == 0 && i < m->nsites; i++)
+      rc = buf_addf(out, "tenbin_jobs{site=\"%s\",state=\"%s\"} %lld\n",
+                    m->sites[i].name, state,
+                    (long long)m->sites[i].jobs[st]);
+  }
+  if (rc == 0)
+    rc = metrics_sites(m, out);
+  return rc;
+}
+
 void
 api__metrics(struct api_call *call)
 {
+  struct metrics_view m;
+  struct err e = {0};
   struct buf b;
   size_t len;
   char *body;
 
+  metrics_view_init(&m);
   buf_init(&b, 16 * 1024 * 1024);
-  if (broker_metrics(call->api->broker, &b) < 0 ||
-      api__metrics_http(call->api, &b) < 0) {
+  if (broker_metrics_get(call->api->broker, &m, &e) < 0 ||
+      metrics_text(&m, &b) < 0 || api__metrics_http(call->api, &b) < 0) {
+    metrics_view_release(&m);
     buf_release(&b);
     api__reply_errf(call, ERR_INTERNAL, "cannot produce metrics");
     return;
   }
+  metrics_view_release(&m);
   body = buf_take(&b, &len);
   api__reply_body(call, 200, "text/plain; version=0.0.4", body, len);
 }

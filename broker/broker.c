@@ -587,95 +587,41 @@ broker_site_get(struct broker *b, const char *name, struct site_view *out,
   return err_set(e, ERR_NOT_FOUND, "site '%.64s' not found", name);
 }
 
-/* One gauge family by site and GPU type: the int64_t member of struct
- * adapter_gpu_pool at offset. */
-static int
-gpu_family(struct broker *b, const struct adapter_capacity *caps,
-           const char *name, const char *help, size_t offset,
-           struct buf *out)
+void
+metrics_view_init(struct metrics_view *m)
 {
-  int rc = buf_addf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
-                    name);
-
-  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
-    for (int k = 0; rc == 0 && k < caps[i].npools; k++) {
-      const struct adapter_gpu_pool *p = &caps[i].pools[k];
-      int64_t v;
-
-      memcpy(&v, (const char *)p + offset, sizeof(v));
-      rc = buf_addf(out, "%s{site=\"%s\",type=\"%s\"} %lld\n", name,
-                    b->sites[i].name, p->type, (long long)v);
-    }
-  }
-  return rc;
+  memset(m, 0, sizeof(*m));
 }
 
-/* Prometheus wants each family's samples together, so one family is
- * written for every site before the next family starts. */
-static int
-metrics_sites(struct broker *b, struct buf *out)
+void
+metrics_view_release(struct metrics_view *m)
 {
-  struct adapter_capacity *caps = xcalloc(b->nsites ? b->nsites : 1,
-                                          sizeof(*caps));
-  int rc;
-
-  for (size_t i = 0; i < b->nsites; i++)
-    b->sites[i].ops->capacity(b->sites[i].ctx, &caps[i]);
-  rc = buf_adds(out, "# HELP tenbin_site_up 1 when the site answers.\n"
-                     "# TYPE tenbin_site_up gauge\n");
-  for (size_t i = 0; rc == 0 && i < b->nsites; i++)
-    rc = buf_addf(out, "tenbin_site_up{site=\"%s\"} %d\n", b->sites[i].name,
-                  caps[i].reachable ? 1 : 0);
-  /* Sites with an agent only; 0 until it has answered once. */
-  if (rc == 0)
-    rc = buf_adds(out, "# HELP tenbin_agent_up 1 when the site's "
-                       "tenbin-agent answers.\n"
-                       "# TYPE tenbin_agent_up gauge\n");
-  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
-    if (b->sites[i].agent_url != NULL)
-      rc = buf_addf(out, "tenbin_agent_up{site=\"%s\"} %d\n",
-                    b->sites[i].name,
-                    b->sites[i].agent_seen.health == AGENT_UP ? 1 : 0);
-  }
-  if (rc == 0)
-    rc = gpu_family(b, caps, "tenbin_gpus", "GPUs by site and type.",
-                    offsetof(struct adapter_gpu_pool, total), out);
-  if (rc == 0)
-    rc = gpu_family(b, caps, "tenbin_gpus_in_use", "GPUs assigned to jobs.",
-                    offsetof(struct adapter_gpu_pool, in_use), out);
-  if (rc == 0)
-    rc = gpu_family(b, caps, "tenbin_gpus_down",
-                    "GPUs on drained or down nodes.",
-                    offsetof(struct adapter_gpu_pool, down), out);
-  if (rc == 0)
-    rc = gpu_family(b, caps, "tenbin_gpus_waiting",
-                    "GPUs asked for by jobs waiting in the site's queue.",
-                    offsetof(struct adapter_gpu_pool, pending), out);
-  free(caps);
-  return rc;
+  if (m == NULL)
+    return;
+  for (size_t i = 0; i < m->nsites; i++)
+    site_view_release(&m->sites[i]);
+  free(m->sites);
+  metrics_view_init(m);
 }
 
 int
-broker_metrics(struct broker *b, struct buf *out)
+broker_metrics_get(struct broker *b, struct metrics_view *out,
+                   struct err *e)
 {
   struct site_counts c;
   int rc;
 
-  rc = site_counts_load(b, &c, NULL);
-  if (rc == 0)
-    rc = buf_adds(out, "# HELP tenbin_jobs Jobs by site and state.\n"
-                       "# TYPE tenbin_jobs gauge\n");
-  for (int st = 0; rc == 0 && st < JOB_STATE_COUNT; st++) {
-    rc = buf_addf(out, "tenbin_jobs{site=\"\",state=\"%s\"} %lld\n",
-                  job_state_name((enum job_state)st),
-                  (long long)c.unplaced[st]);
-    for (size_t i = 0; rc == 0 && i < b->nsites; i++)
-      rc = buf_addf(out, "tenbin_jobs{site=\"%s\",state=\"%s\"} %lld\n",
-                    b->sites[i].name, job_state_name((enum job_state)st),
-                    (long long)c.by_site[i][st]);
+  metrics_view_release(out);
+  rc = site_counts_load(b, &c, e);
+  if (rc < 0)
+    goto out;
+  memcpy(out->unplaced, c.unplaced, sizeof(out->unplaced));
+  out->sites = xcalloc(b->nsites ? b->nsites : 1, sizeof(*out->sites));
+  for (size_t i = 0; i < b->nsites; i++) {
+    site_view_fill(&b->sites[i], c.by_site[i], &out->sites[i]);
+    out->nsites++;
   }
-  if (rc == 0)
-    rc = metrics_sites(b, out);
+out:
   free(c.by_site);
   return rc;
 }

@@ -20,7 +20,6 @@
 #include <uv.h>
 
 #include "spec/jobspec.h"
-#include "util/buf.h"
 #include "util/err.h"
 
 struct broker;
@@ -461,8 +460,24 @@ int broker_site_list(struct broker *b, site_view_cb cb, void *arg);
 
 /* ---- metrics ---- */
 
-/* Append the broker's Prometheus metrics (jobs by site and state, GPUs by
- * site and type) to out. */
-int broker_metrics(struct broker *b, struct buf *out) WARN_UNUSED;
+/*
+ * What /metrics shows of the broker, before it is rendered: every site,
+ * in config order (its jobs by state, GPUs by type, its agent), and the
+ * jobs at no site by state.  It owns what it holds: release it with
+ * metrics_view_release().
+ */
+struct metrics_view {
+  struct site_view *sites;
+  size_t nsites;
+  int64_t unplaced[JOB_STATE_COUNT];
+};
+
+void metrics_view_init(struct metrics_view *m);
+/* Free what m holds (NULL-safe) and re-init. */
+void metrics_view_release(struct metrics_view *m);
+/* Fill out (initialised; the caller releases it); fails, with e set,
+ * when the jobs cannot be counted. */
+int broker_metrics_get(struct broker *b, struct metrics_view *out,
+                       struct err *e) WARN_UNUSED;
 
 #endif

@@ -1595,8 +1595,8 @@ test_sites_and_metrics_describe_the_local_site(void **state)
   struct fx *f = *state;
   struct sites_seen seen = {0};
   struct site_view one;
+  struct metrics_view m;
   struct err e = {0};
-  struct buf out;
 
   submit_ok(f, &admin, HELD);
   assert_int_equal(broker_site_list(f->b, site_seen_cb, &seen), 0);
@@ -1611,13 +1611,16 @@ test_sites_and_metrics_describe_the_local_site(void **state)
   assert_int_equal(broker_site_get(f->b, "mars", &one, &e), ERR_NOT_FOUND);
   assert_string_equal(e.msg, "site 'mars' not found");
   site_view_release(&one);
-  buf_init(&out, 1 << 20);
-  assert_int_equal(broker_metrics(f->b, &out), 0);
-  assert_non_null(
-      strstr(buf_str(&out), "tenbin_jobs{site=\"\",state=\"queued\"} 1\n"));
-  assert_non_null(
-      strstr(buf_str(&out), "tenbin_gpus{site=\"local\",type=\"h100\"} 2\n"));
-  buf_release(&out);
+  /* The held job is queued at no site; the site's one GPU type. */
+  metrics_view_init(&m);
+  assert_int_equal(broker_metrics_get(f->b, &m, &e), 0);
+  assert_int_equal(m.unplaced[JOB_QUEUED], 1);
+  assert_int_equal(m.nsites, 1);
+  assert_string_equal(m.sites[0].name, "local");
+  assert_int_equal(m.sites[0].ngpus, 1);
+  assert_string_equal(m.sites[0].gpus[0].type, "h100");
+  assert_int_equal(m.sites[0].gpus[0].total, 2);
+  metrics_view_release(&m);
 }
 
 /* ---- datasets ---- */
@@ -2821,17 +2824,25 @@ agent_state_is(struct fx *f, const void *arg)
   return ok;
 }
 
+/* What the metrics say of site's agent: -1 when it has none, else 1
+ * when it is up, 0 when not. */
 static int
-metrics_have(struct fx *f, const char *line)
+metrics_agent_up(struct fx *f, const char *site)
 {
-  struct buf out;
-  int found;
+  struct metrics_view m;
+  int up = -2;
 
-  buf_init(&out, 1 << 20);
-  assert_int_equal(broker_metrics(f->b, &out), 0);
-  found = strstr(buf_str(&out), line) != NULL;
-  buf_release(&out);
-  return found;
+  metrics_view_init(&m);
+  assert_int_equal(broker_metrics_get(f->b, &m, NULL), 0);
+  for (size_t i = 0; i < m.nsites; i++) {
+    if (strcmp(m.sites[i].name, site) == 0)
+      up = m.sites[i].agent == NULL
+               ? -1
+               : strcmp(m.sites[i].agent_health, "up") == 0;
+  }
+  metrics_view_release(&m);
+  assert_int_not_equal(up, -2);
+  return up;
 }
 
 static void
@@ -2855,8 +2866,8 @@ test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
   if (!run_until(f, agent_state_is, &(struct want_agent){"src", "up"}))
     fail_msg("the agent of src never showed up");
   assert_true(f->agent.healths > 0);
-  assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 1\n"));
-  assert_false(metrics_have(f, "tenbin_agent_up{site=\"bare\"}"));
+  assert_int_equal(metrics_agent_up(f, "src"), 1);
+  assert_int_equal(metrics_agent_up(f, "bare"), -1);
   site_view_init(&v);
   assert_int_equal(broker_site_get(f->b, "bare", &v, NULL), 0);
   assert_null(v.agent);
@@ -2874,7 +2885,7 @@ test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
   /* The site itself still runs jobs. */
   assert_true(v.reachable);
   site_view_release(&v);
-  assert_true(metrics_have(f, "tenbin_agent_up{site=\"src\"} 0\n"));
+  assert_int_equal(metrics_agent_up(f, "src"), 0);
 
   f->agent.health_down = 0;
   if (!run_until(f, agent_state_is, &(struct want_agent){"src", "up"}))
