@@ -5,7 +5,9 @@
  *
  * One struct broker per daemon, driven by one libuv loop; nothing here is
  * thread-safe and nothing needs to be.  The REST layer (api/) calls the
- * functions below; the broker never speaks HTTP.
+ * functions below; the broker never speaks HTTP.  It answers with domain
+ * views (struct job_view, site_view, dataset_view, ...), never with db
+ * rows or response bodies: api/ renders them.
  *
  * Durability: broker_submit() answers through its callback only after the
  * job is committed.  Submissions that arrive in one loop turn are committed
