@@ -22,17 +22,22 @@
 
 static void
 submitted_cb(void *arg, int rc, const struct job_view *job,
-             const json_t *warnings, int replayed, const struct err *e)
+             char *const *warnings, int replayed, const struct err *e)
 {
   struct api_call *call = arg;
   json_t *extra = NULL;
+  json_t *list;
 
   if (rc < 0) {
     api__reply_err(call, e);
     return;
   }
-  if (warnings != NULL)
-    extra = json_pack("{s:O}", "warnings", warnings);
+  if (warnings != NULL) {
+    list = json_array();
+    for (size_t i = 0; warnings[i] != NULL; i++)
+      json_array_append_new(list, json_string(warnings[i]));
+    extra = json_pack("{s:o}", "warnings", list);
+  }
   if (replayed)
     http_request_add_header(call->req, "Idempotent-Replayed", "true");
   api__reply_job(call, 201, job, extra);

@@ -166,14 +166,14 @@ typedef int (*event_view_cb)(const struct event_view *ev, void *arg);
 
 /*
  * Result of a submission, delivered after the commit.  job is borrowed for
- * the call; warnings (borrowed, may be NULL) lists what the caller should
- * know (uninterpreted #SBATCH directives); replayed is 1 when an earlier
- * job with the same Idempotency-Key is returned.  rc < 0 with e set when
- * the commit failed: nothing was stored.
+ * the call; warnings (borrowed, NULL-terminated, NULL when there are none)
+ * lists what the caller should know (uninterpreted #SBATCH directives);
+ * replayed is 1 when an earlier job with the same Idempotency-Key is
+ * returned.  rc < 0 with e set when the commit failed: nothing was stored.
  */
 typedef void (*broker_submit_cb)(void *arg, int rc,
                                  const struct job_view *job,
-                                 const json_t *warnings, int replayed,
+                                 char *const *warnings, int replayed,
                                  const struct err *e);
 
 /*

@@ -56,7 +56,7 @@ struct publish_op;
 struct pending_submit {
   struct pending_submit *next;
   struct db_job row;              /* id set by the commit */
-  json_t *warnings;               /* owned, may be NULL */
+  char **warnings;                /* owned strv, may be NULL */
   struct pending_submit *same_as; /* earlier one in this batch with the
                                      same Idempotency-Key, or NULL */
   int replayed;                   /* row is an already stored job */

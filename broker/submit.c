@@ -15,6 +15,7 @@
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
+#include "util/strv.h"
 #include "util/timeutil.h"
 
 /* Idempotency keys are scoped by caller, so two clients cannot collide. */
@@ -24,7 +25,7 @@ static void
 pending_free(struct pending_submit *ps)
 {
   db_job_release(&ps->row);
-  json_decref(ps->warnings);
+  strv_free(ps->warnings);
   free(ps->detail);
   free(ps);
 }
@@ -283,10 +284,9 @@ broker_submit(struct broker *b, const struct principal *p,
   ps->row.updated_ms = now;
   ps->detail = xmalloc(128);
   snprintf(ps->detail, 128, "submitted by %s", p->name);
-  if (json_array_size(warnings) > 0) {
-    ps->warnings = warnings;
-    warnings = NULL;
-  }
+  for (size_t i = 0; i < json_array_size(warnings); i++)
+    strv_push(&ps->warnings,
+              json_string_value(json_array_get(warnings, i)));
   pending_append(b, ps);
   ps = NULL;
   rc = 0;

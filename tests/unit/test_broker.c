@@ -344,7 +344,7 @@ count_jobs(struct db *db)
 
 static void
 on_submitted(void *arg, int rc, const struct job_view *job,
-             const json_t *warnings, int replayed, const struct err *e)
+             char *const *warnings, int replayed, const struct err *e)
 {
   struct answer *a = arg;
   struct db_job j;
@@ -656,7 +656,7 @@ struct chain {
 
 static void
 on_first_submits_again(void *arg, int rc, const struct job_view *job,
-                       const json_t *warnings, int replayed,
+                       char *const *warnings, int replayed,
                        const struct err *e)
 {
   struct chain *c = arg;

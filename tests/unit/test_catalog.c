@@ -684,7 +684,7 @@ struct answer {
 
 static void
 on_submitted(void *arg, int rc, const struct job_view *job,
-             const json_t *warnings, int replayed, const struct err *e)
+             char *const *warnings, int replayed, const struct err *e)
 {
   struct answer *a = arg;
 
