@@ -29,7 +29,9 @@
  * the file size and block length (rs_sig_args with -1): 5 bytes for
  * small files, 8 at 2 GiB, 12 at 2^50.
  */
+#define _GNU_SOURCE /* fallocate */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,18 +194,114 @@ write_exact(int fd, const void *p, size_t n, uint64_t off, struct err *e)
   return 0;
 }
 
-/* write_exact in fd's turn: lock from write_lock_of, or NULL. */
+/*
+ * Runs of zeros become holes, as with cp --sparse=auto: a 5 GB sparse
+ * file would otherwise take 5 GB of disk at every replica.  Holes read
+ * back as zeros, so the sums stay those of the bytes.  The unit is the
+ * 4 KiB block of the file (the usual file system block), and a block
+ * of data costs a look at its first word, seldom more.
+ */
+#define SPARSE_BLOCK ((size_t)4096)
+
+/* Whether the n bytes at p are all zero: the first word, then p against
+ * itself shifted by one byte, which stops at the first difference. */
+static int
+all_zero(const char *p, size_t n)
+{
+  uint64_t w = 0;
+  size_t k = n < sizeof(w) ? n : sizeof(w);
+
+  memcpy(&w, p, k);
+  if (w != 0)
+    return 0;
+  return n <= k || memcmp(p, p + 1, n - 1) == 0;
+}
+
+/*
+ * Make the n bytes at off of fd read as the n zeros at p.  Past the end
+ * of the file (*eof) they already do.  Below it an earlier attempt may
+ * have left bytes (a part file is reused): a hole is punched there, or
+ * the zeros are written where the file system cannot punch one.
+ */
+static int
+zero_run(int fd, const char *p, size_t n, uint64_t off, uint64_t *eof,
+         struct err *e)
+{
+  struct stat st;
+
+  if (*eof == UINT64_MAX) {
+    if (fstat(fd, &st) < 0)
+      return err_set(e, ERR_IO, "write at offset %llu: %s",
+                     (unsigned long long)off, strerror(errno));
+    *eof = (uint64_t)st.st_size;
+  }
+  if (off >= *eof)
+    return 0;
+  if (n > *eof - off)
+    n = (size_t)(*eof - off);
+  if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                (off_t)n) == 0)
+    return 0;
+  return write_exact(fd, p, n, off, e);
+}
+
+/*
+ * write_exact that leaves holes for the blocks of zeros, and sets the
+ * size with ftruncate when the write ends in one.  Only in fd's turn:
+ * the end of file it reads must not move under it.
+ */
+static int
+write_sparse(int fd, const char *p, size_t n, uint64_t off, struct err *e)
+{
+  uint64_t eof = UINT64_MAX; /* unknown until a run of zeros asks */
+  size_t at = 0, start = 0;  /* the pending run is [start, at) */
+  int zero = 0;              /* and is of zeros */
+  int rc = 0;
+
+  while (rc == 0 && at < n) {
+    size_t len = SPARSE_BLOCK - (size_t)((off + at) % SPARSE_BLOCK);
+    int z;
+
+    if (len > n - at)
+      len = n - at;
+    z = all_zero(p + at, len);
+    if (at > start && z != zero) {
+      rc = zero ? zero_run(fd, p + start, at - start, off + start, &eof, e)
+                : write_exact(fd, p + start, at - start, off + start, e);
+      if (!zero && eof != UINT64_MAX && off + at > eof)
+        eof = off + at;
+      start = at;
+    }
+    zero = z;
+    at += len;
+  }
+  if (rc == 0 && at > start)
+    rc = zero ? zero_run(fd, p + start, at - start, off + start, &eof, e)
+              : write_exact(fd, p + start, at - start, off + start, e);
+  /* A trailing hole needs the size set, or the file ends short. */
+  if (rc < 0 || !zero || n == 0 || off + n <= eof)
+    return rc;
+  if (ftruncate(fd, (off_t)(off + n)) == 0)
+    return 0;
+  if (errno == EFBIG)
+    return err_set(e, ERR_IO, "file too large (file size limit)");
+  return err_set(e, ERR_IO, "cannot extend to %llu bytes: %s",
+                 (unsigned long long)(off + n), strerror(errno));
+}
+
+/* write_sparse in fd's turn: lock from write_lock_of, or NULL, when the
+ * bytes are written as they are (no turn, so no safe end of file). */
 static int
 write_turn(int fd, pthread_mutex_t *lock, const void *p, size_t n,
            uint64_t off, struct err *e)
 {
   int rc;
 
-  if (lock != NULL)
-    pthread_mutex_lock(lock);
-  rc = write_exact(fd, p, n, off, e);
-  if (lock != NULL)
-    pthread_mutex_unlock(lock);
+  if (lock == NULL)
+    return write_exact(fd, p, n, off, e);
+  pthread_mutex_lock(lock);
+  rc = write_sparse(fd, p, n, off, e);
+  pthread_mutex_unlock(lock);
   return rc;
 }
 

@@ -3,7 +3,7 @@
  * prepare batches (signatures of the old files), patch and verify the
  * answers into staging, and publish the finished tree by one rename.
  */
-#define _GNU_SOURCE /* copy_file_range, syncfs, gettid */
+#define _GNU_SOURCE /* syncfs, gettid */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -248,7 +248,9 @@ out:
 }
 
 /* Copy content that is here under another inode (same bytes, other
- * metadata): local I/O only, nothing crosses the network. */
+ * metadata): local I/O only, nothing crosses the network.  Through
+ * delta_copy, so that zeros become holes as in every write of a pull
+ * (copy_file_range writes a sparse file's holes out on ext4). */
 static int
 copy_local(const char *from, int dirfd, const char *to,
            const struct manifest_entry *e, struct err *ex)
@@ -257,7 +259,6 @@ copy_local(const char *from, int dirfd, const char *to,
    * block (fileio.h), a link must not be followed. */
   int in = file_open_regular(from, O_RDONLY | O_NOFOLLOW, NULL);
   int out = -1;
-  uint64_t done = 0;
   int rc = -1;
 
   if (in < 0)
@@ -266,13 +267,8 @@ copy_local(const char *from, int dirfd, const char *to,
                         0600, ex);
   if (out < 0)
     goto out;
-  while (done < e->size) {
-    ssize_t n = copy_file_range(in, NULL, out, NULL, e->size - done, 0);
-
-    if (n <= 0)
-      goto out;
-    done += (uint64_t)n;
-  }
+  if (delta_copy(in, 0, out, 0, e->size, NULL, NULL, ex) < 0)
+    goto out;
   rc = set_meta(out, e);
 
 out:

@@ -461,6 +461,61 @@ same_tree(const char *a, const char *b)
     fail_msg("'%s' holds %zu entries, its source %zu", b, nb, na);
 }
 
+/* A sparse source file rel of size bytes: holes but for 1 MiB of data
+ * at each of off[0..n), an unaligned one among them. */
+static void
+put_sparse(struct fx *fx, const char *rel, off_t size, const off_t *off,
+           size_t n, uint64_t seed, time_t mtime)
+{
+  char path[512];
+  uint8_t *data = xmalloc(MIB);
+  struct timespec ts[2] = {{mtime, 0}, {mtime, 0}};
+  int fd;
+
+  snprintf(path, sizeof(path), "%s/%s", fx->src, rel);
+  fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, size), 0);
+  for (size_t i = 0; i < n; i++) {
+    fill_random(data, MIB, seed + i);
+    assert_int_equal(pwrite(fd, data, MIB, off[i]), MIB);
+  }
+  assert_int_equal(close(fd), 0);
+  assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+  free(data);
+}
+
+/* Fail unless the replica b of the source file a has its size and bytes
+ * and takes on disk about what a does (its data), not its size. */
+static void
+same_sparse(const char *a, const char *b)
+{
+  struct stat sa, sb;
+  char *ba = xmalloc(MIB), *bb = xmalloc(MIB);
+  int fa = open(a, O_RDONLY | O_CLOEXEC), fb = open(b, O_RDONLY | O_CLOEXEC);
+
+  assert_true(fa >= 0 && fb >= 0);
+  assert_int_equal(fstat(fa, &sa), 0);
+  assert_int_equal(fstat(fb, &sb), 0);
+  assert_int_equal(sa.st_size, sb.st_size);
+  if ((uint64_t)sb.st_blocks * 512 > (uint64_t)sa.st_blocks * 512 + MIB)
+    fail_msg("'%s' takes %llu bytes on disk, its source %llu", b,
+             (unsigned long long)sb.st_blocks * 512,
+             (unsigned long long)sa.st_blocks * 512);
+  for (off_t at = 0; at < sa.st_size; at += MIB) {
+    ssize_t na = pread(fa, ba, MIB, at), nb = pread(fb, bb, MIB, at);
+
+    assert_true(na > 0);
+    assert_int_equal(na, nb);
+    if (memcmp(ba, bb, (size_t)na) != 0)
+      fail_msg("'%s' differs from its source at %lld", b, (long long)at);
+  }
+  close(fa);
+  close(fb);
+  free(ba);
+  free(bb);
+}
+
 static json_int_t
 served_bytes(struct fx *fx)
 {
@@ -546,6 +601,46 @@ test_a_second_pull_after_a_small_edit_moves_only_a_delta(void **state)
     fail_msg("%lld bytes crossed for a 64-byte edit",
              (long long)int_of(st, "bytes_wire"));
   assert_true(int_of(st, "bytes_saved") > 19 * MIB);
+  json_decref(st);
+}
+
+/*
+ * A sparse file stays sparse at the replica: 256 MiB with 3 MiB of data
+ * takes about 3 MiB there, and so does its next version (new data in a
+ * hole: patched and locally copied segments), as does a sparse file
+ * whose mtime alone changed (copied, not linked).
+ */
+static void
+test_a_sparse_file_stays_sparse_at_the_replica_and_its_next_version(
+    void **state)
+{
+  struct fx *fx = *state;
+  const off_t off[] = {0, 100 * (off_t)MIB + 12345, 200 * (off_t)MIB};
+  const off_t more[] = {150 * (off_t)MIB};
+  char v1[65], v2[65], a[512], b[512];
+  json_t *st;
+
+  put_sparse(fx, "sparse.bin", 256 * (off_t)MIB, off, 3, 10, 1600000000);
+  put_sparse(fx, "touched.bin", 64 * (off_t)MIB, off, 1, 20, 1600000000);
+  start_agent(fx, A, 0, 0);
+  start_agent(fx, B, 0, 0);
+  assert_int_equal(publish(fx, v1), 201);
+  st = pull(fx, v1);
+  assert_string_equal(str_of(st, "state"), "complete");
+  snprintf(a, sizeof(a), "%s/sparse.bin", fx->src);
+  snprintf(b, sizeof(b), "%s/sparse.bin", str_of(st, "path"));
+  same_sparse(a, b);
+  json_decref(st);
+  put_sparse(fx, "sparse.bin", 256 * (off_t)MIB, more, 1, 30, 1600000000);
+  put_sparse(fx, "touched.bin", 64 * (off_t)MIB, off, 1, 20, 1700000000);
+  assert_int_equal(publish(fx, v2), 201);
+  st = pull(fx, v2);
+  assert_string_equal(str_of(st, "state"), "complete");
+  snprintf(b, sizeof(b), "%s/sparse.bin", str_of(st, "path"));
+  same_sparse(a, b);
+  snprintf(a, sizeof(a), "%s/touched.bin", fx->src);
+  snprintf(b, sizeof(b), "%s/touched.bin", str_of(st, "path"));
+  same_sparse(a, b);
   json_decref(st);
 }
 
@@ -668,6 +763,9 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_a_second_pull_after_a_small_edit_moves_only_a_delta, setup,
           teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_sparse_file_stays_sparse_at_the_replica_and_its_next_version,
+          setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_a_file_changed_after_publish_is_named_and_never_published,
           setup, teardown),

@@ -1155,6 +1155,109 @@ test_write_past_the_file_size_limit_names_it(void **state)
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ---- sparse files ---- */
+
+/* Bytes of fd on disk. */
+static uint64_t
+disk_bytes(int fd)
+{
+  struct stat st;
+
+  assert_int_equal(fstat(fd, &st), 0);
+  return (uint64_t)st.st_blocks * 512;
+}
+
+/* n bytes of zeros but for three runs of data, one unaligned, and a
+ * zero tail: 1 MiB + 1 byte of data in all. */
+static uint8_t *
+mostly_zeros(size_t n)
+{
+  uint8_t *p = calloc(1, n);
+
+  assert_non_null(p);
+  fill_random(p + 4 * MIB, 512 * KIB, 41);
+  fill_random(p + 9 * MIB + 100, 512 * KIB, 42);
+  p[n - MIB] = 1;
+  return p;
+}
+
+/*
+ * Every destination write (literal data, a patch, a local copy) leaves
+ * the blocks of zeros as holes: a sparse file stays sparse at a replica,
+ * its size and bytes exact, its SHA-256 that of the bytes.
+ */
+static void
+test_writes_leave_blocks_of_zeros_as_holes_with_exact_bytes(void **state)
+{
+  const size_t n = 32 * MIB;
+  uint8_t *data = mostly_zeros(n), *got, xxh[16], sha[32], want[32];
+  int empty = file_with(NULL, 0), src = file_with(data, n);
+  int w = file_with(NULL, 0), pt = file_with(NULL, 0), cp = file_with(NULL, 0);
+  int outs[3] = {w, pt, cp};
+  struct delta_sig *ds = load_sig_of(empty, 0, NULL);
+  struct buf d;
+  struct err e = {0};
+  struct stat st;
+
+  (void)state;
+  sha256_of(data, n, want);
+  buf_init(&d, n + MIB);
+  assert_int_equal(delta_compute(ds, src, 0, n, &d, xxh, NULL, &e), 0);
+  assert_int_equal(delta_write(w, 0, data, n, sha, NULL, &e), 0);
+  assert_memory_equal(sha, want, 32);
+  assert_int_equal(delta_patch(-1, d.data, d.len, pt, 0, n, sha, NULL, &e),
+                   0);
+  assert_memory_equal(sha, want, 32);
+  assert_int_equal(delta_copy(w, 0, cp, 0, n, sha, NULL, &e), 0);
+  assert_memory_equal(sha, want, 32);
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(fstat(outs[i], &st), 0);
+    assert_int_equal(st.st_size, (off_t)n);
+    /* the data and a few blocks around it, not the 32 MiB */
+    assert_true(disk_bytes(outs[i]) < 2 * MIB);
+    got = read_all(outs[i], n);
+    assert_memory_equal(got, data, n);
+    free(got);
+  }
+  buf_release(&d);
+  delta_sig_free(ds);
+  for (size_t i = 0; i < 3; i++)
+    close(outs[i]);
+  close(src);
+  close(empty);
+  free(data);
+}
+
+/* A part file is reused by a retried pull: zeros written where an
+ * earlier attempt left bytes read back as zeros (a punched hole), and a
+ * write that ends in zeros past the end still makes its full length. */
+static void
+test_zeros_over_an_earlier_attempts_bytes_read_back_as_zeros(void **state)
+{
+  const size_t n = 4 * MIB;
+  uint8_t *old = malloc(n), *zeros = calloc(1, n), *got, sha[32];
+  int fd;
+  struct err e = {0};
+  struct stat st;
+
+  (void)state;
+  fill_random(old, n, 43);
+  fd = file_with(old, n);
+  assert_int_equal(delta_write(fd, 100, zeros, n - 200, sha, NULL, &e), 0);
+  got = read_all(fd, n);
+  assert_memory_equal(got, old, 100);
+  assert_memory_equal(got + 100, zeros, n - 200);
+  assert_memory_equal(got + n - 100, old + n - 100, 100);
+  assert_true(disk_bytes(fd) < 64 * KIB);
+  free(got);
+  assert_int_equal(delta_write(fd, n, zeros, 10000, sha, NULL, &e), 0);
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_int_equal(st.st_size, (off_t)(n + 10000));
+  close(fd);
+  free(zeros);
+  free(old);
+}
+
 /* ---- in-place deltas of small files ---- */
 
 /* The INPLACE payload of basis (n bytes); checked. */
@@ -1575,6 +1678,10 @@ main(void)
     cmocka_unit_test(test_segments_patch_in_parallel_threads_on_shared_fds),
     cmocka_unit_test(test_write_to_a_full_device_names_no_space),
     cmocka_unit_test(test_write_past_the_file_size_limit_names_it),
+    cmocka_unit_test(
+        test_writes_leave_blocks_of_zeros_as_holes_with_exact_bytes),
+    cmocka_unit_test(
+        test_zeros_over_an_earlier_attempts_bytes_read_back_as_zeros),
     cmocka_unit_test(
         test_in_place_runs_check_their_own_bytes_and_search_moved_data),
     cmocka_unit_test(
