@@ -204,7 +204,7 @@ struct manifest_scan_stats {
 
 /* Called with each directory a scan lists, open at dirfd, before it is
  * listed (path "" for the top), from the scan's threads at once: a watch
- * (sync/watch.h) adds it there, so that no change after the listing is
+ * (agent/watch.h) adds it there, so that no change after the listing is
  * missed. */
 struct manifest_dir_hook {
   void (*fn)(void *arg, int dirfd, const char *path);
@@ -238,7 +238,7 @@ int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
                   struct manifest_scan_stats *st, struct err *e)
     WARN_UNUSED;
 
-/* A path that may have changed since a scan (sync/watch.h notes them),
+/* A path that may have changed since a scan (agent/watch.h notes them),
  * relative to the tree's top. */
 #define MANIFEST_CHANGED_ENTRY 1u /* its content, mode or times */
 #define MANIFEST_CHANGED_TREE 2u  /* created, deleted or renamed: a

@@ -1,7 +1,7 @@
 /*
  * Tests that each daemon's OpenAPI file and its route table describe the
  * same API: api/openapi.yaml and tenbind's api_routes[],
- * sync/agent-openapi.yaml and tenbin-agent's agent_routes.  Every
+ * agent/agent-openapi.yaml and tenbin-agent's agent_routes.  Every
  * (method, pattern) of a table is an operation of its file and the other
  * way round, each operation's x-tenbin-role is the route's least role
  * (the agent's routes have none, and its file names none), and only the
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "sync/agent.h"
+#include "agent/agent.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 
@@ -393,7 +393,7 @@ group_setup(void **state)
   fx->apis[0].routes.count = api_route_count;
   fx->apis[0].routes.size = sizeof(api_routes[0]);
   fx->apis[0].role_name = broker_role_of;
-  fx->apis[1].file = "sync/agent-openapi.yaml";
+  fx->apis[1].file = "agent/agent-openapi.yaml";
   fx->apis[1].routes = agent_routes;
   for (size_t i = 0; i < 2; i++)
     load(&fx->apis[i]);

@@ -1184,7 +1184,7 @@ change_cmp(const void *a, const void *b)
                 ((const struct manifest_change *)b)->path);
 }
 
-/* Sorted, one per path, flags joined (as sync/watch.c hands them). */
+/* Sorted, one per path, flags joined (as agent/watch.c hands them). */
 static void
 changes_sort(struct changes *ch)
 {

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include "sync/path.h"
-#include "sync/pull_int.h"
-#include "sync/store.h"
+#include "agent/pull_int.h"
+#include "agent/store.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
 #include "util/log.h"

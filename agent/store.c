@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "sync/path.h"
-#include "sync/store.h"
+#include "agent/store.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/fileio.h"

@@ -1,5 +1,5 @@
 /*
- * Tests for sync/reserve.c: files made ahead of time are moved into
+ * Tests for agent/reserve.c: files made ahead of time are moved into
  * place, never over an existing name, never when something else shares
  * them or wrote into them; an empty or unusable reserve falls back to
  * creating; what a previous run left is used again.
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sync/reserve.h"
+#include "agent/reserve.h"
 
 struct fixture {
   char dir[64];      /* mkdtemp */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "sync/agent_int.h"
+#include "agent/agent_int.h"
 #include "sync/manifest.h"
 #include "sync/wire.h"
 

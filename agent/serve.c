@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "sync/agent_client.h"
-#include "sync/agent_int.h"
+#include "agent/agent_int.h"
 #include "sync/delta.h"
 #include "sync/path.h"
 #include "sync/wire.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sync/reserve.h"
+#include "agent/reserve.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
 #include "util/log.h"

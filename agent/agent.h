@@ -30,7 +30,7 @@ struct agent_config {
   size_t batch_bytes;    /* segment data asked per batch; 0: 16 MiB */
   int fsync_publish;     /* sync a replica's data before publishing it */
   int watch;             /* republish from what inotify saw change
-                            (sync/watch.h has what it cannot see) */
+                            (agent/watch.h has what it cannot see) */
   int draft_ms;          /* with watch: draft the next publish once a
                             tree is quiet this long; 0: 250, -1: never */
   const char *tls_cert_file; /* with tls_key_file: serve HTTPS */
@@ -47,7 +47,7 @@ struct agent_config {
 int agent_start(uv_loop_t *loop, const struct agent_config *cfg,
                 struct agent **out, struct err *e) WARN_UNUSED;
 uint16_t agent_port(const struct agent *a);
-/* The agent's route table (sync/agent-openapi.yaml describes it; a test
+/* The agent's route table (agent/agent-openapi.yaml describes it; a test
  * compares the two).  Routes have no roles: the token is all or
  * nothing. */
 extern const struct http_routes agent_routes;

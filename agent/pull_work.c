@@ -15,7 +15,7 @@
 
 #include "sync/delta.h"
 #include "sync/path.h"
-#include "sync/pull_int.h"
+#include "agent/pull_int.h"
 #include "util/alloc.h"
 #include "util/fault.h"
 #include "util/fileio.h"

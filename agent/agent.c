@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "sync/agent_client.h"
-#include "sync/agent_int.h"
+#include "agent/agent_int.h"
 #include "sync/path.h"
 #include "util/alloc.h"
 #include "util/hash.h"
@@ -176,7 +176,7 @@ struct agent_route {
                   const struct http_match *m);
 };
 
-/* THE agent's route table; sync/agent-openapi.yaml describes it. */
+/* THE agent's route table; agent/agent-openapi.yaml describes it. */
 static const struct agent_route routes[] = {
     {{"GET", "/healthz", 0, HTTP_ROUTE_PUBLIC}, healthz},
     {{"POST", "/v1/datasets/{name}/versions", 0, 0}, versions_post},

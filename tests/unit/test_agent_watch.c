@@ -1,5 +1,5 @@
 /*
- * Tests for sync/watch.c: a real inotify instance on a temporary tree,
+ * Tests for agent/watch.c: a real inotify instance on a temporary tree,
  * built by a real scan.  The changes a watch reports, handed to
  * manifest_scan_changes, give what a full scan gives; what a watch
  * cannot describe (a directory renamed, an overflowed queue, changes
@@ -23,7 +23,7 @@
 #include <uv.h>
 
 #include "sync/manifest.h"
-#include "sync/watch.h"
+#include "agent/watch.h"
 #include "util/alloc.h"
 
 struct fx {

@@ -11,10 +11,10 @@
 
 #include "http/client.h"
 #include "http/server.h"
-#include "sync/agent.h"
+#include "agent/agent.h"
 #include "sync/manifest.h"
-#include "sync/reserve.h"
-#include "sync/store.h"
+#include "agent/reserve.h"
+#include "agent/store.h"
 
 #define AGENT_JSON_MAX ((size_t)64 << 10)
 #define AGENT_BATCH_MAX ((size_t)64 << 20)   /* request body */

@@ -9,7 +9,7 @@
  * times is one path), sorted when a publish takes them.
  */
 #define _GNU_SOURCE
-#include "sync/watch.h"
+#include "agent/watch.h"
 
 #include <errno.h>
 #include <pthread.h>

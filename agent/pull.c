@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "http/router.h"
-#include "sync/pull_int.h"
+#include "agent/pull_int.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"

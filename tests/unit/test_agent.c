@@ -1,5 +1,5 @@
 /*
- * Tests for the agent's serve, publish and pull (sync/agent.h): two real
+ * Tests for the agent's serve, publish and pull (agent/agent.h): two real
  * agents, a source A and a destination B, each on its own temporary
  * root, listen on 127.0.0.1 and run on the test's loop; the test talks to
  * them over HTTP as tenbind does (docs/SYNC.md "Agent REST API").  What
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "http/client.h"
-#include "sync/agent.h"
+#include "agent/agent.h"
 #include "seeded_bytes.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -113,7 +113,7 @@ setup(void **state)
   struct fx *fx = xcalloc(1, sizeof(*fx));
   struct err e = {0};
 
-  snprintf(fx->tmp, sizeof(fx->tmp), "/tmp/test_sync_agent.XXXXXX");
+  snprintf(fx->tmp, sizeof(fx->tmp), "/tmp/test_agent.XXXXXX");
   assert_non_null(mkdtemp(fx->tmp));
   snprintf(fx->root[A], sizeof(fx->root[A]), "%s/a", fx->tmp);
   snprintf(fx->root[B], sizeof(fx->root[B]), "%s/b", fx->tmp);

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sync/agent_int.h"
+#include "agent/agent_int.h"
 #include "sync/path.h"
-#include "sync/watch.h"
+#include "agent/watch.h"
 #include "util/alloc.h"
 #include "util/fault.h"
 #include "util/fileio.h"

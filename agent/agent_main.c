@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sync/agent.h"
-#include "sync/store.h"
+#include "agent/agent.h"
+#include "agent/store.h"
 #include "util/fileio.h"
 #include "util/secret.h"
 #include "util/log.h"
