@@ -218,44 +218,42 @@ all_zero(const char *p, size_t n)
 }
 
 /*
- * Make the n bytes at off of fd read as the n zeros at p.  Past the end
- * of the file (*eof) they already do.  Below it an earlier attempt may
- * have left bytes (a part file is reused): a hole is punched there, or
- * the zeros are written where the file system cannot punch one.
+ * Make the n bytes at off of fd read as the n zeros at p: a hole is
+ * punched (a part file of an earlier attempt may hold bytes there; past
+ * the end of the file it changes nothing).  Where the file system cannot
+ * punch, zeros are written, but only below the end of the file: beyond
+ * it nothing was ever written, since the writers of one file write
+ * disjoint ranges and the file only grows while it is written.
  */
 static int
-zero_run(int fd, const char *p, size_t n, uint64_t off, uint64_t *eof,
-         struct err *e)
+zero_run(int fd, const char *p, size_t n, uint64_t off, struct err *e)
 {
   struct stat st;
 
-  if (*eof == UINT64_MAX) {
-    if (fstat(fd, &st) < 0)
-      return err_set(e, ERR_IO, "write at offset %llu: %s",
-                     (unsigned long long)off, strerror(errno));
-    *eof = (uint64_t)st.st_size;
-  }
-  if (off >= *eof)
-    return 0;
-  if (n > *eof - off)
-    n = (size_t)(*eof - off);
   if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
                 (off_t)n) == 0)
     return 0;
+  if (fstat(fd, &st) < 0)
+    return err_set(e, ERR_IO, "write at offset %llu: %s",
+                   (unsigned long long)off, strerror(errno));
+  if (off >= (uint64_t)st.st_size)
+    return 0;
+  if (n > (uint64_t)st.st_size - off)
+    n = (size_t)((uint64_t)st.st_size - off);
   return write_exact(fd, p, n, off, e);
 }
 
 /*
- * write_exact that leaves holes for the blocks of zeros, and sets the
- * size with ftruncate when the write ends in one.  Only in fd's turn:
- * the end of file it reads must not move under it.
+ * write_exact that leaves holes for the blocks of zeros.  A write that
+ * ends in zeros still writes its last byte, so that the file is at least
+ * that long; a size set with ftruncate could cut what another writer of
+ * the file has just written further on.
  */
 static int
 write_sparse(int fd, const char *p, size_t n, uint64_t off, struct err *e)
 {
-  uint64_t eof = UINT64_MAX; /* unknown until a run of zeros asks */
-  size_t at = 0, start = 0;  /* the pending run is [start, at) */
-  int zero = 0;              /* and is of zeros */
+  size_t at = 0, start = 0; /* the pending run is [start, at) */
+  int zero = 0;             /* and is of zeros */
   int rc = 0;
 
   while (rc == 0 && at < n) {
@@ -266,31 +264,23 @@ write_sparse(int fd, const char *p, size_t n, uint64_t off, struct err *e)
       len = n - at;
     z = all_zero(p + at, len);
     if (at > start && z != zero) {
-      rc = zero ? zero_run(fd, p + start, at - start, off + start, &eof, e)
+      rc = zero ? zero_run(fd, p + start, at - start, off + start, e)
                 : write_exact(fd, p + start, at - start, off + start, e);
-      if (!zero && eof != UINT64_MAX && off + at > eof)
-        eof = off + at;
       start = at;
     }
     zero = z;
     at += len;
   }
   if (rc == 0 && at > start)
-    rc = zero ? zero_run(fd, p + start, at - start, off + start, &eof, e)
+    rc = zero ? zero_run(fd, p + start, at - start, off + start, e)
               : write_exact(fd, p + start, at - start, off + start, e);
-  /* A trailing hole needs the size set, or the file ends short. */
-  if (rc < 0 || !zero || n == 0 || off + n <= eof)
-    return rc;
-  if (ftruncate(fd, (off_t)(off + n)) == 0)
-    return 0;
-  if (errno == EFBIG)
-    return err_set(e, ERR_IO, "file too large (file size limit)");
-  return err_set(e, ERR_IO, "cannot extend to %llu bytes: %s",
-                 (unsigned long long)(off + n), strerror(errno));
+  if (rc == 0 && zero && n > 0)
+    rc = write_exact(fd, p + n - 1, 1, off + n - 1, e);
+  return rc;
 }
 
-/* write_sparse in fd's turn: lock from write_lock_of, or NULL, when the
- * bytes are written as they are (no turn, so no safe end of file). */
+/* write_sparse in fd's turn: lock from write_lock_of, or NULL to write
+ * without one. */
 static int
 write_turn(int fd, pthread_mutex_t *lock, const void *p, size_t n,
            uint64_t off, struct err *e)
@@ -298,7 +288,7 @@ write_turn(int fd, pthread_mutex_t *lock, const void *p, size_t n,
   int rc;
 
   if (lock == NULL)
-    return write_exact(fd, p, n, off, e);
+    return write_sparse(fd, p, n, off, e);
   pthread_mutex_lock(lock);
   rc = write_sparse(fd, p, n, off, e);
   pthread_mutex_unlock(lock);
