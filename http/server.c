@@ -66,6 +66,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/fileio.h"
+#include "util/list.h"
 #include "util/log.h"
 #include "util/secret.h"
 #include "util/spare.h"
@@ -107,8 +108,7 @@ struct http_conn {
                                     read must be in; 0: none (answering) */
   bool nul_in_url;               /* the path or a query decoded to NUL */
   bool cut;                      /* shut down for being too slow */
-  struct http_conn *prev;        /* in srv->conns */
-  struct http_conn *next;
+  struct list link;              /* in srv->conns */
 };
 
 struct http_request {
@@ -123,8 +123,7 @@ struct http_request {
   unsigned status;
   enum req_state state;
   void *data;                  /* the handler's slot */
-  struct http_request *prev;   /* in srv->suspended while SUSPENDED */
-  struct http_request *next;
+  struct list link;            /* in srv->suspended while SUSPENDED */
 };
 
 struct http_server {
@@ -136,7 +135,7 @@ struct http_server {
   uv_timer_t sweep;              /* deadlines, accept retries */
   int listen_fd;                 /* -1 once closed */
   bool listening;                /* listen_poll is started */
-  struct http_conn *conns;       /* every open connection */
+  struct list conns;             /* every open connection */
   struct http_conn *adding;      /* handed to MHD_add_connection() now */
   unsigned nconns;
   unsigned max_connections;
@@ -161,7 +160,7 @@ struct http_server {
   int open_handles;              /* uv handles not yet closed */
   void (*close_cb)(void *arg);
   void *close_arg;
-  struct http_request *suspended; /* the SUSPENDED requests */
+  struct list suspended;         /* the SUSPENDED requests */
   char too_large_json[128];      /* the 413 body; outlives the daemon */
   char last_log[160];            /* MHD's last message, for start errors */
 };
@@ -295,21 +294,6 @@ queue_json(struct MHD_Connection *conn, unsigned status, const char *json,
   return ret;
 }
 
-static void
-request_unlink_suspended(struct http_request *req)
-{
-  struct http_server *s = req->srv;
-
-  if (req->prev != NULL)
-    req->prev->next = req->next;
-  else
-    s->suspended = req->next;
-  if (req->next != NULL)
-    req->next->prev = req->prev;
-  req->prev = NULL;
-  req->next = NULL;
-}
-
 /*
  * Store resp (steals it; NULL means building it failed) as the answer of
  * req.  Inside the handler the access callback queues it when the handler
@@ -340,7 +324,7 @@ request_answer(struct http_request *req, unsigned status,
     return;
   }
   req->state = REQ_ANSWERED;
-  request_unlink_suspended(req);
+  list_remove(&req->link);
   MHD_resume_connection(req->conn);
   server_run_soon(req->srv);
 }
@@ -429,6 +413,7 @@ request_new(struct http_server *s, struct MHD_Connection *conn,
   struct http_request *req = xcalloc(1, sizeof(*req));
 
   req->srv = s;
+  list_init(&req->link);
   req->conn = conn;
   req->method = method;
   req->path = path;
@@ -545,10 +530,7 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url,
     if (req->state == REQ_ANSWERED)
       return request_queue(req);
     req->state = REQ_SUSPENDED;
-    req->next = s->suspended;
-    if (s->suspended != NULL)
-      s->suspended->prev = req;
-    s->suspended = req;
+    list_insert_head(&s->suspended, &req->link);
     MHD_suspend_connection(conn);
     return MHD_YES;
   case REQ_ANSWERED:
@@ -582,8 +564,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (req == NULL)
     return;
   *con_cls = NULL;
-  if (req->state == REQ_SUSPENDED)
-    request_unlink_suspended(req); /* only when MHD is torn down */
+  list_remove(&req->link); /* suspended only when MHD is torn down */
   s->live--;
   if (req->resp != NULL)
     MHD_destroy_response(req->resp);
@@ -658,11 +639,11 @@ static unsigned
 address_count(const struct http_server *s,
               const struct sockaddr_storage *addr)
 {
-  const struct http_conn *hc;
+  const struct list *q;
   unsigned n = 0;
 
-  for (hc = s->conns; hc != NULL; hc = hc->next)
-    if (same_address(&hc->addr, addr))
+  LIST_FOREACH(q, &s->conns)
+    if (same_address(&LIST_ENTRY(q, struct http_conn, link)->addr, addr))
       n++;
   return n;
 }
@@ -749,10 +730,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
     if (hc == NULL)
       return;
     hc->deadline = uv_now(s->loop) + s->header_timeout_ms;
-    hc->next = s->conns;
-    if (s->conns != NULL)
-      s->conns->prev = hc;
-    s->conns = hc;
+    list_insert_head(&s->conns, &hc->link);
     s->nconns++;
     return;
   }
@@ -760,12 +738,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
   *socket_context = NULL;
   if (hc == NULL)
     return;
-  if (hc->prev != NULL)
-    hc->prev->next = hc->next;
-  else
-    s->conns = hc->next;
-  if (hc->next != NULL)
-    hc->next->prev = hc->prev;
+  list_remove(&hc->link);
   s->nconns--;
   free(hc);
   listen_resume(s);
@@ -776,11 +749,13 @@ static void
 on_sweep(uv_timer_t *t)
 {
   struct http_server *s = t->data;
-  struct http_conn *hc;
+  struct list *q;
   uint64_t now = uv_now(s->loop);
   unsigned cut = 0;
 
-  for (hc = s->conns; hc != NULL; hc = hc->next) {
+  LIST_FOREACH(q, &s->conns) {
+    struct http_conn *hc = LIST_ENTRY(q, struct http_conn, link);
+
     if (hc->cut || hc->deadline == 0 || now < hc->deadline)
       continue;
     /* MHD owns the fd; a shutdown makes it see the end and close. */
@@ -865,8 +840,8 @@ server_close_begin(struct http_server *s)
   s->close_deadline = uv_now(s->loop) + CLOSE_DRAIN_MS;
   listen_close(s);
   uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
-  while (s->suspended != NULL) {
-    req = s->suspended;
+  while (!list_empty(&s->suspended)) {
+    req = LIST_ENTRY(list_first(&s->suspended), struct http_request, link);
     resp = json_response(unavailable_json);
     if (resp != NULL)
       (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
@@ -1026,6 +1001,8 @@ http_server_start(uv_loop_t *loop, const struct http_server_config *cfg,
     return rc;
 
   s = xcalloc(1, sizeof(*s));
+  list_init(&s->conns);
+  list_init(&s->suspended);
   s->loop = loop;
   s->listen_fd = -1;
   s->head_handler = cfg->head_handler;
