@@ -120,12 +120,10 @@ healthz(struct agent *a, struct http_request *req, const struct http_match *m)
 {
   (void)m;
   agent_reply_json(req, 200,
-                   json_pack("{s:b, s:I, s:I, s:I, s:I}", "ok", 1,
+                   json_pack("{s:b, s:I, s:I, s:I}", "ok", 1,
                              "background", (json_int_t)a->background,
                              "drafts", (json_int_t)a->drafts, "served_bytes",
-                             (json_int_t)serve_served_bytes(a),
-                             "reserve_files",
-                             (json_int_t)reserve_count(a->reserve)));
+                             (json_int_t)serve_served_bytes(a)));
 }
 
 static void
@@ -231,7 +229,6 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   struct agent *a;
   struct http_server_config hc;
   struct http_client_config cc;
-  char path[PATH_MAX];
   int rc;
 
   if (cfg->token == NULL || strlen(cfg->token) < 16)
@@ -250,10 +247,6 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   if (a->batch_bytes > ((size_t)64 << 20))
     a->batch_bytes = (size_t)64 << 20;
   rc = store_open(cfg->root, cfg->fsync_publish, &a->store, e);
-  if (rc < 0)
-    goto fail;
-  store_reserve_dir(a->store, path, sizeof(path));
-  rc = reserve_open(path, &a->reserve, e);
   if (rc < 0)
     goto fail;
   (void)serve_new(a);
@@ -288,7 +281,6 @@ fail:
     http_client_close(a->client, NULL, NULL);
   serve_free(a);
   publish_free(a);
-  reserve_close(a->reserve);
   store_close(a->store);
   free(a->token);
   free(a);
@@ -331,7 +323,6 @@ finish_close(struct agent *a)
   pull_prestage_free(a);
   serve_free(a);
   publish_free(a);
-  reserve_close(a->reserve);
   store_close(a->store);
   free(a->token);
   free(a);

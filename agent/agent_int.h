@@ -13,7 +13,6 @@
 #include "http/server.h"
 #include "agent/agent.h"
 #include "sync/manifest.h"
-#include "agent/reserve.h"
 #include "agent/store.h"
 
 #define AGENT_JSON_MAX ((size_t)64 << 10)
@@ -45,7 +44,6 @@ struct agent {
   uint64_t drafts;             /* drafts of a publish completed */
   struct prestage_work *prestaging;    /* the job running, or NULL */
   struct prestage_work *prestage_next; /* the one to run after it */
-  struct reserve *reserve;     /* empty files for new ones (reserve.h) */
   unsigned inflight;           /* work items on the thread pool */
   int closing;
   void (*close_cb)(void *arg);

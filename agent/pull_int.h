@@ -279,8 +279,6 @@ void pull_prestage_cancel(struct agent *a);
  * each file of pw->m already in place; 0 not (keep all zero, no staging
  * directory made).  from: pw->from when pw->m came as a delta against
  * basis, else NULL. */
-/* Remove the tree at path, whatever is in it: 0, or -1 (errno). */
-int pull_remove_tree(const char *path);
 int pull_prestage_take(struct plan_work *pw, const char *basis_v,
                        const struct manifest *basis, const uint32_t *from,
                        uint8_t *keep);

@@ -15,10 +15,6 @@
  * one owner ever changes it, and a pull's staging path appears only when
  * its reconciliation finished.  A crash leaves a .tmp, .r or trash tree,
  * which is deleted, never used.
- *
- * The same job then refills the agent's reserve of empty files
- * (reserve.h), so that the next pull's new files cost a rename each
- * instead of an inode allocation.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -84,7 +80,8 @@ remove_in(int fd, int depth)
   return rc;
 }
 
-int
+/* Remove the tree at path, whatever is in it: 0, or -1 (errno). */
+static int
 pull_remove_tree(const char *path)
 {
   char dir[PATH_MAX];
@@ -112,7 +109,6 @@ struct prestage_work {
   char *name;
   char v[MANIFEST_ID_HEX + 1];
   atomic_int stop;             /* set by the loop: the agent is closing */
-  size_t reserve_want;         /* files to keep in the agent's reserve */
 };
 
 /* Everything in prestage/NAME goes, each tree renamed to a trash name
@@ -180,7 +176,6 @@ prestage_run(uv_work_t *w)
   char path[PATH_MAX];
   char *text = NULL;
   size_t len;
-  struct err e = {0};
   int datafd = -1, tmpfd = -1, ok = 0;
 
   manifest_init(&m);
@@ -211,9 +206,6 @@ out:
     close(tmpfd);
   free(text);
   manifest_release(&m);
-  /* Then the new files of the next pull, just as much off its path. */
-  if (reserve_fill(pw->a->reserve, pw->reserve_want, &pw->stop, &e) < 0)
-    log_warn("%s", err_msg(&e));
 }
 
 static void
@@ -268,10 +260,6 @@ pull_prestage_queue(struct pull *p)
   pw->name = xstrdup(p->name);
   snprintf(pw->v, sizeof(pw->v), "%s", p->v);
   atomic_init(&pw->stop, 0);
-  /* As many as this pull made, for the next one like it. */
-  pw->reserve_want = p->nfiles < RESERVE_MIN   ? RESERVE_MIN
-                     : p->nfiles > RESERVE_MAX ? RESERVE_MAX
-                                               : p->nfiles;
   if (a->prestaging == NULL) {
     prestage_start(a, pw);
     return;

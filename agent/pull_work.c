@@ -788,8 +788,8 @@ hash_text(struct plan_work *pw)
 
 /* What a new staging tree starts from: the local versions, and a
  * prestaged tree reconciled into m (keep[i] set for each file of m left
- * in place).  1 when the prestaged tree was taken. */
-static int
+ * in place). */
+static void
 plan_start(struct plan_work *pw, uint8_t *keep)
 {
   struct pull *p = pw->p;
@@ -799,29 +799,11 @@ plan_start(struct plan_work *pw, uint8_t *keep)
   pw->local = xcalloc(1, sizeof(*pw->local));
   local_load(pw, pw->local);
   if (!pw->fresh || pw->local->nm == 0)
-    return 0;
-  return pull_prestage_take(pw, pw->local->vs[0].version, pw->local->m[0],
+    return;
+  (void)pull_prestage_take(pw, pw->local->vs[0].version, pw->local->m[0],
                             strcmp(pw->local->vs[0].version,
                                    p->delta_base) == 0 ? pw->from : NULL,
                             keep);
-}
-
-/* plan_start (task 0) beside the rebuilt text's hash (task 1). */
-struct plan_side {
-  struct plan_work *pw;
-  uint8_t *keep;
-  int taken;
-};
-
-static void
-plan_side_run(void *arg, size_t task)
-{
-  struct plan_side *ps = arg;
-
-  if (task == 0)
-    ps->taken = plan_start(ps->pw, ps->keep);
-  else
-    hash_text(ps->pw);
 }
 
 /* Whether the manifest's text is the version asked for. */
@@ -878,39 +860,22 @@ pull_plan_run(uv_work_t *w)
 
   pw->dirfd = -1;
   pw->man = &pw->m;
-  if (pw->delta) {
-    struct plan_side ps = {.pw = pw};
-
-    rc = apply_delta(pw);
-    if (rc < 0)
-      goto out;
-    /* The rebuilt text's hash beside the prestaged tree's reconciling;
-     * a text that is not the version's undoes that (below) before
-     * anything else is built on it. */
-    keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
-    ps.keep = keep;
-    (void)parallel_run(2, plan_side_run, &ps, NULL);
-    rc = check_hash(pw);
-    if (rc < 0) {
-      /* Reconciled against a manifest that is not the version's: that
-       * staging tree may hold what the version does not. */
-      if (ps.taken)
-        (void)pull_remove_tree(p->staging);
-      goto out;
-    }
-  } else {
+  /* A delta is decoded as it is applied; the text it gives must then
+   * be the version's too. */
+  rc = pw->delta ? apply_delta(pw) : 0;
+  if (rc == 0) {
     hash_text(pw);
     rc = check_hash(pw);
-    if (rc < 0)
-      goto out;
-    rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
-    if (rc < 0) {
-      err_prefix(&pw->e, "manifest from the source");
-      goto out;
-    }
-    keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
-    (void)plan_start(pw, keep);
   }
+  if (rc == 0 && !pw->delta) {
+    rc = manifest_decode(pw->text, pw->len, &pw->m, &pw->e);
+    if (rc < 0)
+      err_prefix(&pw->e, "manifest from the source");
+  }
+  if (rc < 0)
+    goto out;
+  keep = xcalloc(pw->m.n > 0 ? pw->m.n : 1, 1);
+  plan_start(pw, keep);
   rc = file_mkdirs(p->staging, 0755, &pw->e);
   if (rc < 0)
     goto out;
@@ -1318,14 +1283,13 @@ open_staging(struct batch_req *br)
 
 /* A new file at path in staging, for writing: never an inode that is
  * there already (it may be shared with a replica), so an earlier
- * attempt's goes first.  It comes from the agent's reserve (reserve.h)
- * into its directory, which stays open for the next file. */
+ * attempt's goes first.  Its directory stays open for the next file. */
 static int
-create_fresh(struct reserve *r, struct dir_cache *dc, int dirfd,
-             const char *path, struct err *e)
+create_fresh(struct dir_cache *dc, int dirfd, const char *path,
+             struct err *e)
 {
   const char *base = strrchr(path, '/');
-  int pfd;
+  int pfd, fd;
 
   base = base != NULL ? base + 1 : path;
   pfd = dir_cache_open(dc, dirfd, path,
@@ -1334,7 +1298,10 @@ create_fresh(struct reserve *r, struct dir_cache *dc, int dirfd,
     return pfd;
   if (unlinkat(pfd, base, 0) < 0 && errno != ENOENT)
     return err_set(e, ERR_IO, "cannot replace it: %s", strerror(errno));
-  return reserve_take(r, pfd, base, e);
+  fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return err_set(e, ERR_IO, "cannot create it: %s", strerror(errno));
+  return fd;
 }
 
 /* Patch or write one answered segment and verify it. */
@@ -1359,7 +1326,7 @@ apply_seg(struct batch_req *br, struct pull *p, int dirfd,
      * verified (staged_as); a large one under a part name, as its
      * segments verify one by one. */
     if (e->nsegs == 1) {
-      of->part = create_fresh(p->a->reserve, dc, dirfd, e->path, &we);
+      of->part = create_fresh(dc, dirfd, e->path, &we);
     } else {
       part_name(e->path, "part", part, sizeof(part));
       of->part = syncpath_openat(dirfd, part, O_WRONLY | O_CREAT |

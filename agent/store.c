@@ -160,12 +160,6 @@ store_prestage_dir(const struct store *s, const char *name, char *out,
 }
 
 void
-store_reserve_dir(const struct store *s, char *out, size_t outlen)
-{
-  pathf(out, outlen, "%s/reserve", s->base);
-}
-
-void
 store_sig_path(const struct store *s, const uint8_t sha[32],
                size_t block_len, char *out, size_t outlen)
 {

@@ -44,8 +44,6 @@ void store_staging_dir(const struct store *s, const char *name,
 /* Where the next pull of name finds its prestaged tree (pull_prestage.c). */
 void store_prestage_dir(const struct store *s, const char *name, char *out,
                         size_t outlen);
-/* The reserve of empty files for new ones (reserve.h). */
-void store_reserve_dir(const struct store *s, char *out, size_t outlen);
 void store_sig_path(const struct store *s, const uint8_t sha[32],
                     size_t block_len, char *out, size_t outlen);
 /* The fingerprints (XXH3-128 per MiB) of content sha, as this agent
