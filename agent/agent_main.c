@@ -26,25 +26,12 @@
 #include "util/fileio.h"
 #include "util/secret.h"
 #include "util/log.h"
-#include "util/spare.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8760"
-
-/* Batch buffers kept for reuse while data moves (util/spare.h): a few
- * default batches, given back after SPARE_IDLE_MS unused, but for the
- * newest SPARE_FLOOR, which an idle agent keeps so that its next pull
- * or publish starts on touched memory: a page's first touch costs ~2.5
- * us under this bench's hypervisor, and the tree case's 20 MB of answers
- * and manifest text were a tenth of its CPU. */
-#define SPARE_KEEP ((size_t)128 << 20)
-#define SPARE_FLOOR ((size_t)64 << 20)
-#define SPARE_IDLE_MS 2000
 
 struct main_state {
   uv_loop_t loop;
   uv_signal_t sigint, sigterm;
-  uv_timer_t spare_timer;
-  int spare_timer_on;
   struct agent *agent;
   int stopping;
 };
@@ -136,16 +123,6 @@ closed_cb(void *arg)
   m->agent = NULL;
   uv_close((uv_handle_t *)&m->sigint, NULL);
   uv_close((uv_handle_t *)&m->sigterm, NULL);
-  if (m->spare_timer_on)
-    uv_close((uv_handle_t *)&m->spare_timer, NULL);
-  m->spare_timer_on = 0;
-}
-
-static void
-spare_timer_cb(uv_timer_t *t)
-{
-  (void)t;
-  spare_trim(SPARE_IDLE_MS, SPARE_FLOOR);
 }
 
 static void
@@ -196,10 +173,8 @@ main(int argc, char **argv)
   /* Batches and I/O buffers are 1-16 MiB of every size.  glibc would
    * raise its mmap threshold after the first such free and keep the rest
    * in arenas (150 MiB held idle after serving a 1 GiB pull); a fixed
-   * threshold gives each back when it is freed, and the spare cache
-   * keeps a bounded few for reuse while data moves. */
+   * threshold gives each back when it is freed. */
   (void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  spare_enable(SPARE_KEEP);
 
   memset(&m, 0, sizeof(m));
   memset(&cfg, 0, sizeof(cfg));
@@ -345,11 +320,6 @@ main(int argc, char **argv)
   m.sigterm.data = &m;
   uv_signal_start(&m.sigint, signal_cb, SIGINT);
   uv_signal_start(&m.sigterm, signal_cb, SIGTERM);
-  uv_timer_init(&m.loop, &m.spare_timer);
-  uv_timer_start(&m.spare_timer, spare_timer_cb, SPARE_IDLE_MS / 2,
-                 SPARE_IDLE_MS / 2);
-  uv_unref((uv_handle_t *)&m.spare_timer);
-  m.spare_timer_on = 1;
   log_info("tenbin-agent serving '%s' on %s://%s:%u", cfg.root,
            cfg.tls_cert_file != NULL ? "https" : "http", host,
            agent_port(m.agent));
@@ -363,7 +333,6 @@ out:
   }
   if (uv_loop_close(&m.loop) != 0)
     log_warn("loop closed with handles still open");
-  spare_enable(0);
   curl_global_cleanup();
   return rc;
 }

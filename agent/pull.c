@@ -26,7 +26,6 @@
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
-#include "util/spare.h"
 #include "util/timeutil.h"
 #include "util/utf8.h"
 
@@ -620,7 +619,7 @@ static void
 batch_free(struct batch_req *br)
 {
   buf_release(&br->body);
-  spare_free(br->answer);
+  free(br->answer);
   free(br->segs);
   free(br->sigmode);
   free(br->sigref);

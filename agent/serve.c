@@ -940,7 +940,7 @@ batch_run(uv_work_t *w)
 
   buf_init(&bw->out, AGENT_ANSWER_MAX);
   /* Room for the segments as data, the most an answer usually holds, in
-   * one allocation (reused across batches: util/spare.h). */
+   * one allocation. */
   if (bw->asked > 0) {
     uint64_t room = bw->asked + (uint64_t)bw->n * 2 * WIRE_HDR_LEN;
 

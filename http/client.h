@@ -146,7 +146,7 @@ const char *http_client_response_header(
 
 /*
  * Take resp's body instead of copying it (a batch answer is tens of MiB):
- * new, free with spare_free() (util/spare.h) or free(); *len (may be NULL)
+ * new, free with free(); *len (may be NULL)
  * its length.  NUL-terminated like resp->body.  Once taken, resp->body
  * and resp->len must not be used; a second take gives "".
  */

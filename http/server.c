@@ -69,7 +69,6 @@
 #include "util/list.h"
 #include "util/log.h"
 #include "util/secret.h"
-#include "util/spare.h"
 
 /* The kernel caps this at net.core.somaxconn; a burst of connects from
  * many clients should wait in the queue rather than be refused. */
@@ -1201,9 +1200,9 @@ http_respond(struct http_request *req, int status, const char *content_type,
   if (body == NULL)
     len = 0;
   resp = MHD_create_response_from_buffer_with_free_callback(len, body,
-                                                            spare_free);
+                                                            free);
   if (resp == NULL)
-    spare_free(body);
+    free(body);
   else
     request_apply_headers(req, resp, content_type);
   request_answer(req, (unsigned)status, resp);

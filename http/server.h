@@ -113,8 +113,8 @@ void *http_request_data(const struct http_request *req);
 /* Add a response header to the answer being prepared (copies). */
 void http_request_add_header(struct http_request *req, const char *name,
                              const char *value);
-/* Answer with a body (steals body: it was malloc'd, and is freed with
- * spare_free() so a large one may be reused; may be NULL, len 0). */
+/* Answer with a body (steals body: malloc'd, freed with free(); may be
+ * NULL, len 0). */
 void http_respond(struct http_request *req, int status,
                   const char *content_type, char *body, size_t len);
 /* Answer with len bytes of fd from offset (steals fd; sendfile path). */

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "spare.h"
 
 void
 buf_init(struct buf *b, size_t max)
@@ -25,7 +24,7 @@ buf_release(struct buf *b)
 {
   if (b == NULL)
     return;
-  spare_free(b->data);
+  free(b->data);
   b->data = NULL;
   b->len = 0;
   b->cap = 0;
@@ -50,17 +49,11 @@ buf_grow(struct buf *b, size_t extra)
   need = b->len + extra + 1;
   if (need <= b->cap)
     return 0;
-  if (b->data == NULL && need >= SPARE_MIN) {
-    /* A large first size is what the caller expects to hold: exactly
-     * that, and a kept block when there is one. */
-    b->data = spare_alloc(need, &b->cap);
-  } else {
-    cap = b->cap ? b->cap : 64;
-    while (cap < need)
-      cap *= 2;
-    b->data = xrealloc(b->data, cap);
-    b->cap = cap;
-  }
+  cap = b->cap ? b->cap : 64;
+  while (cap < need)
+    cap *= 2;
+  b->data = xrealloc(b->data, cap);
+  b->cap = cap;
   b->data[b->len] = '\0';
   return 0;
 }

@@ -12,9 +12,6 @@
  *   if (buf_add(&b, data, n) < 0) ... ERR_TOO_LARGE
  *   char *s = buf_take(&b, &len);   // caller now owns s, b is reset
  *   buf_release(&b);
- *
- * Blocks of SPARE_MIN bytes or more are freed through spare_free(), so a
- * process that enabled the cache (spare.h) reuses them.
  */
 #ifndef TENBIN_UTIL_BUF_H
 #define TENBIN_UTIL_BUF_H
@@ -37,8 +34,7 @@ void buf_release(struct buf *b);
 /* Empty b but keep its allocation. */
 void buf_reset(struct buf *b);
 /* Make room for extra more bytes, so that appending them allocates
- * nothing (a first size of SPARE_MIN or more is allocated exactly, see
- * spare.h); ERR_TOO_LARGE past max, b unchanged then. */
+ * nothing; ERR_TOO_LARGE past max, b unchanged then. */
 int buf_grow(struct buf *b, size_t extra) WARN_UNUSED;
 /* Append n bytes (copies); ERR_TOO_LARGE past max, b unchanged then. */
 int buf_add(struct buf *b, const void *data, size_t n) WARN_UNUSED;
@@ -48,8 +44,7 @@ int buf_adds(struct buf *b, const char *s) WARN_UNUSED;
 int buf_addf(struct buf *b, const char *fmt, ...) PRINTF_LIKE(2, 3)
     WARN_UNUSED;
 /*
- * Hand the contents to the caller (new: free with free() or, to let a
- * large block be reused, spare_free()); b is reset to
+ * Hand the contents to the caller (new: free with free()); b is reset to
  * empty.  Never NULL: an empty buffer yields "".  *len_out may be NULL.
  */
 char *buf_take(struct buf *b, size_t *len_out);
