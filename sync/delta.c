@@ -47,7 +47,7 @@
 #include "sync/delta_int.h"
 #include "sync/manifest.h"
 #include "util/alloc.h"
-#include "util/mapread.h"
+#include "util/fileio.h"
 
 #define DELTA_MIN_BLOCK ((size_t)2 << 10)
 #define DELTA_MAX_BLOCK ((size_t)1 << 20)
@@ -1614,8 +1614,7 @@ sum_copy_chunk(void *arg, const uint8_t *p, size_t n)
 }
 
 /* Sums of [off, off+len) of in, written to out at out_off too unless
- * out < 0: read through a mapping (mapread.h), so the bytes are copied
- * once, page cache to page cache, not twice through a buffer. */
+ * out < 0. */
 static int
 sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
           uint8_t *sha, uint8_t (*fp)[16], struct err *e)
@@ -1623,14 +1622,17 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
   struct sums sums;
   struct sum_copy sc = {&sums, out, out >= 0 ? write_lock_of(out) : NULL,
                         out_off, e};
+  size_t bl = io_len(len);
+  uint8_t *buf = xmalloc(bl);
   int rc;
 
   rc = sums_begin(&sums, sha, fp, NULL, e);
   if (rc == 0)
-    rc = mapread(in, off, len, sum_copy_chunk, &sc, e);
+    rc = file_read_chunks(in, off, len, buf, bl, sum_copy_chunk, &sc, e);
   if (rc == 0)
     rc = sums_end(&sums, sha, e);
   sums_release(&sums);
+  free(buf);
   return rc;
 }
 

@@ -37,15 +37,13 @@
 
 #include "sync/chunk.h"
 #include "util/alloc.h"
-#include "util/mapread.h"
+#include "util/fileio.h"
 #include "util/parallel.h"
 
 #define READ_CHUNK ((size_t)MANIFEST_FP_BLOCK)
 #define LARGE_THREADS_MAX 8
 #define SEG_FP_MAX (MANIFEST_SEG_MAX / MANIFEST_FP_BLOCK)
 
-_Static_assert(MAPREAD_CHUNK == MANIFEST_FP_BLOCK,
-               "a mapped read hands over one fingerprint block at a time");
 _Static_assert(MANIFEST_SEG_MAX % MANIFEST_FP_BLOCK == 0,
                "a segment holds whole fingerprint blocks");
 
@@ -112,7 +110,7 @@ struct block_sums {
   EVP_MD_CTX *ctx;
 };
 
-/* One fingerprint block's bytes (MAPREAD_CHUNK is one). */
+/* One fingerprint block's bytes (READ_CHUNK is one). */
 static int
 sum_block(void *arg, const uint8_t *p, size_t n)
 {
@@ -127,18 +125,19 @@ sum_block(void *arg, const uint8_t *p, size_t n)
 }
 
 /*
- * Read [off, off+len) (through a mapping: mapread.h) and put the
+ * Read [off, off+len) through buf (READ_CHUNK bytes) and put the
  * XXH3-128 of each fingerprint block (from off) into fp and, with ctx,
  * the SHA-256 of it all into ctx.  0, EIO when a read failed, or -1
  * when the file is shorter or shrank while read.
  */
 static int
-read_blocks(int fd, uint64_t off, uint64_t len, uint8_t (*fp)[16],
-            EVP_MD_CTX *ctx)
+read_blocks(int fd, uint64_t off, uint64_t len, uint8_t *buf,
+            uint8_t (*fp)[16], EVP_MD_CTX *ctx)
 {
   struct block_sums b = {fp, ctx};
   struct err e = {0};
-  int rc = mapread(fd, off, len, sum_block, &b, &e);
+  int rc = file_read_chunks(fd, off, len, buf, READ_CHUNK, sum_block, &b,
+                            &e);
 
   return rc == 0 ? 0 : rc == ERR_CONFLICT ? -1 : EIO;
 }
@@ -225,7 +224,7 @@ candidate(struct large *lg, uint64_t off, uint32_t *from)
   uint64_t want = size - off < READ_CHUNK ? size - off : READ_CHUNK;
   uint8_t fp[1][16];
   struct first key = {fp[0], 0}, *hit;
-  int rc = read_blocks(lg->fd, off, want, fp, NULL);
+  int rc = read_blocks(lg->fd, off, want, lg->buf, fp, NULL);
 
   *from = CUT;
   if (rc != 0)
@@ -326,12 +325,11 @@ verify_link(struct large *lg, size_t i, uint8_t *buf, EVP_MD_CTX *ctx)
   uint64_t len;
   uint32_t j = l->from;
 
-  (void)buf; /* mapped, not read into it */
   (void)ctx;
   if (l->state != UNTRIED || j == CUT)
     return;
   len = lg->pe->segoff[j + 1] - lg->pe->segoff[j];
-  l->state = read_blocks(lg->fd, l->off, len, fp, NULL) == 0 &&
+  l->state = read_blocks(lg->fd, l->off, len, buf, fp, NULL) == 0 &&
                      memcmp(fp, lg->pc->fp[lg->pe->segfp[j]],
                             (size_t)manifest_nfp(len) * 16) == 0
                  ? GOOD : BAD;
@@ -627,11 +625,10 @@ hash_seg(struct large *lg, size_t k, uint8_t *buf, EVP_MD_CTX *ctx)
   XXH128_canonical_t canon;
   unsigned int mdlen = 0;
 
-  (void)buf; /* mapped, not read into it */
   if (s->from != CUT)
     return;
   EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-  s->err = read_blocks(lg->fd, s->off, s->len, fp, ctx);
+  s->err = read_blocks(lg->fd, s->off, s->len, buf, fp, ctx);
   if (s->err != 0)
     return;
   EVP_DigestFinal_ex(ctx, lg->me->segs[k], &mdlen);

@@ -212,3 +212,40 @@ file_mkdirs(const char *path, mode_t mode, struct err *e)
   free(p);
   return rc;
 }
+
+int
+file_read_chunks(int fd, uint64_t off, uint64_t len, void *buf,
+                 size_t buflen,
+                 int (*fn)(void *arg, const uint8_t *p, size_t n), void *arg,
+                 struct err *e)
+{
+  uint64_t done = 0;
+
+  while (done < len) {
+    size_t want = len - done < buflen ? (size_t)(len - done) : buflen;
+    size_t got = 0;
+    int rc;
+
+    while (got < want) {
+      ssize_t r = pread(fd, (char *)buf + got, want - got,
+                        (off_t)(off + done + got));
+
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return err_set(e, ERR_IO, "read at offset %llu: %s",
+                       (unsigned long long)(off + done + got),
+                       strerror(errno));
+      if (r == 0)
+        return err_set(e, ERR_CONFLICT, "file ends at offset %llu, before "
+                       "%llu", (unsigned long long)(off + done + got),
+                       (unsigned long long)(off + len));
+      got += (size_t)r;
+    }
+    rc = fn(arg, buf, want);
+    if (rc < 0)
+      return rc;
+    done += want;
+  }
+  return 0;
+}

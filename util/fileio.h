@@ -7,6 +7,7 @@
 #define TENBIN_UTIL_FILEIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -41,6 +42,18 @@ const char *file_kind(mode_t mode);
  */
 int file_read(const char *path, size_t max, char **out, size_t *len_out,
               struct err *e) WARN_UNUSED;
+/*
+ * Call fn(arg, p, n) on the bytes of [off, off+len) of fd, in order, read
+ * with pread into buf (buflen bytes, the caller's) one chunk at a time:
+ * chunks start at off + k x buflen.  0; fn's negative return (the walk
+ * stops there; fn puts its own error in e); ERR_CONFLICT when the file
+ * ends before off+len (it changed under the reader); ERR_IO naming the
+ * offset when a read fails.
+ */
+int file_read_chunks(int fd, uint64_t off, uint64_t len, void *buf,
+                     size_t buflen,
+                     int (*fn)(void *arg, const uint8_t *p, size_t n),
+                     void *arg, struct err *e) WARN_UNUSED;
 /* fsync of directory dir: what makes a rename or a new name in it
  * durable.  ERR_IO naming it. */
 int file_sync_dir(const char *dir, struct err *e) WARN_UNUSED;

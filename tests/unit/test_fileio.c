@@ -1,8 +1,9 @@
 /*
  * Tests for util/fileio.c: atomic writes land whole with their mode,
  * reads are capped, mkdir -p creates what is missing, a directory's
- * sync names the directory it could not sync, and a file that is not a
- * regular one is refused without blocking.
+ * sync names the directory it could not sync, a file that is not a
+ * regular one is refused without blocking, and a range is read in
+ * order, chunk by chunk, with a short file named as changed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +174,98 @@ test_open_regular_with_nofollow_refuses_a_symlink(void **state)
   assert_non_null(strstr(e.msg, "is a symlink"));
 }
 
+/* What the chunk walker saw: the bytes, in order, and the chunk sizes. */
+struct seen {
+  unsigned char bytes[64];
+  size_t len;
+  size_t chunks[16];
+  size_t nchunks;
+  int fail_at; /* the chunk whose call fails, or -1 */
+};
+
+static int
+take(void *arg, const uint8_t *p, size_t n)
+{
+  struct seen *s = arg;
+
+  if ((int)s->nchunks == s->fail_at)
+    return ERR_INTERNAL;
+  memcpy(s->bytes + s->len, p, n);
+  s->len += n;
+  s->chunks[s->nchunks++] = n;
+  return 0;
+}
+
+static int
+open_counting_file(const char *dir, size_t n)
+{
+  char path[256];
+  unsigned char data[64];
+  struct err e = {0};
+
+  for (size_t i = 0; i < n; i++)
+    data[i] = (unsigned char)i;
+  snprintf(path, sizeof(path), "%s/data", dir);
+  assert_int_equal(file_write_atomic(dir, "data", data, n, 0600, &e), 0);
+  return open(path, O_RDONLY);
+}
+
+static void
+test_read_chunks_hands_the_range_over_in_order_in_buffer_sized_pieces(
+    void **state)
+{
+  struct seen s = {.fail_at = -1};
+  uint8_t buf[8];
+  struct err e = {0};
+  int fd = open_counting_file(*state, 40);
+
+  assert_true(fd >= 0);
+  assert_int_equal(file_read_chunks(fd, 3, 20, buf, sizeof(buf), take, &s,
+                                    &e), 0);
+  assert_int_equal(s.len, 20);
+  for (size_t i = 0; i < 20; i++)
+    assert_int_equal(s.bytes[i], 3 + i);
+  assert_int_equal(s.nchunks, 3);
+  assert_int_equal(s.chunks[0], 8);
+  assert_int_equal(s.chunks[2], 4);
+  close(fd);
+}
+
+static void
+test_read_chunks_names_a_file_shorter_than_the_range_as_changed(
+    void **state)
+{
+  struct seen s = {.fail_at = -1};
+  uint8_t buf[8];
+  struct err e = {0};
+  int fd = open_counting_file(*state, 10);
+
+  assert_true(fd >= 0);
+  assert_int_equal(file_read_chunks(fd, 4, 20, buf, sizeof(buf), take, &s,
+                                    &e), ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "file ends at offset 10"));
+  assert_int_equal(s.len, 0); /* the short chunk is never handed over */
+  close(fd);
+}
+
+static void
+test_read_chunks_stops_at_the_callers_error(void **state)
+{
+  struct seen s = {.fail_at = 1};
+  uint8_t buf[8];
+  struct err e = {0};
+  int fd = open_counting_file(*state, 40);
+
+  assert_true(fd >= 0);
+  assert_int_equal(file_read_chunks(fd, 0, 40, buf, sizeof(buf), take, &s,
+                                    &e), ERR_INTERNAL);
+  assert_int_equal(s.nchunks, 1);
+  assert_int_equal(file_read_chunks(-1, 0, 40, buf, sizeof(buf), take, &s,
+                                    &e), ERR_IO);
+  assert_non_null(strstr(e.msg, "read at offset 0"));
+  close(fd);
+}
+
 int
 main(void)
 {
@@ -193,6 +286,14 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_sync_dir_syncs_a_directory_and_names_one_it_cannot, setup,
           teardown),
+      cmocka_unit_test_setup_teardown(
+          test_read_chunks_hands_the_range_over_in_order_in_buffer_sized_pieces,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_read_chunks_names_a_file_shorter_than_the_range_as_changed,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_read_chunks_stops_at_the_callers_error, setup, teardown),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
