@@ -3,23 +3,9 @@
  * with rs_job_iter over pread/pwrite, so that memory per call is two
  * DELTA_IO_BUF buffers and calls on other threads may share the fds.
  *
- * Settings, chosen by measurement through this file's own code path:
- * a 512 MiB random file with 1% of its 1 MiB blocks rewritten, 32 KiB
- * blocks (delta_block_len), deltas per 16 MiB segment, one core of the
- * 2-core dev VM pinned with taskset, page cache warm, 3 interleaved runs
- * (ranges):
- *
- *   magic (weak + strong sum)   signature     delta         delta bytes
- *   RS_RK_BLAKE2 (RabinKarp)    329-359 MB/s  300-314 MB/s  5243850
- *   RS_BLAKE2 (rollsum)         403-423 MB/s  343-371 MB/s  5243850
- *   RS_RK_MD4 (RabinKarp)       462-506 MB/s  413-447 MB/s  5243850
- *   RS_MD4 (rollsum)            570-698 MB/s  467-532 MB/s  5243850
- *
- * so RS_MD4_SIG_MAGIC.  (Patch, with its SHA-256 and a real file write,
- * ran at 780-900 MB/s for all four.)  With it, 1 MiB inserted at 256
- * MiB (a segment boundary) gives a 1049131-byte delta at 450-570 MB/s,
- * and a file unrelated to its basis deltas at ~510 MB/s thanks to the
- * literal fallback in delta_compute (librsync alone: ~47 MB/s).
+ * The signatures use RS_MD4_SIG_MAGIC (MD4 strong sums, rollsum weak
+ * sums), the fastest of librsync's four kinds by a measurement in
+ * bench/README.md ("librsync signature kinds").
  *
  * MD4 is broken as a cryptographic hash, but the strong sum here only
  * has to make a false block match improbable: every segment the
@@ -32,7 +18,6 @@
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,43 +112,6 @@ delta_read_exact(int fd, void *p, size_t n, uint64_t off, struct err *e)
                    "bytes asked at %llu", (unsigned long long)off +
                    (unsigned long long)r, n, (unsigned long long)off);
   return 0;
-}
-
-/*
- * Writers of one file take turns here.  The kernel serializes buffered
- * writes to an inode on its lock anyway, and its waiters spin while the
- * writer runs: with several segments of one large file copied at once
- * (case b of bench/sync: 2 GiB, 1 MiB inserted) the destination spent
- * 0.75-0.85 s of CPU on a 0.45-0.5 s pull, 0.57-0.66 s with the turns
- * and the same wall time.  Waiting here sleeps, and leaves the core to
- * the hashing of other segments.  Striped by inode: two files may share
- * a lock, never one file two.
- */
-#define WRITE_LOCKS 64
-
-static pthread_mutex_t write_locks[WRITE_LOCKS];
-static pthread_once_t write_locks_once = PTHREAD_ONCE_INIT;
-
-static void
-write_locks_init(void)
-{
-  for (size_t i = 0; i < WRITE_LOCKS; i++)
-    pthread_mutex_init(&write_locks[i], NULL);
-}
-
-/* The lock of fd's inode, or NULL when it cannot be known (the write
- * then goes unlocked, as it would have). */
-static pthread_mutex_t *
-write_lock_of(int fd)
-{
-  struct stat st;
-  uint64_t h;
-
-  if (fstat(fd, &st) < 0)
-    return NULL;
-  pthread_once(&write_locks_once, write_locks_init);
-  h = ((uint64_t)st.st_ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)st.st_dev;
-  return &write_locks[(h >> 32) % WRITE_LOCKS];
 }
 
 /* pwrite all n bytes at off, naming the two errors an operator can act
@@ -276,22 +224,6 @@ write_sparse(int fd, const char *p, size_t n, uint64_t off, struct err *e)
               : write_exact(fd, p + start, at - start, off + start, e);
   if (rc == 0 && zero && n > 0)
     rc = write_exact(fd, p + n - 1, 1, off + n - 1, e);
-  return rc;
-}
-
-/* write_sparse in fd's turn: lock from write_lock_of, or NULL to write
- * without one. */
-static int
-write_turn(int fd, pthread_mutex_t *lock, const void *p, size_t n,
-           uint64_t off, struct err *e)
-{
-  int rc;
-
-  if (lock == NULL)
-    return write_sparse(fd, p, n, off, e);
-  pthread_mutex_lock(lock);
-  rc = write_sparse(fd, p, n, off, e);
-  pthread_mutex_unlock(lock);
   return rc;
 }
 
@@ -1490,7 +1422,6 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
   struct sums sums = {0};
   rs_buffers_t bufs = {0};
   rs_job_t *job = NULL;
-  pthread_mutex_t *lock = write_lock_of(out_fd);
   char *ob = NULL;
   size_t oblen;
   uint64_t written = 0;
@@ -1538,7 +1469,7 @@ delta_patch(int basis_fd, const void *delta, size_t len, int out_fd,
       rc = sums_update(&sums, ob, produced, e);
       if (rc < 0)
         goto out;
-      rc = write_turn(out_fd, lock, ob, produced, out_off + written, e);
+      rc = write_sparse(out_fd, ob, produced, out_off + written, e);
       if (rc < 0)
         goto out;
       written += produced;
@@ -1586,7 +1517,7 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
   if (rc == 0)
     rc = sums_update(&sums, data, len, e);
   if (rc == 0)
-    rc = write_turn(out_fd, write_lock_of(out_fd), data, len, out_off, e);
+    rc = write_sparse(out_fd, data, len, out_off, e);
   if (rc == 0)
     rc = sums_end(&sums, sha, e);
   sums_release(&sums);
@@ -1596,7 +1527,6 @@ delta_write(int out_fd, uint64_t out_off, const void *data, size_t len,
 struct sum_copy {
   struct sums *sums;
   int out;          /* -1: sums only */
-  pthread_mutex_t *lock; /* out's write lock, or NULL */
   uint64_t out_off; /* where the next bytes go in out */
   struct err *e;
 };
@@ -1608,7 +1538,7 @@ sum_copy_chunk(void *arg, const uint8_t *p, size_t n)
   int rc = sums_update(sc->sums, p, n, sc->e);
 
   if (rc == 0 && sc->out >= 0)
-    rc = write_turn(sc->out, sc->lock, p, n, sc->out_off, sc->e);
+    rc = write_sparse(sc->out, (const char *)p, n, sc->out_off, sc->e);
   sc->out_off += n;
   return rc;
 }
@@ -1620,8 +1550,7 @@ sum_range(int in, int out, uint64_t off, uint64_t out_off, uint64_t len,
           uint8_t *sha, uint8_t (*fp)[16], struct err *e)
 {
   struct sums sums;
-  struct sum_copy sc = {&sums, out, out >= 0 ? write_lock_of(out) : NULL,
-                        out_off, e};
+  struct sum_copy sc = {&sums, out, out_off, e};
   size_t bl = io_len(len);
   uint8_t *buf = xmalloc(bl);
   int rc;
