@@ -1017,32 +1017,6 @@ basis_signature(struct store *s, const struct pull_file *f, struct buf *out,
   return rc;
 }
 
-/* With the signature of a small file's basis, the sums of its blocks,
- * so that an edit in place costs the source no librsync search
- * (delta.h).  Only an optimisation: a basis that cannot be read here
- * now goes without (its patch will tell). */
-static int
-put_inplace(struct buf *body, const struct pull_file *f,
-            const struct manifest_entry *e)
-{
-  struct buf pl;
-  struct err ignored = {0};
-  int fd, rc = 0;
-
-  if (f->basis_size > DELTA_INPLACE_MAX || e->size > DELTA_INPLACE_MAX)
-    return 0;
-  fd = file_open_regular(f->basis, O_RDONLY | O_NOFOLLOW, NULL);
-  if (fd < 0)
-    return 0;
-  buf_init(&pl, 16 + 8 * (DELTA_INPLACE_MAX / 512));
-  if (delta_inplace_put(fd, f->basis_size, &pl, &ignored) == 0)
-    rc = wire_put(body, WIRE_INPLACE, f->entry, 0, pl.data,
-                  (uint32_t)pl.len);
-  buf_release(&pl);
-  close(fd);
-  return rc;
-}
-
 /* At most this much fingerprint table goes with a signature (a basis of
  * up to ~800 GiB); a larger basis is delta'd without one. */
 #define FP_TABLE_MAX ((size_t)16 << 20)
@@ -1152,8 +1126,6 @@ pull_prep_run(uv_work_t *w)
                     (uint32_t)sig.len);
       if (rc == 0 && p->m.v[entry].nsegs > 1)
         rc = put_fp_table(&br->body, f);
-      else if (rc == 0)
-        rc = put_inplace(&br->body, f, &p->m.v[entry]);
     } else if (br->sigmode[i] == WIRE_SIGREF) {
       rc = wire_put(&br->body, WIRE_SIGREF, entry, 0, br->sigref[i], 32);
     } else if (br->sigmode[i] == WIRE_SIGRANGE &&

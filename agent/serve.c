@@ -722,8 +722,6 @@ struct batch_file {
   struct delta_sig *range;     /* the last SIGRANGE's signature, which
                                   stands until another signature frame */
   uint64_t range_off;          /* where its range starts in the basis */
-  const uint8_t *inplace;      /* the last INPLACE payload (checked), which
-                                  stands until another signature frame */
   int failed;                  /* an ERROR was sent for this file */
 };
 
@@ -818,7 +816,7 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
    * segment check is made of), a small one's as a whole. */
   uint8_t (*fpp)[16] = ck->fp != NULL ? fp : NULL;
   unsigned nfound = 0;
-  int ranged, inplace, by_blocks;
+  int ranged, by_blocks;
   size_t at = bw->out.len;
   struct err e = {0};
   int rc;
@@ -846,28 +844,19 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
                        f->file, f->seg, 0);
   if (rc < 0)
     return err_set(&bw->e, rc, "batch answer too large");
-  /* A small file edited in place needs no librsync search, nor its
-   * signature loaded (delta.h). */
-  inplace = 0;
-  if (!ranged && bf->sig != NULL && bf->inplace != NULL && me->nsegs == 1) {
-    rc = delta_compute_inplace(bf->inplace, bf->fd, len, &bw->out, xxh, &e);
-    inplace = rc == 1;
-    if (inplace)
-      rc = 0;
-  }
-  if (rc == 0 && !inplace && bf->sig != NULL && bf->loaded == NULL)
+  if (bf->sig != NULL && bf->loaded == NULL)
     rc = delta_sig_load(bf->sig, bf->sig_len, &bf->loaded, &e);
-  if (bf->loaded != NULL && !ranged && !inplace)
+  if (bf->loaded != NULL && !ranged)
     nfound = blocks_from(bf, me, ck, f->seg, len, from);
   /* Block by block even with none found by fingerprint: those count
    * from the segment's start, and a rewrite that moved a cut moves the
    * start of the segments after it, whose bytes are still the old
    * file's at the same offsets.  Compared in place they need no
    * librsync search (several times slower where it matches at all). */
-  by_blocks = !ranged && !inplace &&
+  by_blocks = !ranged &&
               (nfound > 0 || (bf->loaded != NULL && fpp != NULL));
-  if (rc < 0 || inplace) {
-    /* done, or failed: below */
+  if (rc < 0) {
+    /* failed: below */
   } else if (ranged) {
     /* Against the old range this segment replaces; its COPYs then
      * address the whole basis. */
@@ -962,7 +951,6 @@ batch_run(uv_work_t *w)
       bf->sig = f->payload;
       bf->sig_len = f->len;
       bf->fptab = NULL;
-      bf->inplace = NULL;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
@@ -981,7 +969,6 @@ batch_run(uv_work_t *w)
       bf->sig_len = bw->items[i].ref->len;
       bf->fptab = bw->items[i].ref->fps;
       bf->nfptab = bw->items[i].ref->fps_len / WIRE_FP_ENTRY;
-      bf->inplace = NULL;
       delta_sig_free(bf->loaded);
       bf->loaded = NULL;
       break;
@@ -989,15 +976,11 @@ batch_run(uv_work_t *w)
       bf->fptab = f->payload;
       bf->nfptab = f->len / WIRE_FP_ENTRY;
       break;
-    case WIRE_INPLACE:
-      bf->inplace = f->payload;
-      break;
     case WIRE_SIGRANGE: {
       struct err se = {0};
 
       delta_sig_free(bf->range);
       bf->range = NULL;
-      bf->inplace = NULL;
       bf->range_off = wire_get_le64(f->payload);
       if (delta_sig_load(f->payload + 8, f->len - 8, &bf->range, &se) < 0) {
         bf->failed = 1;
@@ -1156,8 +1139,7 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
       goto bad;
     }
     if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
-        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE &&
-        f.kind != WIRE_INPLACE) {
+        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE) {
       err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
               bw->n, f.kind);
       goto bad;
@@ -1174,11 +1156,6 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
     if (f.kind == WIRE_BLOCKS && !fp_table_sorted(f.payload, f.len)) {
       err_set(&e, ERR_INVALID, "frame %zu: fingerprint table not sorted",
               bw->n);
-      goto bad;
-    }
-    if (f.kind == WIRE_INPLACE && delta_inplace_check(f.payload, f.len,
-                                                      &e) < 0) {
-      err_prefix(&e, "frame %zu", bw->n);
       goto bad;
     }
     if (bw->n == cap) {

@@ -2,8 +2,7 @@
  * What a peer or a broker sends tenbin-agent, read the way its routes
  * read it.  The first byte picks the kind of request:
  *   even: a batch request body (POST .../batch, serve.c): frames by
- *         wire_next, signatures (SIG, SIGRANGE) by delta_sig_load,
- *         in-place descriptions (INPLACE) by delta_inplace_check;
+ *         wire_next, signatures (SIG, SIGRANGE) by delta_sig_load;
  *   odd:  a JSON body (publish, pull): jsonx_parse_object, its "path"
  *         by syncpath_normalize, its "name" by syncpath_valid_name.
  */
@@ -31,9 +30,6 @@ batch(const uint8_t *data, size_t size)
     } else if (f.kind == WIRE_SIGRANGE && f.len > 8) {
       if (delta_sig_load(f.payload + 8, f.len - 8, &sig, &e) == 0)
         FUZZ_CHECK(sig != NULL);
-    } else if (f.kind == WIRE_INPLACE) {
-      if (delta_inplace_check(f.payload, f.len, &e) < 0)
-        FUZZ_CHECK(e.code == ERR_INVALID);
     }
     delta_sig_free(sig);
   }

@@ -179,7 +179,7 @@ wire_seeds(void)
       "{\"code\":\"CONFLICT\",\"message\":\"'a' changed\"}";
   static const uint8_t request_kind = 0;
   uint8_t sigref[32] = {1}, blocks[WIRE_FP_ENTRY] = {2};
-  struct buf sig, range, inplace, dl, out;
+  struct buf sig, range, dl, out;
   struct delta_sig *loaded = NULL;
   struct err e = {0};
   uint8_t xxh[16];
@@ -192,13 +192,11 @@ wire_seeds(void)
   efd = memfd_with(edited, sizeof(edited));
   buf_init(&sig, 1 << 20);
   buf_init(&range, 1 << 20);
-  buf_init(&inplace, 1 << 20);
   buf_init(&dl, 1 << 20);
   buf_init(&out, 1 << 22);
   if (delta_signature(bfd, sizeof(basis), &sig, &e) < 0 ||
       buf_add(&range, "\0\0\0\0\0\0\0\0", 8) < 0 ||
       delta_signature_range(bfd, 0, 8192, &range, &e) < 0 ||
-      delta_inplace_put(bfd, sizeof(basis), &inplace, &e) < 0 ||
       delta_sig_load(sig.data, sig.len, &loaded, &e) < 0 ||
       delta_compute(loaded, efd, 0, sizeof(edited), &dl, xxh, NULL, &e) < 0)
     die("delta", &e);
@@ -215,15 +213,12 @@ wire_seeds(void)
       wire_put(&out, WIRE_SEG, 1, 0, NULL, 0) < 0 ||
       wire_put(&out, WIRE_BLOCKS, 1, 0, blocks, sizeof(blocks)) < 0 ||
       wire_put(&out, WIRE_SIGRANGE, 2, 1, range.data,
-               (uint32_t)range.len) < 0 ||
-      wire_put(&out, WIRE_INPLACE, 3, 0, inplace.data,
-               (uint32_t)inplace.len) < 0)
+               (uint32_t)range.len) < 0)
     die("request", NULL);
   put("fuzz_agent_request", "batch.bin", out.data, out.len, &request_kind);
   delta_sig_free(loaded);
   buf_release(&sig);
   buf_release(&range);
-  buf_release(&inplace);
   buf_release(&dl);
   buf_release(&out);
   close(bfd);

@@ -29,7 +29,6 @@
 #include <xxhash.h>
 
 #include "sync/delta.h"
-#include "sync/delta_int.h"
 #include "sync/manifest.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -99,7 +98,7 @@ read_at(int fd, void *p, size_t n, uint64_t off)
 }
 
 /* Read exactly n bytes at off; a short file is ERR_IO. */
-int
+static int
 delta_read_exact(int fd, void *p, size_t n, uint64_t off, struct err *e)
 {
   ssize_t r = read_at(fd, p, n, off);
@@ -985,14 +984,18 @@ delta_compute(struct delta_sig *sig, int fd, uint64_t off, uint64_t len,
   return compute(sig, fd, off, len, out, xxh, fp, window, e);
 }
 
-int
+/* A delta is the magic, commands, and an END byte; each writer appends
+ * to out and returns ERR_TOO_LARGE, e set and out unchanged by that call,
+ * past out's cap. */
+static int
 delta_put_magic(struct buf *out, struct err *e)
 {
   return buf_add(out, delta_magic, sizeof(delta_magic)) < 0
              ? too_large(out, e) : 0;
 }
 
-int
+/* A COPY of len (< 2^32) bytes at pos of the basis. */
+static int
 delta_put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
 {
   uint8_t cmd[COPY_CMD_LEN];
@@ -1001,7 +1004,8 @@ delta_put_copy(struct buf *out, uint64_t pos, uint64_t len, struct err *e)
   return buf_add(out, cmd, sizeof(cmd)) < 0 ? too_large(out, e) : 0;
 }
 
-int
+/* A LITERAL of the n bytes at p. */
+static int
 delta_put_literal(struct buf *out, const void *p, size_t n, struct err *e)
 {
   uint8_t h[9];
@@ -1014,34 +1018,10 @@ delta_put_literal(struct buf *out, const void *p, size_t n, struct err *e)
   return 0;
 }
 
-int
+static int
 delta_put_end(struct buf *out, struct err *e)
 {
   return buf_add(out, "", 1) < 0 ? too_large(out, e) : 0;
-}
-
-int
-delta_put_runs(struct buf *out, const uint8_t *eq, size_t nb, uint64_t bl,
-               uint64_t pos, uint64_t last, const uint8_t *data,
-               struct err *e)
-{
-  int rc = 0;
-
-  for (size_t i = 0; rc == 0 && i < nb;) {
-    size_t j = i;
-    uint64_t len;
-
-    while (j < nb && eq[j] == eq[i])
-      j++;
-    /* blocks [i, j): all equal (one COPY) or all different */
-    len = (j == nb ? (nb - 1) * bl + last : j * bl) - i * bl;
-    if (eq[i])
-      rc = delta_put_copy(out, pos + i * bl, len, e);
-    else
-      rc = delta_put_literal(out, data + i * bl, (size_t)len, e);
-    i = j;
-  }
-  return rc;
 }
 
 /* compute() of [off, off+len) with its commands appended to out

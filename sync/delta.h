@@ -81,34 +81,6 @@ int delta_compute_blocks(struct delta_sig *sig, int fd, uint64_t off,
  * it applies to the whole basis.  ERR_TOO_LARGE past out's cap. */
 int delta_rebase(struct buf *out, size_t at, uint64_t add, struct err *e)
     WARN_UNUSED;
-/*
- * In-place deltas (delta_inplace.c), for files and bases of at most
- * DELTA_INPLACE_MAX bytes.  The destination describes its basis by the
- * XXH3-64 of each block (delta_block_len of its size): an INPLACE
- * payload, little-endian: u64 basis size, u32 block length, u32 count,
- * count u64 sums.  The source compares the new file's blocks at the same
- * offsets; when every run of blocks that differ is an edit in place (it
- * ends at an equal block, or at the end of a file as long as its basis,
- * and covers at most a quarter of the file) the delta is those runs as
- * literals and the rest as COPYs, with no librsync search.
- */
-#define DELTA_INPLACE_MAX DELTA_IO_BUF
-/* Append the INPLACE payload of the first size bytes of fd to out. */
-int delta_inplace_put(int fd, uint64_t size, struct buf *out,
-                      struct err *e) WARN_UNUSED;
-/* 0 for a well-formed payload, else ERR_INVALID naming what is wrong. */
-int delta_inplace_check(const void *payload, size_t len, struct err *e)
-    WARN_UNUSED;
-/*
- * The in-place delta of the size bytes of fd (from offset 0) against the
- * basis a checked payload describes, appended to out, with the XXH3-128
- * of the bytes it read (as delta_compute's xxh): 1.  0 when the file is
- * not an edit in place of that basis (out and xxh untouched; use
- * delta_compute).  Negative on errors, out unchanged.
- */
-int delta_compute_inplace(const void *payload, int fd, uint64_t size,
-                          struct buf *out, uint8_t xxh[16],
-                          struct err *e) WARN_UNUSED;
 /* Append the len bytes of fd at off to out (literal), with their sums as
  * delta_compute's.  ERR_IO when fd is shorter. */
 int delta_read(int fd, uint64_t off, uint64_t len, struct buf *out,

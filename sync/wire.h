@@ -25,7 +25,6 @@ enum wire_kind {
   WIRE_SEG = 3,
   WIRE_BLOCKS = 4,
   WIRE_SIGRANGE = 5,
-  WIRE_INPLACE = 6,
   WIRE_DELTA = 16,
   WIRE_DATA = 17,
   WIRE_ERROR = 18,

@@ -246,30 +246,10 @@ t_expect "a range signature for a segment past the end gets 400" \
 frames 5,"$big",1,20 3,"$big",1,0 >"$T_DIR/batch"
 t_expect "a range signature that is not one is answered with an error frame" \
   "$(batch | tr -c '[:print:]' '.')" '^200 .*INVALID.*signature'
-# In-place blocks: u64 LE basis size, u32 block length, u32 count, then
-# count u64 sums of the basis' blocks.
-small=$(curl -fsS -H "Authorization: Bearer $AGENT_TOKEN_A" \
-  "$AGENT_URL_A/v1/datasets/ds/versions/$V2/manifest" |
-  jq '.entries | map(.path) | index("sub/deep/c.bin")')
-inplace() { python3 -c "
-import struct, sys
-size, bl, n, nsums = (int(x) for x in sys.argv[1:])
-p = struct.pack('<QII', size, bl, n) + b'\1' * 8 * nsums
-sys.stdout.buffer.write(struct.pack('<IIII', 6, $small, 0, len(p)) + p +
-                        struct.pack('<IIII', 3, $small, 0, 0))" "$@"; }
-inplace 65536 2048 32 31 >"$T_DIR/batch"
-t_expect "in-place blocks fewer than their count get 400 naming the frame" \
-  "$(batch)" '^400 .*frame 0: in-place blocks: 32 blocks'
-inplace 65536 1000 66 66 >"$T_DIR/batch"
-t_expect "in-place blocks of a length not a power of two get 400" \
-  "$(batch)" '^400 .*block length 1000'
-inplace 4294967296 2048 2097152 0 >"$T_DIR/batch"
-t_expect "in-place blocks of a basis over 1 MiB get 400" \
-  "$(batch)" '^400 .*basis size 4294967296'
-inplace 1048576 2048 512 512 >"$T_DIR/batch"
-# (the answer: "200 ", a 16-byte header, the MiB itself, a newline)
-t_expect "well-formed in-place blocks without a signature still get the file" \
-  "$(batch | wc -c)" '^1048597$'
+# Kind 6 (in-place block sums) is no longer a request.
+frames 6,0,0,16 3,0,0,0 >"$T_DIR/batch"
+t_expect "a frame of a kind no longer asked for gets 400 naming it" \
+  "$(batch)" '^400 .*frame 0: kind 6 is not a request'
 
 # Version after version into one agent: each plan borrows the decoded
 # manifests of the newest completed pulls, older ones are released; each

@@ -1,8 +1,7 @@
 /*
- * Tests for sync/delta.c and delta_inplace.c: block lengths, segment
- * deltas that patch back to the exact file with little data, in-place
- * deltas of small files, corrupt input that fails cleanly, and the write
- * errors an operator must be told about in words.
+ * Tests for sync/delta.c: block lengths, segment deltas that patch back
+ * to the exact file with little data, corrupt input that fails cleanly,
+ * and the write errors an operator must be told about in words.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1258,19 +1257,6 @@ test_zeros_over_an_earlier_attempts_bytes_read_back_as_zeros(void **state)
   free(old);
 }
 
-/* ---- in-place deltas of small files ---- */
-
-/* The INPLACE payload of basis (n bytes); checked. */
-static void
-inplace_of(int basis_fd, size_t n, struct buf *pl)
-{
-  struct err e = {0};
-
-  buf_init(pl, 64 * KIB);
-  assert_int_equal(delta_inplace_put(basis_fd, n, pl, &e), 0);
-  assert_int_equal(delta_inplace_check(pl->data, pl->len, &e), 0);
-}
-
 /* Literal bytes in a delta (magic, then commands: 1-64 immediate
  * lengths, LITERAL_N1..N8, COPY_N{1,2,4,8}_N{1,2,4,8}; librsync's
  * prototab). */
@@ -1300,168 +1286,6 @@ literal_bytes(const uint8_t *d, size_t len)
   }
   assert_int_equal(i + 1, len); /* ends with END */
   return lit;
-}
-
-/* Compute new against basis in place, patch it back and compare; the
- * literal bytes of the delta. */
-static size_t
-inplace_round_trip(const uint8_t *basis, size_t bn, const uint8_t *new,
-                   size_t nn)
-{
-  int bfd = file_with(basis, bn), nfd = file_with(new, nn), ofd;
-  struct buf pl, d;
-  struct err e = {0};
-  uint8_t xxh[16];
-  XXH128_canonical_t c;
-  size_t lit;
-
-  inplace_of(bfd, bn, &pl);
-  buf_init(&d, 2 * MIB);
-  assert_int_equal(delta_compute_inplace(pl.data, nfd, nn, &d, xxh, &e), 1);
-  XXH128_canonicalFromHash(&c, XXH3_128bits(new, nn));
-  assert_memory_equal(xxh, c.digest, 16);
-  ofd = patch_checked(bfd, &d, new, nn);
-  lit = literal_bytes((const uint8_t *)d.data, d.len);
-  buf_release(&pl);
-  buf_release(&d);
-  close(bfd);
-  close(nfd);
-  close(ofd);
-  return lit;
-}
-
-static void
-test_inplace_edit_of_a_small_file_sends_only_the_blocks_it_touched(
-    void **state)
-{
-  const size_t n = 64 * KIB, bl = 2 * KIB;
-  uint8_t *basis = malloc(n + 1000), *new = malloc(n + 1000);
-
-  (void)state;
-  assert_int_equal(delta_block_len(n), bl);
-  fill_random(basis, n + 1000, 31);
-  /* 8 KiB at an odd offset touches five 2 KiB blocks */
-  memcpy(new, basis, n);
-  fill_random(new + 10001, 8 * KIB, 32);
-  assert_int_equal(inplace_round_trip(basis, n, new, n), 5 * bl);
-  /* edits at both ends, the last block included */
-  memcpy(new, basis, n);
-  new[0] ^= 1;
-  new[n - 1] ^= 1;
-  assert_int_equal(inplace_round_trip(basis, n, new, n), 2 * bl);
-  /* a file whose last block is short, edited there */
-  memcpy(new, basis, n + 1000);
-  new[n + 999] ^= 0xff;
-  assert_int_equal(inplace_round_trip(basis, n + 1000, new, n + 1000), 1000);
-  /* nothing changed: copies only */
-  assert_int_equal(inplace_round_trip(basis, n, basis, n), 0);
-  free(basis);
-  free(new);
-}
-
-/* Shifted, grown or mostly rewritten files are left to librsync, which
- * finds moved blocks: the call answers 0 and leaves out and xxh alone. */
-static void
-test_inplace_declines_shifted_grown_or_rewritten_files(void **state)
-{
-  const size_t n = 64 * KIB;
-  uint8_t *basis = malloc(n), *new = malloc(2 * MIB);
-  uint8_t xxh[16], untouched[16];
-  struct buf pl, d;
-  struct err e = {0};
-  int bfd;
-  struct {
-    const char *what;
-    size_t len;
-  } c[4] = {{"100 bytes inserted at 20000", n + 100},
-            {"3000 bytes appended", n + 3000},
-            {"half rewritten in place", n},
-            {"larger than DELTA_INPLACE_MAX", DELTA_INPLACE_MAX + 1}};
-
-  (void)state;
-  fill_random(basis, n, 41);
-  bfd = file_with(basis, n);
-  inplace_of(bfd, n, &pl);
-  buf_init(&d, 4 * MIB);
-  for (int i = 0; i < 4; i++) {
-    int nfd;
-
-    memset(new, 0, 2 * MIB);
-    if (i == 0) {
-      memcpy(new, basis, 20000);
-      fill_random(new + 20000, 100, 42);
-      memcpy(new + 20100, basis + 20000, n - 20000);
-    } else {
-      memcpy(new, basis, n);
-      if (i == 1)
-        fill_random(new + n, 3000, 43);
-      if (i == 2)
-        fill_random(new + 8 * KIB, n / 2, 44);
-    }
-    nfd = file_with(new, c[i].len);
-    memset(xxh, 0x5a, 16);
-    memcpy(untouched, xxh, 16);
-    buf_reset(&d);
-    if (delta_compute_inplace(pl.data, nfd, c[i].len, &d, xxh, &e) != 0)
-      fail_msg("%s: not declined", c[i].what);
-    assert_int_equal(d.len, 0);
-    assert_memory_equal(xxh, untouched, 16);
-    close(nfd);
-  }
-  buf_release(&pl);
-  buf_release(&d);
-  close(bfd);
-  free(basis);
-  free(new);
-}
-
-static void
-test_inplace_payload_with_a_wrong_size_length_or_count_is_invalid(
-    void **state)
-{
-  uint8_t p[16 + 8 * 40] = {0};
-  struct buf pl;
-  struct err e = {0};
-  int fd = file_with(NULL, 0);
-  struct {
-    uint64_t size;
-    uint32_t bl, n;
-    size_t len;
-    const char *says;
-  } c[] = {
-      {65536, 2048, 32, 10, "shorter than"},
-      {65536, 1000, 66, 16 + 8 * 66, "block length 1000"},
-      {65536, 256, 256, 16 + 8 * 256, "block length 256"},
-      {65536, 2u << 20, 1, 24, "block length"},
-      {(uint64_t)DELTA_INPLACE_MAX + 1, 2048, 513, 16 + 8 * 513,
-       "basis size"},
-      {65536, 2048, 31, 16 + 8 * 31, "31 blocks"},
-      {65536, 2048, 32, 16 + 8 * 31, "32 blocks in 264 bytes"},
-      {65536, 2048, 32, 16 + 8 * 33, "32 blocks"},
-  };
-
-  (void)state;
-  for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-    uint8_t *q = p;
-
-    for (int k = 0; k < 8; k++)
-      q[k] = (uint8_t)(c[i].size >> (8 * k));
-    for (int k = 0; k < 4; k++) {
-      q[8 + k] = (uint8_t)(c[i].bl >> (8 * k));
-      q[12 + k] = (uint8_t)(c[i].n >> (8 * k));
-    }
-    err_clear(&e);
-    if (delta_inplace_check(p, c[i].len, &e) != ERR_INVALID ||
-        strstr(e.msg, c[i].says) == NULL)
-      fail_msg("case %zu: '%s' does not say '%s'", i, e.msg, c[i].says);
-  }
-  /* the destination never describes a basis it would not be asked for */
-  buf_init(&pl, MIB);
-  assert_int_equal(delta_inplace_put(fd, DELTA_INPLACE_MAX + 1, &pl, &e),
-                   ERR_INVALID);
-  assert_int_equal(pl.len, 0);
-  buf_release(&pl);
-  close(fd);
 }
 
 /*
@@ -1685,12 +1509,7 @@ main(void)
     cmocka_unit_test(
         test_in_place_runs_check_their_own_bytes_and_search_moved_data),
     cmocka_unit_test(
-        test_inplace_edit_of_a_small_file_sends_only_the_blocks_it_touched),
-    cmocka_unit_test(test_inplace_declines_shifted_grown_or_rewritten_files),
-    cmocka_unit_test(
         test_straddled_blocks_of_an_in_place_rewrite_send_just_the_rewrite),
-    cmocka_unit_test(
-        test_inplace_payload_with_a_wrong_size_length_or_count_is_invalid),
   };
 
   /* corrupt deltas make librsync log to stderr; the tests check the
