@@ -249,8 +249,8 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   rc = store_open(cfg->root, cfg->fsync_publish, &a->store, e);
   if (rc < 0)
     goto fail;
-  (void)serve_new(a);
-  (void)publish_new(a);
+  serve_new(a);
+  publish_new(a);
   memset(&cc, 0, sizeof(cc));
   cc.ca_file = cfg->ca_file;
   cc.allow_insecure_tokens = cfg->allow_insecure_tokens != 0;

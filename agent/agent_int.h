@@ -13,6 +13,7 @@
 #include "http/server.h"
 #include "agent/agent.h"
 #include "sync/manifest.h"
+#include "sync/wire.h"
 #include "agent/store.h"
 
 #define AGENT_JSON_MAX ((size_t)64 << 10)
@@ -60,7 +61,7 @@ int agent_body_json(struct http_request *req, json_t **out, struct err *e)
     WARN_UNUSED;
 
 /* ---- publish.c: versions published here (the source side) ---- */
-int publish_new(struct agent *a);
+void publish_new(struct agent *a);
 /* Only once no publish or draft is in flight. */
 void publish_free(struct agent *a);
 /* POST /v1/datasets/NAME/versions */
@@ -68,7 +69,7 @@ void publish_post(struct agent *a, struct http_request *req,
                   const char *name);
 
 /* ---- serve.c: the source side ---- */
-int serve_new(struct agent *a);
+void serve_new(struct agent *a);
 void serve_free(struct agent *a);
 void serve_versions(struct agent *a, struct http_request *req,
                     const char *name);
@@ -76,6 +77,15 @@ void serve_manifest(struct agent *a, struct http_request *req,
                     const char *name, const char *v);
 void serve_batch(struct agent *a, struct http_request *req,
                  const char *name, const char *v);
+/*
+ * The frames of a batch request body, checked by every rule that needs
+ * no manifest (kinds, payload lengths, a sorted fingerprint table, at
+ * most AGENT_BATCH_FRAMES, at least one): *out new (free(); payloads
+ * borrowed from body), *n their count.  ERR_INVALID naming the frame.
+ * Pure, for the fuzzer too.
+ */
+int serve_batch_parse(const void *body, size_t len, struct wire_frame **out,
+                      size_t *n, struct err *e) WARN_UNUSED;
 /* Content bytes answered (DATA and DELTA payloads) since the start. */
 uint64_t serve_served_bytes(const struct agent *a);
 /* Serve version v of name, published from rel, from m and c (taken,

@@ -129,14 +129,13 @@ publish_release(struct publish_state *st, const char *name)
   }
 }
 
-int
+void
 publish_new(struct agent *a)
 {
   a->publish = xcalloc(1, sizeof(*a->publish));
 #ifdef TENBIN_FAULTS
   a->publish->slow_drafts = fault_armed("slow-drafts");
 #endif
-  return 0;
 }
 
 void

@@ -34,6 +34,7 @@
 #include "sync/wire.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 #include "util/fault.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
@@ -101,7 +102,7 @@ struct serve_state {
   uint64_t clock;
 };
 
-int
+void
 serve_new(struct agent *a)
 {
   a->serve = xcalloc(1, sizeof(*a->serve));
@@ -114,7 +115,6 @@ serve_new(struct agent *a)
   else if (fault_armed("corrupt-all-answers"))
     atomic_store(&a->serve->corrupt_left, -1);
 #endif
-  return 0;
 }
 
 uint64_t
@@ -1112,17 +1112,66 @@ drop:
   a->serve->batches--;
 }
 
+int
+serve_batch_parse(const void *body, size_t len, struct wire_frame **out,
+                  size_t *n_out, struct err *e)
+{
+  struct wire_frame f, *v = NULL;
+  size_t n = 0, cap = 0, pos = 0;
+  int rc;
+
+  while ((rc = wire_next(body, len, &pos, &f, e)) == 1) {
+    if (n == AGENT_BATCH_FRAMES) {
+      rc = err_set(e, ERR_INVALID, "more than %u frames in one batch",
+                   AGENT_BATCH_FRAMES);
+      goto out;
+    }
+    if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
+        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE) {
+      rc = err_set(e, ERR_INVALID, "frame %zu: kind %u is not a request", n,
+                   f.kind);
+      goto out;
+    }
+    if ((f.kind == WIRE_SIGREF && f.len != 32) ||
+        (f.kind == WIRE_SEG && f.len != 0) ||
+        (f.kind == WIRE_SIGRANGE && f.len <= 8) ||
+        (f.kind == WIRE_BLOCKS && (f.len == 0 || f.len % WIRE_FP_ENTRY != 0 ||
+                                   f.seg != 0))) {
+      rc = err_set(e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "
+                   "for its kind", n, f.len);
+      goto out;
+    }
+    if (f.kind == WIRE_BLOCKS && !fp_table_sorted(f.payload, f.len)) {
+      rc = err_set(e, ERR_INVALID, "frame %zu: fingerprint table not sorted",
+                   n);
+      goto out;
+    }
+    GROW(v, n + 1, cap);
+    v[n++] = f;
+  }
+  if (rc == 0 && n == 0)
+    rc = err_set(e, ERR_INVALID, "empty batch");
+
+out:
+  if (rc < 0) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n_out = n;
+  return 0;
+}
+
 void
 serve_batch(struct agent *a, struct http_request *req, const char *name,
             const char *v)
 {
   struct batch_work *bw;
-  struct wire_frame f;
+  struct wire_frame *frames = NULL;
   struct err e = {0};
-  size_t len, pos = 0, cap = 0;
+  size_t len;
   const char *body = http_request_body(req, &len);
   struct store_version held;
-  int rc;
 
   if (!store_version_get(a->store, name, v, &held) || !held.source) {
     agent_reply_errf(req, ERR_NOT_FOUND, "version %s@%.64s was not "
@@ -1132,54 +1181,21 @@ serve_batch(struct agent *a, struct http_request *req, const char *name,
   bw = xcalloc(1, sizeof(*bw));
   bw->a = a;
   bw->req = req;
-  while ((rc = wire_next(body, len, &pos, &f, &e)) == 1) {
-    if (bw->n == AGENT_BATCH_FRAMES) {
-      err_set(&e, ERR_INVALID, "more than %u frames in one batch",
-              AGENT_BATCH_FRAMES);
-      goto bad;
-    }
-    if (f.kind != WIRE_SIG && f.kind != WIRE_SIGREF && f.kind != WIRE_SEG &&
-        f.kind != WIRE_BLOCKS && f.kind != WIRE_SIGRANGE) {
-      err_set(&e, ERR_INVALID, "frame %zu: kind %u is not a request",
-              bw->n, f.kind);
-      goto bad;
-    }
-    if ((f.kind == WIRE_SIGREF && f.len != 32) ||
-        (f.kind == WIRE_SEG && f.len != 0) ||
-        (f.kind == WIRE_SIGRANGE && f.len <= 8) ||
-        (f.kind == WIRE_BLOCKS && (f.len == 0 || f.len % WIRE_FP_ENTRY != 0 ||
-                                   f.seg != 0))) {
-      err_set(&e, ERR_INVALID, "frame %zu: payload of %u bytes is wrong "
-              "for its kind", bw->n, f.len);
-      goto bad;
-    }
-    if (f.kind == WIRE_BLOCKS && !fp_table_sorted(f.payload, f.len)) {
-      err_set(&e, ERR_INVALID, "frame %zu: fingerprint table not sorted",
-              bw->n);
-      goto bad;
-    }
-    if (bw->n == cap) {
-      cap = cap == 0 ? 64 : cap * 2;
-      bw->items = xrealloc(bw->items, cap * sizeof(*bw->items));
-    }
-    bw->items[bw->n].f = f;
-    bw->items[bw->n].ref = NULL;
-    if (f.kind == WIRE_SIGREF) {
-      struct sigent *s = sig_find(a->serve, f.payload);
+  if (serve_batch_parse(body, len, &frames, &bw->n, &e) < 0)
+    goto bad;
+  bw->items = xcalloc(bw->n, sizeof(*bw->items));
+  for (size_t i = 0; i < bw->n; i++) {
+    bw->items[i].f = frames[i];
+    if (frames[i].kind == WIRE_SIGREF) {
+      struct sigent *s = sig_find(a->serve, frames[i].payload);
 
       if (s != NULL) {
         s->refs++;
-        bw->items[bw->n].ref = s;
+        bw->items[i].ref = s;
       }
     }
-    bw->n++;
   }
-  if (rc < 0)
-    goto bad;
-  if (bw->n == 0) {
-    err_set(&e, ERR_INVALID, "empty batch");
-    goto bad;
-  }
+  free(frames);
   if (a->serve->batches >= SERVE_BATCHES_MAX) {
     err_set(&e, ERR_UNAVAILABLE, "busy with %u batches; try again",
             a->serve->batches);

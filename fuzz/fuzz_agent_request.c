@@ -2,11 +2,13 @@
  * What a peer or a broker sends tenbin-agent, read the way its routes
  * read it.  The first byte picks the kind of request:
  *   even: a batch request body (POST .../batch, serve.c): frames by
- *         wire_next, signatures (SIG, SIGRANGE) by delta_sig_load;
+ *         serve_batch_parse (the route's own), signatures (SIG,
+ *         SIGRANGE) by delta_sig_load;
  *   odd:  a JSON body (publish, pull): jsonx_parse_object, its "path"
  *         by syncpath_normalize, its "name" by syncpath_valid_name.
  */
 #include "fuzz/fuzz.h"
+#include "agent/agent_int.h"
 #include "sync/delta.h"
 #include "sync/path.h"
 #include "sync/wire.h"
@@ -17,12 +19,19 @@
 static void
 batch(const uint8_t *data, size_t size)
 {
-  struct wire_frame f;
+  struct wire_frame *frames = NULL;
   struct err e = {0};
-  size_t pos = 0;
+  size_t n = 0;
   struct delta_sig *sig;
 
-  while (wire_next(data, size, &pos, &f, &e) == 1) {
+  if (serve_batch_parse(data, size, &frames, &n, &e) < 0) {
+    FUZZ_CHECK(e.code == ERR_INVALID && frames == NULL);
+    return;
+  }
+  FUZZ_CHECK(n > 0 && n <= AGENT_BATCH_FRAMES);
+  for (size_t i = 0; i < n; i++) {
+    const struct wire_frame f = frames[i];
+
     sig = NULL;
     if (f.kind == WIRE_SIG) {
       if (delta_sig_load(f.payload, f.len, &sig, &e) == 0)
@@ -33,6 +42,7 @@ batch(const uint8_t *data, size_t size)
     }
     delta_sig_free(sig);
   }
+  free(frames);
 }
 
 static void

@@ -5,7 +5,8 @@
  * them over HTTP as tenbind does (docs/SYNC.md "Agent REST API").  What
  * t13/t14 prove with processes and shell is proved here in one process,
  * so a failure points at the agent and ASan sees both sides.  A watchdog
- * turns a hang into a failure (a bound, never a measurement).
+ * turns a hang into a failure (a bound, never a measurement).  The batch
+ * request parser, a pure function, is tested on its own.
  */
 #define _GNU_SOURCE
 
@@ -30,6 +31,7 @@
 
 #include "http/client.h"
 #include "agent/agent.h"
+#include "agent/agent_int.h"
 #include "seeded_bytes.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -273,7 +275,7 @@ publish(struct fx *fx, char *v)
 /* Start B's pull of v from A (source token src_token); returns the
  * status, *out the pull status (new). */
 static int
-pull_put(struct fx *fx, const char *v, const char *src_token,
+put_pull(struct fx *fx, const char *v, const char *src_token,
          const char *extra, json_t **out)
 {
   char path[256], body[512];
@@ -303,7 +305,7 @@ pull_wait(struct fx *fx, const char *v)
 static json_t *
 pull(struct fx *fx, const char *v)
 {
-  int status = pull_put(fx, v, TOKEN_A, NULL, NULL);
+  int status = put_pull(fx, v, TOKEN_A, NULL, NULL);
 
   assert_true(status == 200 || status == 202);
   return pull_wait(fx, v);
@@ -689,7 +691,7 @@ test_a_pull_cut_by_the_source_stopping_resumes_without_resending(
    * (checked: the pull still runs) and loses at most one batch. */
   start_agent(fx, B, 1, MIB);
   assert_int_equal(publish(fx, v), 201);
-  assert_int_equal(pull_put(fx, v, TOKEN_A, NULL, NULL), 202);
+  assert_int_equal(put_pull(fx, v, TOKEN_A, NULL, NULL), 202);
   snprintf(path, sizeof(path), "/v1/datasets/ds/pulls/%s", v);
   while (done_at_cut < 2 * MIB) {
     nap(fx, 2);
@@ -739,7 +741,7 @@ test_a_wrong_token_is_refused_at_the_agent_and_at_its_source(void **state)
   assert_int_equal(call(fx, A, "GET", path, NULL, NULL, NULL), 200);
   /* B presents a token A does not know: the pull fails, nothing is
    * published. */
-  assert_int_equal(pull_put(fx, v, TOKEN_BAD, NULL, NULL), 202);
+  assert_int_equal(put_pull(fx, v, TOKEN_BAD, NULL, NULL), 202);
   st = pull_wait(fx, v);
   assert_string_equal(str_of(st, "state"), "failed");
   if (strstr(str_of(st, "error"), "401") == NULL)
@@ -748,6 +750,62 @@ test_a_wrong_token_is_refused_at_the_agent_and_at_its_source(void **state)
   json_decref(st);
   assert_false(b_holds(fx, v));
   assert_int_equal(served_bytes(fx), 0);
+}
+
+/* A batch body of the given frames (kind, file, seg, payload). */
+static void
+frame(struct buf *b, uint32_t kind, uint32_t file, const void *p,
+      uint32_t len)
+{
+  assert_int_equal(wire_put(b, kind, file, 0, p, len), 0);
+}
+
+static void
+test_batch_parse_keeps_request_frames_and_names_a_bad_one(void **state)
+{
+  uint8_t ref[32] = {1}, tab[2 * WIRE_FP_ENTRY] = {0};
+  struct wire_frame *f = NULL;
+  struct buf b;
+  struct err e = {0};
+  size_t n = 0;
+
+  (void)state;
+  buf_init(&b, 1 << 20);
+  frame(&b, WIRE_SIGREF, 3, ref, sizeof(ref));
+  frame(&b, WIRE_SEG, 3, NULL, 0);
+  tab[WIRE_FP_ENTRY] = 1; /* sorted: 00.. then 01.. */
+  frame(&b, WIRE_BLOCKS, 3, tab, sizeof(tab));
+  assert_int_equal(serve_batch_parse(b.data, b.len, &f, &n, &e), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(f[0].kind, WIRE_SIGREF);
+  assert_int_equal(f[2].len, sizeof(tab));
+  free(f);
+
+  /* the table unsorted: refused, naming the frame */
+  tab[0] = 2;
+  buf_reset(&b);
+  frame(&b, WIRE_SEG, 0, NULL, 0);
+  frame(&b, WIRE_BLOCKS, 0, tab, sizeof(tab));
+  f = NULL;
+  assert_int_equal(serve_batch_parse(b.data, b.len, &f, &n, &e),
+                   ERR_INVALID);
+  assert_null(f);
+  assert_string_equal(e.msg, "frame 1: fingerprint table not sorted");
+
+  /* an answer kind, a SEG with a payload, nothing at all */
+  buf_reset(&b);
+  frame(&b, WIRE_DATA, 0, "x", 1);
+  assert_int_equal(serve_batch_parse(b.data, b.len, &f, &n, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "frame 0: kind 17 is not a request");
+  buf_reset(&b);
+  frame(&b, WIRE_SEG, 0, "x", 1);
+  assert_int_equal(serve_batch_parse(b.data, b.len, &f, &n, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "frame 0: payload of 1 bytes"));
+  assert_int_equal(serve_batch_parse("", 0, &f, &n, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "empty batch");
+  buf_release(&b);
 }
 
 int
@@ -775,6 +833,8 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_a_wrong_token_is_refused_at_the_agent_and_at_its_source,
           setup, teardown),
+      cmocka_unit_test(
+          test_batch_parse_keeps_request_frames_and_names_a_bad_one),
   };
   int rc;
 
