@@ -242,8 +242,11 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   a->draft_ms = cfg->draft_ms < 0    ? 0
                 : cfg->draft_ms == 0 ? AGENT_DRAFT_MS
                                      : (unsigned)cfg->draft_ms;
+  /* 8 MiB: four batches in flight keep a 1 Gbit link with a 20 ms RTT
+   * (2.5 MB in flight) full many times over, and hold an agent's peak
+   * memory under 64 MiB while a 2 GiB file moves. */
   a->batch_bytes = cfg->batch_bytes > 0 ? cfg->batch_bytes
-                                        : (size_t)16 << 20;
+                                        : (size_t)8 << 20;
   if (a->batch_bytes > ((size_t)64 << 20))
     a->batch_bytes = (size_t)64 << 20;
   rc = store_open(cfg->root, cfg->fsync_publish, &a->store, e);

@@ -27,7 +27,7 @@ struct agent_config {
   uint16_t port;         /* 0: any free port (agent_port) */
   const char *token;     /* bearer token peers and tenbind present */
   unsigned parallel;     /* batches in flight per pull; 0: 4 */
-  size_t batch_bytes;    /* segment data asked per batch; 0: 16 MiB */
+  size_t batch_bytes;    /* segment data asked per batch; 0: 8 MiB */
   int fsync_publish;     /* sync a replica's data before publishing it */
   int watch;             /* republish from what inotify saw change
                             (agent/watch.h has what it cannot see) */

@@ -53,7 +53,7 @@ t_expect "the pull completes after the source restarts" "$st" \
   '"state":"complete"'
 same_tree "$T_DIR/b/.tenbin/data/ds/$V" "the replica is identical after the source restart"
 served=$(curl -fsS "$AGENT_URL_A/healthz" | jq -r .served_bytes)
-# At most the batch in flight at the kill (16 MiB of segments, or one
+# At most the batch in flight at the kill (8 MiB of segments, or one
 # segment of at most 16 MiB) is sent again; everything verified before
 # it is not.
 if [ "$served" -le $((TOTAL - done_at_kill + 16 * 1048576)) ]; then
