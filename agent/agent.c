@@ -120,8 +120,9 @@ healthz(struct agent *a, struct http_request *req, const struct http_match *m)
 {
   (void)m;
   agent_reply_json(req, 200,
-                   json_pack("{s:b, s:I, s:I}", "ok", 1, "background",
-                             (json_int_t)a->background, "served_bytes",
+                   json_pack("{s:b, s:I, s:I, s:I}", "ok", 1,
+                             "background", (json_int_t)a->background,
+                             "drafts", (json_int_t)a->drafts, "served_bytes",
                              (json_int_t)serve_served_bytes(a)));
 }
 
@@ -237,6 +238,10 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   a->loop = loop;
   a->token = xstrdup(cfg->token);
   a->parallel = cfg->parallel > 0 ? cfg->parallel : 4;
+  a->watch = cfg->watch;
+  a->draft_ms = cfg->draft_ms < 0    ? 0
+                : cfg->draft_ms == 0 ? AGENT_DRAFT_MS
+                                     : (unsigned)cfg->draft_ms;
   /* 8 MiB: four batches in flight keep a 1 Gbit link with a 20 ms RTT
    * (2.5 MB in flight) full many times over, and hold an agent's peak
    * memory under 64 MiB while a 2 GiB file moves. */

@@ -29,6 +29,10 @@ struct agent_config {
   unsigned parallel;     /* batches in flight per pull; 0: 4 */
   size_t batch_bytes;    /* segment data asked per batch; 0: 8 MiB */
   int fsync_publish;     /* sync a replica's data before publishing it */
+  int watch;             /* republish from what inotify saw change
+                            (agent/watch.h has what it cannot see) */
+  int draft_ms;          /* with watch: draft the next publish once a
+                            tree is quiet this long; 0: 250, -1: never */
   const char *tls_cert_file; /* with tls_key_file: serve HTTPS */
   const char *tls_key_file;  /* mode 0600 (util/secret.h) */
   const char *ca_file;   /* CAs that peers' https certificates are checked

@@ -3,7 +3,7 @@
  *
  *   tenbin-agent --root DIR [--listen ADDR:PORT] [--token-file FILE]
  *                [--port-file FILE] [--parallel N] [--no-fsync]
- *                [--log-level LEVEL] [--tls-cert FILE
+ *                [--watch] [--log-level LEVEL] [--tls-cert FILE
  *                --tls-key FILE] [--ca-file FILE] [--allow-insecure-token]
  *                [--max-conns-per-address N]
  *
@@ -43,8 +43,8 @@ usage(FILE *f)
           "usage: tenbin-agent --root DIR [--listen ADDR:PORT] "
           "[--token-file FILE]\n"
           "                    [--port-file FILE] [--parallel N] "
-          "[--no-fsync]\n"
-          "                    [--log-level LEVEL]\n"
+          "[--no-fsync] [--watch]\n"
+          "                    [--draft-ms MS] [--log-level LEVEL]\n"
           "\n"
           "  --root DIR         the dataset root it serves (store in "
           "DIR/.tenbin)\n"
@@ -56,6 +56,16 @@ usage(FILE *f)
           "  --parallel N       batches in flight per pull (default 4)\n"
           "  --no-fsync         publish replicas without syncing them to "
           "disk first\n"
+          "  --watch            republish a tree from the changes inotify "
+          "saw, not a full\n"
+          "                     scan (not for trees written through mmap "
+          "or hard links\n"
+          "                     from outside; never on network "
+          "filesystems)\n"
+          "  --draft-ms MS      with --watch, hash what changed once a "
+          "tree has been quiet\n"
+          "                     MS ms (>= 50), before it is published "
+          "(default 250; 0: never)\n"
           "  --log-level LEVEL  debug, info, warn or error\n"
           "  --tls-cert FILE    serve HTTPS with this PEM certificate "
           "chain\n"
@@ -138,6 +148,8 @@ main(int argc, char **argv)
       {"port-file", required_argument, NULL, 'p'},
       {"parallel", required_argument, NULL, 'j'},
       {"no-fsync", no_argument, NULL, 'n'},
+      {"watch", no_argument, NULL, 'w'},
+      {"draft-ms", required_argument, NULL, 'd'},
       {"log-level", required_argument, NULL, 'v'},
       {"tls-cert", required_argument, NULL, 'C'},
       {"tls-key", required_argument, NULL, 'K'},
@@ -195,6 +207,24 @@ main(int argc, char **argv)
     case 'n':
       cfg.fsync_publish = 0;
       break;
+    case 'w':
+      cfg.watch = 1;
+      break;
+    case 'd': {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+
+      /* Shorter than a coarse clock's tick, a write right after a draft
+       * could keep the timestamps it recorded (serve.c). */
+      if (*optarg == '\0' || *end != '\0' || n < 0 || (n > 0 && n < 50) ||
+          n > 3600000) {
+        fprintf(stderr, "tenbin-agent: --draft-ms must be 0 (never) or "
+                        "50..3600000\n");
+        return 2;
+      }
+      cfg.draft_ms = n == 0 ? -1 : (int)n;
+      break;
+    }
     case 'v':
       if (log_parse_level(optarg, &level) < 0) {
         fprintf(stderr, "tenbin-agent: --log-level: debug, info, warn or "

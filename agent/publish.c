@@ -4,9 +4,11 @@
  * manifest's hash, and the record that makes the version served here.
  *
  * The last publish of each path stays decoded so that a republish reads
- * only what changed.  The versions then go to serve.c's cache for the
- * first pull.  Everything here is the loop's, except what a work item's
- * run function touches: its own publish_work, and the last_publish it
+ * only what changed; with --watch it also looks only where inotify saw
+ * changes, and a draft of the next publish is made while the tree is
+ * quiet.  The versions then go to serve.c's cache for the first pull.
+ * Everything here is the loop's, except what a work item's run function
+ * touches: its own publish_work or draft_work, and the last_publish it
  * holds busy.
  */
 #include <errno.h>
@@ -18,7 +20,9 @@
 
 #include "agent/agent_int.h"
 #include "sync/path.h"
+#include "agent/watch.h"
 #include "util/alloc.h"
+#include "util/fault.h"
 #include "util/fileio.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
@@ -40,23 +44,57 @@ struct busy_name {
  */
 #define LAST_PUBLISH_MAX 8
 
+/*
+ * --watch: once a watched tree has been quiet a while (--draft-ms, or 3
+ * times the last draft's run, whichever is more, so that a tree written
+ * now and then costs at most a quarter of a core), a draft of its next
+ * publish looks at what changed, on the pool.  The publish then reuses the
+ * draft's hashes of every file unchanged since (by stat identity, as it
+ * reuses the last publish's), and reads only what changed after the
+ * draft.  A file is drafted only after a quiet period (at least 50 ms,
+ * more than a coarse clock's tick), so a write after its draft gives it
+ * a later mtime and ctime than the draft recorded.
+ */
 struct last_publish {
   char name[72];
   char rel[PATH_MAX];
   char v[MANIFEST_ID_HEX + 1];
   struct manifest m;
   struct manifest_checks c;
-  int busy;                    /* a publish on the pool */
+  struct watch *watch;         /* changes since m's scan, or NULL */
+  int busy;                    /* a publish or a draft on the pool */
   uint64_t used;
+  /* The draft: m with the changes the watch saw up to draft_seq looked
+   * at (has_draft), and what happens around it.  Staged (a new
+   * version): also its files under the name draft_tag, its version dv
+   * and the copies for the served cache. */
+  struct agent *a;
+  struct manifest dm;
+  struct manifest_checks dc;
+  int has_draft;
+  uint64_t draft_seq;
+  int staged;
+  char draft_tag[24];          /* ".draft-" and 16 hex digits of rel's hash */
+  char dv[MANIFEST_ID_HEX + 1];
+  struct manifest dsm;
+  struct manifest_checks dsc;
+  int drafting;
+  int quiet_pending;           /* the tree went quiet while busy */
+  struct publish_work *waiting; /* a publish waiting for the draft */
   struct last_publish *next;
 };
 
 static void last_free(struct last_publish *lp);
+static void draft_drop(struct last_publish *lp);
+static void draft_maybe(struct last_publish *lp);
 
 struct publish_state {
   struct busy_name *publishing;
   struct last_publish *last;   /* the last publish of each path */
   uint64_t clock;              /* LRU clock of last */
+#ifdef TENBIN_FAULTS
+  int slow_drafts;             /* test-only: drafts sleep 2 s first */
+#endif
 };
 
 /* Names being published now: a second publish of one waits its turn. */
@@ -95,6 +133,9 @@ void
 publish_new(struct agent *a)
 {
   a->publish = xcalloc(1, sizeof(*a->publish));
+#ifdef TENBIN_FAULTS
+  a->publish->slow_drafts = fault_armed("slow-drafts");
+#endif
 }
 
 void
@@ -134,6 +175,15 @@ struct publish_work {
   struct manifest sm;
   struct manifest_checks sc;
   int seed;
+  /* --watch: what the scan adds its directories to (a new instance, or
+   * extending last's watch), and the changes taken from last's watch. */
+  struct watch_build *wb;
+  int wb_extends;
+  struct watch_changes changes;
+  uint64_t taken_seq;          /* the watch's seq when they were taken */
+  int by_changes;              /* the scan looked at changes alone */
+  int unchanged;               /* none: last's manifest and checks hold */
+  int from_draft;              /* none after last's staged draft */
   struct manifest_scan_stats stats;
   struct err e;
   int rc;
@@ -332,6 +382,31 @@ commit_version(struct store *s, const char *name, const char *tag,
   return store_source_set(s, name, v, rel, e);
 }
 
+/*
+ * A publish with nothing changed after its path's staged draft: the
+ * draft is the version, committed as it is (the draft's structures move
+ * into pw).
+ */
+static int
+publish_draft(struct publish_work *pw)
+{
+  struct last_publish *lp = pw->last;
+  int rc;
+
+  memcpy(pw->v, lp->dv, sizeof(pw->v));
+  rc = commit_version(pw->a->store, pw->name, lp->draft_tag, pw->v,
+                      pw->rel, &pw->existed, &pw->e);
+  if (rc < 0)
+    return rc;
+  move_pair(&pw->m, &pw->c, &lp->dm, &lp->dc);
+  move_pair(&pw->sm, &pw->sc, &lp->dsm, &lp->dsc);
+  lp->has_draft = 0;
+  lp->staged = 0;
+  pw->stats.files_reused = pw->m.files;
+  pw->seed = 1;
+  return 0;
+}
+
 static void
 publish_run(uv_work_t *w)
 {
@@ -341,6 +416,7 @@ publish_run(uv_work_t *w)
   const struct last_publish *prev = pw->last;
   const struct manifest *base_m = NULL;
   const struct manifest_checks *base_c = NULL;
+  const struct manifest_dir_hook *hook;
   int rc;
 
   memset(&disk, 0, sizeof(disk));
@@ -350,12 +426,45 @@ publish_run(uv_work_t *w)
    * republish then reads only the files whose stat identity changed. */
   if (prev == NULL && load_last(s, pw->name, pw->rel, &disk))
     prev = &disk;
+  if (pw->by_changes && pw->changes.n == 0) {
+    /* The watch saw nothing change: the last version again, its
+     * manifest and checks as they are. */
+    memcpy(pw->v, prev->v, sizeof(pw->v));
+    pw->existed = 1;
+    pw->unchanged = 1;
+    pw->stats.files_reused = prev->m.files;
+    rc = store_source_set(s, pw->name, pw->v, pw->rel, &pw->e);
+    goto out;
+  }
+  if (pw->from_draft) {
+    rc = publish_draft(pw);
+    goto out;
+  }
+  hook = pw->wb != NULL ? watch_build_hook(pw->wb) : NULL;
+  /* The hashes to reuse: the draft's, which has the last publish's for
+   * every path it did not look at. */
   if (prev != NULL) {
     base_m = &prev->m;
     base_c = &prev->c;
+    if (pw->last != NULL && pw->last->has_draft) {
+      base_m = &pw->last->dm;
+      base_c = &pw->last->dc;
+    }
   }
-  rc = manifest_scan(store_rootfd(s), pw->rel, base_m, base_c, &pw->m,
-                     &pw->c, &pw->stats, &pw->e);
+  rc = 0;
+  if (pw->by_changes) {
+    rc = manifest_scan_changes(store_rootfd(s), pw->rel, base_m, base_c,
+                               pw->changes.v, pw->changes.n, hook, &pw->m,
+                               &pw->c, &pw->stats, &pw->e);
+    if (rc == ERR_CONFLICT) {
+      log_warn("publish %s from '%s': %s; scanning it whole", pw->name,
+               pw->rel, err_msg(&pw->e));
+      pw->by_changes = 0;
+    }
+  }
+  if (!pw->by_changes)
+    rc = manifest_scan(store_rootfd(s), pw->rel, base_m, base_c, hook,
+                       &pw->m, &pw->c, &pw->stats, &pw->e);
   if (rc < 0)
     goto out;
   if (prev != NULL && manifest_same(&pw->m, &prev->m)) {
@@ -400,9 +509,23 @@ last_find(struct publish_state *st, const char *name, const char *rel)
 static void
 last_free(struct last_publish *lp)
 {
+  if (lp->watch != NULL)
+    watch_close(lp->watch, NULL, NULL);
   manifest_release(&lp->m);
   manifest_checks_release(&lp->c);
+  draft_drop(lp);
   free(lp);
+}
+
+/* The name lp's staged drafts have in the store: the same for a path
+ * across restarts, so that each draft replaces the one before. */
+static void
+draft_tag(struct last_publish *lp)
+{
+  char hex[65];
+
+  hash_sha256_hex(lp->rel, strlen(lp->rel), hex);
+  snprintf(lp->draft_tag, sizeof(lp->draft_tag), ".draft-%.16s", hex);
 }
 
 /* Keep pw's new manifest as the last publish of its path (returned). */
@@ -416,11 +539,14 @@ last_store(struct publish_state *st, struct publish_work *pw)
     lp = xcalloc(1, sizeof(*lp));
     snprintf(lp->name, sizeof(lp->name), "%s", pw->name);
     snprintf(lp->rel, sizeof(lp->rel), "%s", pw->rel);
+    draft_tag(lp);
     lp->next = st->last;
     st->last = lp;
   }
-  move_pair(&lp->m, &lp->c, &pw->m, &pw->c);
-  memcpy(lp->v, pw->v, sizeof(lp->v));
+  if (!pw->unchanged) {
+    move_pair(&lp->m, &lp->c, &pw->m, &pw->c);
+    memcpy(lp->v, pw->v, sizeof(lp->v));
+  }
   lp->used = ++st->clock;
   kept = lp;
   for (struct last_publish *x = st->last; x != NULL; x = x->next)
@@ -441,9 +567,58 @@ last_store(struct publish_state *st, struct publish_work *pw)
   return kept;
 }
 
+/*
+ * --watch: take the changes seen since the last publish of the path,
+ * when its watch saw them all, and have the scan add the directories it
+ * lists to that watch; else a new watch, built by a full scan.
+ */
+static void
+watch_prepare(struct publish_work *pw)
+{
+  struct last_publish *lp = pw->last;
+  char label[sizeof(pw->name) + sizeof(pw->rel) + 16];
+
+  if (lp != NULL && lp->watch != NULL &&
+      watch_take(lp->watch, &pw->changes) == 0) {
+    pw->taken_seq = watch_seq(lp->watch);
+    pw->by_changes = 1;
+    pw->wb = watch_extend(lp->watch);
+    pw->wb_extends = 1;
+    return;
+  }
+  snprintf(label, sizeof(label), "%s from '%s'", pw->name, pw->rel);
+  pw->wb = watch_build_new(label, strcmp(pw->rel, ".") == 0);
+}
+
+/* After pw's publish, lp (its path's last publish) is watched from its
+ * scan on: by the watch it extended, the one it built, or none. */
+static void on_tree_quiet(void *arg);
+
+static void
+watch_finish(struct agent *a, struct last_publish *lp,
+             struct publish_work *pw)
+{
+  /* The draft's changes were among those taken. */
+  draft_drop(lp);
+  lp->a = a;
+  if (pw->wb_extends) {
+    watch_extended(lp->watch, pw->wb);
+    lp->draft_seq = pw->taken_seq;
+  } else {
+    if (lp->watch != NULL)
+      watch_close(lp->watch, NULL, NULL);
+    lp->watch = pw->wb != NULL ? watch_start(a->loop, pw->wb) : NULL;
+    lp->draft_seq = 0;
+    if (lp->watch != NULL && a->draft_ms > 0)
+      watch_on_quiet(lp->watch, a->draft_ms, on_tree_quiet, lp);
+  }
+  pw->wb = NULL;
+}
+
 static void
 publish_work_free(struct publish_work *pw)
 {
+  watch_changes_release(&pw->changes);
   manifest_release(&pw->m);
   manifest_checks_release(&pw->c);
   manifest_release(&pw->sm);
@@ -466,6 +641,9 @@ publish_done(uv_work_t *w, int status)
   if (lp != NULL)
     lp->busy = 0;
   if (pw->rc < 0) {
+    watch_build_free(pw->wb);
+    if (lp != NULL)
+      draft_drop(lp);
     log_warn("publish %s from '%s' failed: %s", pw->name, pw->rel,
              err_msg(&pw->e));
     agent_reply_err(pw->req, &pw->e);
@@ -474,7 +652,9 @@ publish_done(uv_work_t *w, int status)
     return;
   }
   lp = last_store(a->publish, pw);
-  serve_forget(a, pw->name, pw->v);
+  watch_finish(a, lp, pw);
+  if (!pw->unchanged)
+    serve_forget(a, pw->name, pw->v);
   if (pw->seed)
     serve_seed(a, pw->name, pw->v, pw->rel, &pw->sm, &pw->sc);
   if (strcmp(pw->rel, ".") == 0)
@@ -482,20 +662,25 @@ publish_done(uv_work_t *w, int status)
   else
     snprintf(dir, sizeof(dir), "%s/%s", store_root(a->store), pw->rel);
   log_info("published %s@%.12s from '%s': %llu files, %llu bytes "
-           "(%llu hashed, %llu reused)", pw->name, pw->v, pw->rel,
+           "(%llu hashed, %llu reused; %s)", pw->name, pw->v, pw->rel,
            (unsigned long long)lp->m.files, (unsigned long long)lp->m.bytes,
            (unsigned long long)pw->stats.files_hashed,
-           (unsigned long long)pw->stats.files_reused);
-  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I}",
+           (unsigned long long)pw->stats.files_reused,
+           pw->by_changes ? "the watched changes looked at" : "scanned whole");
+  v = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:s, s:I}",
                 "version", pw->v, "files", (json_int_t)lp->m.files, "dirs",
                 (json_int_t)lp->m.dirs, "links", (json_int_t)lp->m.links,
                 "bytes", (json_int_t)lp->m.bytes, "path", dir,
                 "files_hashed", (json_int_t)pw->stats.files_hashed,
                 "files_reused", (json_int_t)pw->stats.files_reused,
                 "segments_reused",
-                (json_int_t)pw->stats.segments_reused);
+                (json_int_t)pw->stats.segments_reused, "scan",
+                pw->by_changes ? "changes" : "full", "changes",
+                (json_int_t)(pw->by_changes ? pw->changes.n : 0));
   agent_reply_json(pw->req, pw->existed ? 200 : 201, v);
   publish_work_free(pw);
+  if (lp->quiet_pending)
+    draft_maybe(lp);
   agent_work_done(a);
 }
 
@@ -504,8 +689,176 @@ publish_start(struct publish_work *pw)
 {
   if (pw->last != NULL)
     pw->last->busy = 1;
+  if (pw->a->watch)
+    watch_prepare(pw);
+  /* Nothing seen after the staged draft: the draft is this version. */
+  pw->from_draft = pw->by_changes && pw->last != NULL &&
+                   pw->last->staged && pw->taken_seq == pw->last->draft_seq;
   pw->w.data = pw;
   agent_queue(pw->a, &pw->w, publish_run, publish_done);
+}
+
+/* ---- drafts of the next publish (--watch) ---- */
+
+struct draft_work {
+  uv_work_t w;
+  struct agent *a;
+  struct last_publish *lp;     /* busy while this runs */
+  struct watch_changes changes;
+  uint64_t upto;
+  struct watch_build *wb;
+  struct manifest m;
+  struct manifest_checks c;
+  struct manifest_scan_stats stats;
+  int staged;                  /* a new version, staged: */
+  char v[MANIFEST_ID_HEX + 1];
+  struct manifest sm;
+  struct manifest_checks sc;
+  struct err stage_e;          /* or why it could not be */
+  uint64_t t0;
+#ifdef TENBIN_FAULTS
+  int slow;                    /* test-only: wait 2 s first */
+#endif
+  struct err e;
+  int rc;
+};
+
+static void
+draft_drop(struct last_publish *lp)
+{
+  manifest_release(&lp->dm);
+  manifest_checks_release(&lp->dc);
+  manifest_release(&lp->dsm);
+  manifest_checks_release(&lp->dsc);
+  lp->has_draft = 0;
+  lp->staged = 0;
+}
+
+static void
+draft_run(uv_work_t *w)
+{
+  struct draft_work *dw = w->data;
+  const struct last_publish *lp = dw->lp;
+
+#ifdef TENBIN_FAULTS
+  if (dw->slow)
+    sleep(2);
+#endif
+  dw->rc = manifest_scan_changes(
+      store_rootfd(dw->a->store), lp->rel, lp->has_draft ? &lp->dm : &lp->m,
+      lp->has_draft ? &lp->dc : &lp->c, dw->changes.v, dw->changes.n,
+      watch_build_hook(dw->wb), &dw->m, &dw->c, &dw->stats, &dw->e);
+  if (dw->rc < 0 || manifest_same(&dw->m, &lp->m))
+    return;
+  /* A new version: staged now, so that its publish only renames. */
+  dw->staged = stage_version(dw->a->store, lp->name, lp->draft_tag, &dw->m,
+                             &dw->c, dw->v, &dw->sm, &dw->sc,
+                             &dw->stage_e) == 0;
+}
+
+static void
+draft_done(uv_work_t *w, int status)
+{
+  struct draft_work *dw = w->data;
+  struct last_publish *lp = dw->lp;
+  struct agent *a = dw->a;
+  uint64_t ms = (uv_hrtime() - dw->t0) / 1000000;
+
+  (void)status;
+  a->background--;
+  lp->busy = 0;
+  lp->drafting = 0;
+  /* Directories it found are watched from its listing on, whether or not
+   * a file then failed it; the changes stay for the publish. */
+  watch_extended(lp->watch, dw->wb);
+  if (dw->rc == 0) {
+    draft_drop(lp);
+    move_pair(&lp->dm, &lp->dc, &dw->m, &dw->c);
+    lp->has_draft = 1;
+    lp->draft_seq = dw->upto;
+    if (dw->staged) {
+      lp->staged = 1;
+      memcpy(lp->dv, dw->v, sizeof(lp->dv));
+      move_pair(&lp->dsm, &lp->dsc, &dw->sm, &dw->sc);
+    } else if (dw->stage_e.code < 0) {
+      log_info("draft of %s from '%s' not staged: %s (its publish writes "
+               "it)", lp->name, lp->rel, err_msg(&dw->stage_e));
+    }
+    a->drafts++;
+    log_debug("draft of %s from '%s': %zu changes, %llu files hashed in "
+              "%llu ms", lp->name, lp->rel, dw->changes.n,
+              (unsigned long long)dw->stats.files_hashed,
+              (unsigned long long)ms);
+  } else {
+    log_info("draft of the next publish of %s from '%s' stopped: %s (the "
+             "publish looks again)", lp->name, lp->rel, err_msg(&dw->e));
+  }
+  watch_on_quiet(lp->watch, ms * 3 > a->draft_ms ? ms * 3 : a->draft_ms,
+                 on_tree_quiet, lp);
+  watch_changes_release(&dw->changes);
+  manifest_release(&dw->m);
+  manifest_checks_release(&dw->c);
+  manifest_release(&dw->sm);
+  manifest_checks_release(&dw->sc);
+  free(dw);
+  if (lp->waiting != NULL) {
+    struct publish_work *pw = lp->waiting;
+
+    lp->waiting = NULL;
+    publish_start(pw);
+  } else if (lp->quiet_pending) {
+    draft_maybe(lp);
+  }
+  agent_work_done(a);
+}
+
+/* A draft of lp's next publish, when its tree changed since the last one
+ * and nothing else runs for it. */
+static void
+draft_maybe(struct last_publish *lp)
+{
+  struct agent *a = lp->a;
+  struct draft_work *dw;
+
+  if (lp->busy) {
+    lp->quiet_pending = 1;
+    return;
+  }
+  lp->quiet_pending = 0;
+  if (a->closing || lp->watch == NULL ||
+      watch_seq(lp->watch) <= lp->draft_seq)
+    return;
+  dw = xcalloc(1, sizeof(*dw));
+  if (watch_peek(lp->watch, lp->draft_seq, &dw->changes, &dw->upto) < 0 ||
+      dw->changes.n == 0) {
+    watch_changes_release(&dw->changes);
+    free(dw);
+    return;
+  }
+  dw->a = a;
+  dw->lp = lp;
+  dw->wb = watch_extend(lp->watch);
+  manifest_init(&dw->m);
+  manifest_checks_init(&dw->c);
+  manifest_init(&dw->sm);
+  manifest_checks_init(&dw->sc);
+  dw->t0 = uv_hrtime();
+#ifdef TENBIN_FAULTS
+  /* Test-only fault switch: a draft still running when its publish
+   * comes (t13). */
+  dw->slow = a->publish->slow_drafts;
+#endif
+  dw->w.data = dw;
+  lp->busy = 1;
+  lp->drafting = 1;
+  a->background++;
+  agent_queue(a, &dw->w, draft_run, draft_done);
+}
+
+static void
+on_tree_quiet(void *arg)
+{
+  draft_maybe(arg);
 }
 
 void
@@ -555,6 +908,11 @@ publish_post(struct agent *a, struct http_request *req, const char *name)
   manifest_checks_init(&pw->c);
   pw->last = last_find(a->publish, name, pw->rel);
   json_decref(body);
+  if (pw->last != NULL && pw->last->drafting) {
+    /* Its draft's work is the publish's: wait for it. */
+    pw->last->waiting = pw;
+    return;
+  }
   publish_start(pw);
   return;
 

@@ -93,7 +93,7 @@ manifest_seeds(void)
   write_file(rootfd, "d/big.bin", big, big_len);
   manifest_init(&m);
   manifest_checks_init(&c);
-  if (manifest_scan(rootfd, ".", NULL, NULL, &m, &c, NULL, &e) < 0 ||
+  if (manifest_scan(rootfd, ".", NULL, NULL, NULL, &m, &c, NULL, &e) < 0 ||
       manifest_encode(&m, &text, &len, id, &e) < 0)
     die("scan", &e);
   if (m.v[manifest_find(&m, "d/big.bin")].nsegs < 2)

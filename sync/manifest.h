@@ -202,6 +202,15 @@ struct manifest_scan_stats {
                                           by another core's region */
 };
 
+/* Called with each directory a scan lists, open at dirfd, before it is
+ * listed (path "" for the top), from the scan's threads at once: a watch
+ * (agent/watch.h) adds it there, so that no change after the listing is
+ * missed. */
+struct manifest_dir_hook {
+  void (*fn)(void *arg, int dirfd, const char *path);
+  void *arg;
+};
+
 /*
  * Build the manifest of the tree at rel (normalized) beneath rootfd into
  * out, with its checks.  Never follows a symlink (they become entries,
@@ -220,12 +229,44 @@ struct manifest_scan_stats {
  * others are SHA-256'd (a changed 2 GiB file then costs SHA-256 only
  * for its changed segments).  Segment checks are the XXH3-128 of the
  * segment's fingerprints.  Runs on the calling thread (large files on
- * one thread per core); st may be NULL.
+ * one thread per core); st and hook may be NULL.
  */
 int manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
                   const struct manifest_checks *prev_checks,
-                  struct manifest *out, struct manifest_checks *checks,
+                  const struct manifest_dir_hook *hook, struct manifest *out,
+                  struct manifest_checks *checks,
                   struct manifest_scan_stats *st, struct err *e)
+    WARN_UNUSED;
+
+/* A path that may have changed since a scan (agent/watch.h notes them),
+ * relative to the tree's top. */
+#define MANIFEST_CHANGED_ENTRY 1u /* its content, mode or times */
+#define MANIFEST_CHANGED_TREE 2u  /* created, deleted or renamed: a
+                                     directory there is listed whole */
+struct manifest_change {
+  const char *path;
+  unsigned flags;
+};
+
+/*
+ * manifest_scan of the same tree, knowing what changed since prev was
+ * scanned: changes (normalized paths in strcmp order, n of them) are
+ * looked at as manifest_scan would, and every other entry is prev's.
+ * What is beneath a directory is listed again only when the directory
+ * was created, deleted or renamed, or was not one in prev.  Correct only
+ * when every change since prev's scan began is in the list (a watch that
+ * saw them all); ERR_CONFLICT when what is found does not fit prev (an
+ * entry whose directory is not a change, or prev without its checks):
+ * the caller then scans the whole tree.  Other errors as manifest_scan.
+ */
+int manifest_scan_changes(int rootfd, const char *rel,
+                          const struct manifest *prev,
+                          const struct manifest_checks *prev_checks,
+                          const struct manifest_change *changes, size_t n,
+                          const struct manifest_dir_hook *hook,
+                          struct manifest *out,
+                          struct manifest_checks *checks,
+                          struct manifest_scan_stats *st, struct err *e)
     WARN_UNUSED;
 
 #endif

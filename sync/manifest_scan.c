@@ -21,7 +21,6 @@
 #include "sync/manifest_int.h"
 #include "sync/path.h"
 #include "util/alloc.h"
-#include "util/grow.h"
 #include "util/hash.h"
 #include "util/parallel.h"
 #include "util/utf8.h"
@@ -40,12 +39,18 @@ struct scan_item {
  * a directory at a time: stat of every entry and the hashing of changed
  * small files are most of a republish of many small files.  The jobs
  * still to do are shared; each thread keeps its own entries, merged and
- * sorted at the end.  A job lists a directory (its path, borrowed).
+ * sorted at the end.  A job lists a directory, or looks at one path a
+ * watch saw change (manifest_scan_changes).
  */
+struct scan_job {
+  const char *path;                     /* borrowed */
+  const struct manifest_change *change; /* NULL: list the directory */
+};
+
 struct scan_queue {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  const char **jobs;
+  struct scan_job *jobs;
   size_t njobs, jcap;
   unsigned busy;       /* threads doing one (they may add more) */
   int failed;          /* a thread failed: the others stop */
@@ -60,6 +65,7 @@ struct scan {
   struct scan_queue *q;
   int topfd;
   int at_root; /* the dataset is the agent's root: skip ".tenbin" */
+  const struct manifest_dir_hook *hook;
   const struct manifest *prev;
   const struct manifest_checks *prev_checks;
   struct scan_item *v;
@@ -433,13 +439,18 @@ kind_name(mode_t mode)
   return "of an unknown type";
 }
 
-/* A directory to list (path "" for the top). */
+/* A directory to list (path "" for the top), or a change to look at. */
 static void
-scan_push(struct scan_queue *q, const char *path)
+scan_push(struct scan_queue *q, const char *path,
+          const struct manifest_change *change)
 {
   pthread_mutex_lock(&q->mu);
-  GROW(q->jobs, q->njobs + 1, q->jcap);
-  q->jobs[q->njobs++] = path;
+  if (q->njobs == q->jcap) {
+    q->jcap = q->jcap ? q->jcap * 2 : 64;
+    q->jobs = xrealloc(q->jobs, q->jcap * sizeof(*q->jobs));
+  }
+  q->jobs[q->njobs].path = path;
+  q->jobs[q->njobs++].change = change;
   pthread_cond_signal(&q->cv);
   pthread_mutex_unlock(&q->mu);
 }
@@ -447,7 +458,7 @@ scan_push(struct scan_queue *q, const char *path)
 /* The next job into *job: 0, or -1 when there is none and no thread can
  * add one, or a thread failed. */
 static int
-scan_take(struct scan_queue *q, const char **job)
+scan_take(struct scan_queue *q, struct scan_job *job)
 {
   int rc = -1;
 
@@ -474,12 +485,28 @@ scan_done_job(struct scan_queue *q, int rc)
   pthread_mutex_unlock(&q->mu);
 }
 
+/* 1 when prev lists a directory at path. */
+static int
+prev_has_dir(const struct scan *sc, const char *path)
+{
+  ssize_t j;
+
+  if (sc->prev == NULL)
+    return 0;
+  j = manifest_find(sc->prev, path);
+  return j >= 0 && sc->prev->v[j].type == MANIFEST_DIR;
+}
+
 /*
- * Entry name of directory dir (path "" for the top), open at dirfd; a
- * directory found is listed in turn.
+ * Entry name of directory dir (path "" for the top), open at dirfd.
+ * Listing, change is NULL and a directory found is listed in turn.  For
+ * a change, a path gone is no entry, and a directory is listed only when
+ * it is new or was created, deleted or moved since (its own mode changed
+ * otherwise: what is beneath it comes from prev and its own changes).
  */
 static int
-scan_child(struct scan *sc, int dirfd, const char *dir, const char *name)
+scan_child(struct scan *sc, int dirfd, const char *dir, const char *name,
+           const struct manifest_change *change)
 {
   char path[SYNCPATH_MAX + 1];
   char shown[128];
@@ -508,14 +535,19 @@ scan_child(struct scan *sc, int dirfd, const char *dir, const char *name)
   if (atomic_fetch_add(&sc->q->entries, 1) >= MANIFEST_MAX_ENTRIES)
     return err_set(sc->e, ERR_INVALID, "more than %u entries",
                    MANIFEST_MAX_ENTRIES);
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (change != NULL && errno == ENOENT)
+      return 0;
     return err_set(sc->e, ERR_IO, "cannot stat '%.200s': %s", path,
                    strerror(errno));
+  }
   if (S_ISDIR(st.st_mode)) {
     struct scan_item *it = scan_add(sc, path, MANIFEST_DIR);
 
     it->me.mode = (uint32_t)st.st_mode & 07777;
-    scan_push(sc->q, it->me.path);
+    if (change == NULL || (change->flags & MANIFEST_CHANGED_TREE) ||
+        !prev_has_dir(sc, path))
+      scan_push(sc->q, it->me.path, NULL);
     return 0;
   }
   if (S_ISREG(st.st_mode))
@@ -545,6 +577,8 @@ scan_dir(struct scan *sc, const char *dir)
                    strerror(errno));
   if (fd < 0)
     return fd;
+  if (sc->hook != NULL)
+    sc->hook->fn(sc->hook->arg, fd, dir);
   dp = fdopendir(fd);
   if (dp == NULL) {
     close(fd);
@@ -562,7 +596,7 @@ scan_dir(struct scan *sc, const char *dir)
     }
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
       continue;
-    rc = scan_child(sc, dirfd(dp), dir, de->d_name);
+    rc = scan_child(sc, dirfd(dp), dir, de->d_name, NULL);
     if (rc < 0)
       break;
   }
@@ -577,13 +611,41 @@ item_cmp(const void *a, const void *b)
                 ((const struct scan_item *)b)->me.path);
 }
 
+/* Look at one changed path, its parent opened from the top.  A parent
+ * gone, or a link now, means the path is gone too: the change that
+ * removed the parent is in the list as well. */
+static int
+scan_change(struct scan *sc, const struct manifest_change *change)
+{
+  char parent[SYNCPATH_MAX + 1];
+  const char *slash = strrchr(change->path, '/');
+  struct err pe;
+  int fd, rc;
+
+  if (slash == NULL)
+    return scan_child(sc, sc->topfd, "", change->path, change);
+  memcpy(parent, change->path, (size_t)(slash - change->path));
+  parent[slash - change->path] = '\0';
+  fd = syncpath_openat(sc->topfd, parent, O_RDONLY | O_DIRECTORY, 0, &pe);
+  if (fd == ERR_NOT_FOUND || fd == ERR_INVALID)
+    return 0;
+  if (fd < 0) {
+    *sc->e = pe;
+    return fd;
+  }
+  rc = scan_child(sc, fd, parent, slash + 1, change);
+  close(fd);
+  return rc;
+}
+
 static void
 scan_worker(struct scan *sc)
 {
-  const char *dir;
+  struct scan_job job;
 
-  while (scan_take(sc->q, &dir) == 0) {
-    sc->rc = scan_dir(sc, dir);
+  while (scan_take(sc->q, &job) == 0) {
+    sc->rc = job.change != NULL ? scan_change(sc, job.change)
+                                : scan_dir(sc, job.path);
     scan_done_job(sc->q, sc->rc);
     if (sc->rc < 0)
       break;
@@ -592,13 +654,15 @@ scan_worker(struct scan *sc)
 
 static void
 scan_thread_init(struct scan *sc, struct scan_queue *q, int topfd,
-                 int at_root, const struct manifest *prev,
+                 int at_root, const struct manifest_dir_hook *hook,
+                 const struct manifest *prev,
                  const struct manifest_checks *prev_checks)
 {
   memset(sc, 0, sizeof(*sc));
   sc->q = q;
   sc->topfd = topfd;
   sc->at_root = at_root;
+  sc->hook = hook;
   sc->prev = prev;
   sc->prev_checks = prev_checks;
   sc->e = &sc->err;
@@ -638,7 +702,7 @@ struct scan_run {
 
 static int
 run_open(struct scan_run *r, int rootfd, const char *rel,
-         const struct manifest *prev,
+         const struct manifest_dir_hook *hook, const struct manifest *prev,
          const struct manifest_checks *prev_checks, struct err *e)
 {
   memset(r, 0, sizeof(*r));
@@ -652,7 +716,7 @@ run_open(struct scan_run *r, int rootfd, const char *rel,
   index_inodes(&r->q, prev, prev_checks);
   for (size_t t = 0; t < r->nt; t++)
     scan_thread_init(&r->sc[t], &r->q, r->topfd, strcmp(rel, ".") == 0,
-                     prev, prev_checks);
+                     hook, prev, prev_checks);
   return 0;
 }
 
@@ -708,11 +772,11 @@ run_stats(const struct scan_run *r, struct manifest_scan_stats *st)
   }
 }
 
-/* Free what is left: items[0..n) were not moved out. */
+/* Free what is left: items[from..n) were not moved out. */
 static void
-run_close(struct scan_run *r)
+run_close(struct scan_run *r, size_t from)
 {
-  for (size_t i = 0; i < r->n; i++) {
+  for (size_t i = from; i < r->n; i++) {
     manifest_entry_release(&r->items[i].me);
     free(r->items[i].ck.xxh);
     free(r->items[i].ck.fp);
@@ -756,7 +820,8 @@ out_push(struct manifest *out, struct manifest_checks *checks,
 int
 manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
               const struct manifest_checks *prev_checks,
-              struct manifest *out, struct manifest_checks *checks,
+              const struct manifest_dir_hook *hook, struct manifest *out,
+              struct manifest_checks *checks,
               struct manifest_scan_stats *st, struct err *e)
 {
   struct scan_run r;
@@ -764,10 +829,10 @@ manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
 
   manifest_release(out);
   manifest_checks_release(checks);
-  rc = run_open(&r, rootfd, rel, prev, prev_checks, e);
+  rc = run_open(&r, rootfd, rel, hook, prev, prev_checks, e);
   if (rc < 0)
     return rc;
-  scan_push(&r.q, "");
+  scan_push(&r.q, "", NULL);
   rc = run_jobs(&r, e);
   if (rc < 0)
     goto out;
@@ -779,6 +844,237 @@ manifest_scan(int rootfd, const char *rel, const struct manifest *prev,
   r.n = 0; /* moved */
 
 out:
-  run_close(&r);
+  run_close(&r, 0);
+  return rc;
+}
+
+/* ---- rescanning what changed ---- */
+
+static const struct manifest_change *
+find_change(const struct manifest_change *v, size_t n, const char *path)
+{
+  size_t lo = 0, hi = n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(v[mid].path, path);
+
+    if (c == 0)
+      return &v[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* 1 when a directory above path was created, deleted or moved: listing
+ * it whole covers path. */
+static int
+under_tree_change(const struct manifest_change *v, size_t n,
+                  const char *path)
+{
+  char up[SYNCPATH_MAX + 1];
+  size_t len = strlen(path);
+
+  if (len > SYNCPATH_MAX)
+    return 0;
+  memcpy(up, path, len + 1);
+  for (char *s = strrchr(up, '/'); s != NULL; s = strrchr(up, '/')) {
+    const struct manifest_change *c;
+
+    *s = '\0';
+    c = find_change(v, n, up);
+    if (c != NULL && (c->flags & MANIFEST_CHANGED_TREE))
+      return 1;
+  }
+  return 0;
+}
+
+static const struct scan_item *
+find_item(const struct scan_run *r, const char *path)
+{
+  size_t lo = 0, hi = r->n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(r->items[mid].me.path, path);
+
+    if (c == 0)
+      return &r->items[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* Mark the entries of prev that change replaces: its own, and those
+ * beneath it when it was created, deleted or moved, or is no directory
+ * now (the scan listed again what is beneath it now). */
+static void
+drop_replaced(const struct scan_run *r, const struct manifest *prev,
+              const struct manifest_change *change, uint8_t *drop)
+{
+  const struct scan_item *now = find_item(r, change->path);
+  ssize_t j = manifest_find(prev, change->path);
+  size_t len = strlen(change->path), lo = 0, hi = prev->n;
+
+  if (j >= 0)
+    drop[j] = 1;
+  if (!(change->flags & MANIFEST_CHANGED_TREE) && now != NULL &&
+      now->me.type == MANIFEST_DIR)
+    return;
+  /* Entries beneath path sort together, right after "path/". */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strncmp(prev->v[mid].path, change->path, len);
+
+    if (c < 0 || (c == 0 && prev->v[mid].path[len] < '/'))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (; lo < prev->n && strncmp(prev->v[lo].path, change->path, len) == 0 &&
+         prev->v[lo].path[len] == '/';
+       lo++)
+    drop[lo] = 1;
+}
+
+/* 0 when every new entry's parent is a directory of the result, else
+ * ERR_CONFLICT (changes the list missed). */
+static int
+parents_present(const struct scan_run *r, const struct manifest *prev,
+                const uint8_t *drop, struct err *e)
+{
+  char up[SYNCPATH_MAX + 1];
+
+  for (size_t i = 0; i < r->n; i++) {
+    const char *path = r->items[i].me.path;
+    const char *slash = strrchr(path, '/');
+    const struct scan_item *pit;
+    ssize_t j;
+
+    if (slash == NULL)
+      continue;
+    memcpy(up, path, (size_t)(slash - path));
+    up[slash - path] = '\0';
+    pit = find_item(r, up);
+    if (pit != NULL && pit->me.type == MANIFEST_DIR)
+      continue;
+    j = pit == NULL ? manifest_find(prev, up) : -1;
+    if (j >= 0 && !drop[j] && prev->v[j].type == MANIFEST_DIR)
+      continue;
+    return err_set(e, ERR_CONFLICT, "'%.200s' found, but not a change to "
+                   "its directory", path);
+  }
+  return 0;
+}
+
+/* prev's entries not dropped, copied, and the scan's, moved, in order;
+ * r->n is then what was left unmoved (on an error). */
+static int
+merge(struct scan_run *r, const struct manifest *prev,
+      const struct manifest_checks *prev_checks, const uint8_t *drop,
+      struct manifest *out, struct manifest_checks *checks, size_t *moved,
+      struct err *e)
+{
+  size_t total = r->n, i = 0, j = 0;
+
+  for (size_t k = 0; k < prev->n; k++)
+    total += !drop[k];
+  if (total > MANIFEST_MAX_ENTRIES)
+    return err_set(e, ERR_INVALID, "more than %u entries",
+                   MANIFEST_MAX_ENTRIES);
+  out_reserve(out, checks, total);
+  while (i < prev->n || j < r->n) {
+    struct manifest_entry me;
+    struct manifest_check ck;
+    int c;
+
+    if (i < prev->n && drop[i]) {
+      i++;
+      continue;
+    }
+    c = i == prev->n ? 1 : j == r->n ? -1
+        : strcmp(prev->v[i].path, r->items[j].me.path);
+    if (c == 0) {
+      *moved = j;
+      return err_set(e, ERR_CONFLICT, "'%.200s' is both kept and found "
+                     "again", prev->v[i].path);
+    }
+    if (c < 0) {
+      manifest_entry_copy(&me, &prev->v[i]);
+      manifest_check_copy(&ck, &prev_checks->v[i]);
+      out_push(out, checks, &me, &ck);
+      i++;
+    } else {
+      out_push(out, checks, &r->items[j].me, &r->items[j].ck);
+      j++;
+    }
+  }
+  *moved = j;
+  return 0;
+}
+
+int
+manifest_scan_changes(int rootfd, const char *rel,
+                      const struct manifest *prev,
+                      const struct manifest_checks *prev_checks,
+                      const struct manifest_change *changes, size_t nchanges,
+                      const struct manifest_dir_hook *hook,
+                      struct manifest *out, struct manifest_checks *checks,
+                      struct manifest_scan_stats *st, struct err *e)
+{
+  struct scan_run r;
+  uint8_t *drop = NULL;
+  size_t moved = 0;
+  int rc;
+
+  manifest_release(out);
+  manifest_checks_release(checks);
+  if (prev_checks->n != prev->n)
+    return err_set(e, ERR_CONFLICT, "the last publish has no checks");
+  for (size_t i = 0; i < nchanges; i++) {
+    if (!syncpath_is_normal(changes[i].path) ||
+        (i > 0 && strcmp(changes[i - 1].path, changes[i].path) >= 0))
+      return err_set(e, ERR_CONFLICT, "change %zu: not a normal path, or "
+                     "out of order", i);
+  }
+  rc = run_open(&r, rootfd, rel, hook, prev, prev_checks, e);
+  if (rc < 0)
+    return rc;
+  for (size_t i = 0; i < nchanges; i++) {
+    if (!under_tree_change(changes, nchanges, changes[i].path))
+      scan_push(&r.q, changes[i].path, &changes[i]);
+  }
+  rc = run_jobs(&r, e);
+  if (rc < 0)
+    goto out;
+  drop = xcalloc(prev->n > 0 ? prev->n : 1, 1);
+  for (size_t i = 0; i < nchanges; i++) {
+    if (!under_tree_change(changes, nchanges, changes[i].path))
+      drop_replaced(&r, prev, &changes[i], drop);
+  }
+  rc = parents_present(&r, prev, drop, e);
+  if (rc < 0)
+    goto out;
+  rc = merge(&r, prev, prev_checks, drop, out, checks, &moved, e);
+  if (rc < 0)
+    goto out;
+  if (st != NULL) {
+    run_stats(&r, st);
+    st->files_reused += out->files - (st->files_hashed + st->files_reused);
+  }
+
+out:
+  if (rc < 0) {
+    manifest_release(out);
+    manifest_checks_release(checks);
+  }
+  free(drop);
+  run_close(&r, moved);
   return rc;
 }

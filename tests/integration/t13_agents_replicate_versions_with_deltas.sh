@@ -3,8 +3,9 @@
 # is pulled complete and identical (content, modes, mtimes, links), the
 # next version moves only changed blocks and new files, renamed and
 # unchanged files are hard links to the previous version, manifests
-# come as deltas against the destination's replicas, and bad input is
-# refused with the right status naming what is wrong.
+# come as deltas against the destination's replicas, bad input is
+# refused with the right status naming what is wrong, and with --watch a
+# republish looks only at what changed and finds what a full scan finds.
 . "$(dirname "$0")/lib.sh"
 
 SRC="$T_DIR/src"
@@ -392,6 +393,121 @@ if printf '%s' "$st" | grep -q '"state":"complete"' &&
 else
   t_fail "damaged delta: $(printf '%s' "$st" | head -c 300)"
 fi
+
+# ---- --watch: a republish looks only at what inotify saw change ----
+W="$T_DIR/watched"
+cp -a "$SRC/ds" "$T_DIR/watched-ds"
+mkdir -p "$W" && mv "$T_DIR/watched-ds" "$W/ds"
+# No drafts here (below): the counts of files hashed are the publish's.
+t_agent_start C "$W" --watch --draft-ms 0
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "with --watch the first publish scans the tree whole" "$out" \
+  '^201 .*"scan":"full"'
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a watched republish of an unchanged tree looks at nothing" \
+  "$out" '^200 .*"scan":"changes","changes":0'
+printf 'edited' >"$W/ds/a.txt"
+rm "$W/ds/empty"
+chmod 0700 "$W/ds/sub"
+mkdir -p "$W/ds/fresh/deeper"
+printf 'new' >"$W/ds/fresh/deeper/n.txt"
+ln -s ../a.txt "$W/ds/fresh/l"
+mv "$W/ds/new.bin" "$W/ds/sub/renamed.bin"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a watched republish looks only at the paths that changed" \
+  "$out" '^201 .*"files_hashed":3,.*"scan":"changes","changes":6'
+VW=$(printf '%s' "${out#* }" | jq -r .version)
+# full_scan_finds WHAT VERSION: the tree scanned whole, by an agent C
+# (stopped first) that watches nothing yet, names VERSION.
+full_scan_finds() {
+  local out
+  t_agent_stop C
+  t_agent_start C "$W"
+  out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+  t_expect "$1" "$out" "^200 .*\"version\":\"$2\".*\"scan\":\"full\""
+  t_agent_stop C
+}
+full_scan_finds "the version a watch built is the one a full scan finds" "$VW"
+t_agent_start C "$W" --watch
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+mv "$W/ds/fresh" "$W/ds/moved"
+printf 'in the moved directory' >"$W/ds/moved/deeper/n.txt"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a renamed directory makes the next publish scan the tree whole" \
+  "$out" '^201 .*"scan":"full"'
+t_expect "and the agent says why" \
+  "$(grep -c 'watch of w from .ds. lost (a directory was renamed' \
+     "$T_DIR/agent-C.log")" '^1$'
+t_agent_stop C
+
+# ---- --watch: the next publish drafted once the tree is quiet ----
+health() { t_agent C GET /healthz | sed 's/^[0-9]* //'; }
+drafts_now() { health | jq -r .drafts; }
+# drafts_after N: wait until agent C has completed more than N drafts and
+# runs nothing in the background; prints its draft count.
+drafts_after() {
+  local n h
+  for _ in $(seq 1 200); do
+    h=$(health)
+    n=$(printf '%s' "$h" | jq -r .drafts)
+    [ "$n" -gt "$1" ] && [ "$(printf '%s' "$h" | jq -r .background)" = 0 ] &&
+      break
+    sleep 0.05
+  done
+  echo "$n"
+}
+t_agent_start C "$W" --watch --draft-ms 1000
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+d0=$(drafts_now)
+head -c 300000 /dev/urandom >"$W/ds/big.bin"
+printf 'drafted' >"$W/ds/a.txt"
+d1=$(drafts_after "$d0")
+t_expect "a quiet tree's changes are drafted before any publish" "$d1" \
+  "^$((d0 + 1))\$"
+drafted() { ls -A "$W/.tenbin/manifests/w" "$W/.tenbin/published/w" | grep -c '^\.draft-'; }
+t_expect "a draft of a new version is staged: its manifest and checks written" \
+  "$(drafted)" '^2$'
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a publish after the draft reads nothing again" "$out" \
+  '^201 .*"files_hashed":0,.*"scan":"changes","changes":2'
+VS=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "and commits the staged files as the version's" \
+  "$(drafted) $(sha256sum <"$W/.tenbin/manifests/w/$VS.json" | cut -c1-64)" \
+  "^0 $VS\$"
+# One request starts the pull and waits for it.
+out=$(t_agent B PUT "/v1/datasets/w/pulls/$VS?wait_ms=60000" \
+  -d "{\"source\":{\"url\":\"$AGENT_URL_C\",\"token\":\"$AGENT_TOKEN_C\"}}")
+t_expect "a pull started with wait_ms answers once complete" "$out" \
+  '^200 .*"state":"complete"'
+t_expect "and a version committed from its draft replicates exact" \
+  "$(diff -r "$W/ds" "$DST/.tenbin/data/w/$VS" && echo same)" '^same$'
+t_expect "a pull's wait_ms out of range gets 400 naming it" \
+  "$(t_agent B PUT "/v1/datasets/w/pulls/$VS?wait_ms=-1" -d '{}')" \
+  "^400 .*'wait_ms'"
+# Rewritten after its draft, same size: the publish reads it again.
+d1=$(drafts_now)
+printf 'drafted' >"$W/ds/a.txt"
+drafts_after "$d1" >/dev/null
+printf 'REWRITE' >"$W/ds/a.txt"
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+VD=$(printf '%s' "${out#* }" | jq -r .version)
+t_expect "a file written after its draft is read again by the publish" \
+  "$out" '^201 .*"files_hashed":1,'
+full_scan_finds "and what the drafts and publishes built is what a full scan finds" \
+  "$VD"
+# A publish that comes while its draft runs waits for it, and uses it.
+TENBIN_FAULT=slow-drafts t_agent_start C "$W" --watch --draft-ms 100
+t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}' >/dev/null
+printf 'while drafting' >"$W/ds/a.txt"
+for _ in $(seq 1 200); do
+  [ "$(health | jq -r .background)" = 1 ] && break
+  sleep 0.02
+done
+out=$(t_agent C POST /v1/datasets/w/versions -d '{"path":"ds"}')
+t_expect "a publish that comes while its draft runs waits and reads nothing again" \
+  "$out" '^201 .*"files_hashed":0,.*"scan":"changes","changes":1'
+full_scan_finds "and names the version a full scan finds" \
+  "$(printf '%s' "${out#* }" | jq -r .version)"
 
 t_agent_stop A
 t_agent_stop B

@@ -86,6 +86,7 @@ start_agent(struct fx *fx, int who, unsigned parallel, size_t batch_bytes)
       .token = who == A ? TOKEN_A : TOKEN_B,
       .parallel = parallel,
       .batch_bytes = batch_bytes,
+      .draft_ms = -1,
   };
   struct err e = {0};
 

@@ -1,7 +1,7 @@
 /*
  * Tests for sync/manifest.c, manifest_scan.c and manifest_large.c:
- * scanning a real tree (hashes checked against SHA-256 and XXH3 computed
- * here, large files' segments against chunk_cut), the canonical JSON and its id,
+ * scanning a real tree (and only its changes, against a full scan) (hashes checked against SHA-256 and XXH3 computed here, large
+ * files' segments against chunk_cut), the canonical JSON and its id,
  * strict decoding of everything a peer could get wrong, hash reuse
  * (segments found again after an insert), manifest deltas (the exact
  * text rebuilt, malformed or foreign ones refused), and the checks file.
@@ -259,7 +259,7 @@ scan(const struct fx *f, const char *rel, const struct manifest *prev,
      struct err *e)
 {
   err_clear(e);
-  return manifest_scan(f->rootfd, rel, prev, prev_c, m, c, st, e);
+  return manifest_scan(f->rootfd, rel, prev, prev_c, NULL, m, c, st, e);
 }
 
 static void
@@ -1155,6 +1155,366 @@ test_scan_of_the_root_skips_the_store(void **state)
 }
 
 /* ---- canonical JSON ---- */
+
+/* ---- scanning only what changed ---- */
+
+/* The changes a watch would report, unsorted, with duplicates. */
+struct changes {
+  struct manifest_change v[256];
+  char paths[256][64];
+  size_t n;
+};
+
+/* path under the fixture's root; changes are relative to "ds". */
+static void
+note(struct changes *ch, const char *path, unsigned flags)
+{
+  assert_true(ch->n < 256);
+  if (strncmp(path, "ds/", 3) == 0)
+    path += 3;
+  snprintf(ch->paths[ch->n], sizeof(ch->paths[ch->n]), "%s", path);
+  ch->v[ch->n].path = ch->paths[ch->n];
+  ch->v[ch->n++].flags = flags;
+}
+
+static int
+change_cmp(const void *a, const void *b)
+{
+  return strcmp(((const struct manifest_change *)a)->path,
+                ((const struct manifest_change *)b)->path);
+}
+
+/* Sorted, one per path, flags joined (as agent/watch.c hands them). */
+static void
+changes_sort(struct changes *ch)
+{
+  size_t k = 0;
+
+  qsort(ch->v, ch->n, sizeof(ch->v[0]), change_cmp);
+  for (size_t i = 0; i < ch->n; i++) {
+    if (k > 0 && strcmp(ch->v[k - 1].path, ch->v[i].path) == 0)
+      ch->v[k - 1].flags |= ch->v[i].flags;
+    else
+      ch->v[k++] = ch->v[i];
+  }
+  ch->n = k;
+}
+
+static int
+scan_changes(const struct fx *f, const struct manifest *prev,
+             const struct manifest_checks *prev_c, struct changes *ch,
+             struct manifest *m, struct manifest_checks *c,
+             struct manifest_scan_stats *st, struct err *e)
+{
+  changes_sort(ch);
+  err_clear(e);
+  return manifest_scan_changes(f->rootfd, "ds", prev, prev_c, ch->v, ch->n,
+                               NULL, m, c, st, e);
+}
+
+static uint64_t rnd_state;
+
+static unsigned
+rnd(unsigned n)
+{
+  rnd_state ^= rnd_state << 13;
+  rnd_state ^= rnd_state >> 7;
+  rnd_state ^= rnd_state << 17;
+  return (unsigned)(rnd_state % n);
+}
+
+static int
+exists(const struct fx *f, const char *rel, mode_t type)
+{
+  char p[512];
+  struct stat st;
+
+  fx_path(f, rel, p, sizeof(p));
+  return lstat(p, &st) == 0 && (type == 0 || (st.st_mode & S_IFMT) == type);
+}
+
+static void
+rm_tree(const struct fx *f, const char *rel, struct changes *ch)
+{
+  char p[512];
+
+  fx_path(f, rel, p, sizeof(p));
+  assert_int_equal(nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  note(ch, rel, MANIFEST_CHANGED_TREE);
+}
+
+/* One random change of the kinds a dataset sees, noted as inotify
+ * reports it: a write or chmod is the entry; a create, delete or rename
+ * names the path in its directory. */
+static void
+mutate(const struct fx *f, struct changes *ch, unsigned round)
+{
+  char a[48], b[64], p[512], q[512];
+  char data[96];
+  unsigned d = rnd(4), i = rnd(6);
+
+  snprintf(a, sizeof(a), "ds/d%u/f%u", d, i);
+  snprintf(data, sizeof(data), "round %u file %u of d%u %.*s", round, i, d,
+           (int)rnd(40), "0123456789012345678901234567890123456789");
+  switch (rnd(9)) {
+  case 0: /* rewrite or create */
+    if (!exists(f, a, S_IFREG) && exists(f, a, 0))
+      return;
+    if (!exists(f, a, 0) &&
+        (snprintf(b, sizeof(b), "ds/d%u", d), !exists(f, b, S_IFDIR)))
+      return;
+    note(ch, a, exists(f, a, 0) ? MANIFEST_CHANGED_ENTRY
+                                : MANIFEST_CHANGED_TREE);
+    put_file(f, a, data, strlen(data));
+    return;
+  case 1: /* chmod a file or a directory */
+    if (!exists(f, a, S_IFREG))
+      snprintf(a, sizeof(a), "ds/d%u", d);
+    if (!exists(f, a, S_IFREG) && !exists(f, a, S_IFDIR))
+      return;
+    fx_path(f, a, p, sizeof(p));
+    assert_int_equal(chmod(p, exists(f, a, S_IFDIR) ? 0700 + rnd(2) * 055
+                                                    : 0600 + rnd(2) * 044),
+                     0);
+    note(ch, a, MANIFEST_CHANGED_ENTRY);
+    return;
+  case 2: /* delete a file */
+    if (!exists(f, a, S_IFREG))
+      return;
+    fx_path(f, a, p, sizeof(p));
+    assert_int_equal(unlink(p), 0);
+    note(ch, a, MANIFEST_CHANGED_TREE);
+    return;
+  case 3: /* rename a file, maybe over another, maybe to another dir */
+    snprintf(b, sizeof(b), "ds/d%u/f%u", rnd(4), rnd(8));
+    if (!exists(f, a, S_IFREG) || exists(f, b, S_IFDIR) ||
+        strcmp(a, b) == 0)
+      return;
+    snprintf(data, sizeof(data), "%.*s", (int)(strrchr(b, '/') - b), b);
+    if (!exists(f, data, S_IFDIR))
+      return;
+    fx_path(f, a, p, sizeof(p));
+    fx_path(f, b, q, sizeof(q));
+    assert_int_equal(rename(p, q), 0);
+    note(ch, a, MANIFEST_CHANGED_TREE);
+    note(ch, b, MANIFEST_CHANGED_TREE);
+    return;
+  case 4: /* a new directory, filled before anyone could watch it */
+    snprintf(a, sizeof(a), "ds/d%u", d);
+    if (exists(f, a, 0))
+      return;
+    put_dir(f, a);
+    snprintf(b, sizeof(b), "ds/d%u/f1", d);
+    put_file(f, b, data, strlen(data));
+    snprintf(b, sizeof(b), "ds/d%u/sub", d);
+    put_dir(f, b);
+    snprintf(b, sizeof(b), "ds/d%u/sub/deep", d);
+    put_file(f, b, "deep", 4);
+    note(ch, a, MANIFEST_CHANGED_TREE);
+    return;
+  case 5: /* a directory deleted with what is in it */
+    snprintf(a, sizeof(a), "ds/d%u", d);
+    if (d == 0 || !exists(f, a, S_IFDIR))
+      return;
+    rm_tree(f, a, ch);
+    return;
+  case 6: /* a file replaced by a directory, or the other way */
+    if (exists(f, a, S_IFREG)) {
+      fx_path(f, a, p, sizeof(p));
+      assert_int_equal(unlink(p), 0);
+      put_dir(f, a);
+      snprintf(b, sizeof(b), "%s/in", a);
+      put_file(f, b, "in", 2);
+    } else if (exists(f, a, S_IFDIR)) {
+      rm_tree(f, a, ch);
+      put_file(f, a, data, strlen(data));
+    } else {
+      return;
+    }
+    note(ch, a, MANIFEST_CHANGED_TREE);
+    return;
+  case 7: /* a link to a file beside it */
+    if (exists(f, a, 0) ||
+        (snprintf(b, sizeof(b), "ds/d%u", d), !exists(f, b, S_IFDIR)))
+      return;
+    put_link(f, a, "f0");
+    note(ch, a, MANIFEST_CHANGED_TREE);
+    return;
+  default: /* a touch: new times, same bytes */
+    if (!exists(f, a, S_IFREG))
+      return;
+    fx_path(f, a, p, sizeof(p));
+    assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0);
+    note(ch, a, MANIFEST_CHANGED_ENTRY);
+    return;
+  }
+}
+
+/*
+ * Given every change a watch reports, looking at those paths alone gives
+ * what a scan of the whole tree gives: the same manifest (id) and the
+ * same checks and stat identities, round after round of random creates,
+ * writes, chmods, deletes, renames, new and deleted directories, files
+ * and directories replacing each other, links and touches.
+ */
+static void
+test_scan_of_changes_matches_a_full_scan(void **state)
+{
+  struct fx *f = *state;
+  struct manifest prev, inc, full;
+  struct manifest_checks prev_c, inc_c, full_c;
+  struct manifest_scan_stats st;
+  struct changes ch;
+  char rel[64];
+  struct err e;
+
+  rnd_state = 0x9e3779b97f4a7c15ull;
+  put_dir(f, "ds");
+  for (unsigned d = 0; d < 3; d++) {
+    snprintf(rel, sizeof(rel), "ds/d%u", d);
+    put_dir(f, rel);
+    for (unsigned i = 0; i < 4; i++) {
+      snprintf(rel, sizeof(rel), "ds/d%u/f%u", d, i);
+      put_file(f, rel, rel, strlen(rel));
+    }
+  }
+  init_scans(&prev, &inc, &full, &prev_c, &inc_c, &full_c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &prev, &prev_c, NULL, &e), 0);
+  for (unsigned round = 0; round < 200; round++) {
+    ch.n = 0;
+    for (unsigned k = 1 + rnd(4); k > 0; k--) {
+      size_t before = ch.n;
+
+      /* Most picks do not apply (no such file); try until one does. */
+      for (int tries = 0; ch.n == before && tries < 50; tries++)
+        mutate(f, &ch, round);
+    }
+    if (scan_changes(f, &prev, &prev_c, &ch, &inc, &inc_c, &st, &e) != 0)
+      fail_msg("round %u: %s", round, e.msg);
+    assert_int_equal(scan(f, "ds", &prev, &prev_c, &full, &full_c, NULL, &e),
+                     0);
+    assert_same_scan(&inc, &inc_c, &full, &full_c);
+    for (size_t i = 0; i < inc.n; i++) {
+      assert_int_equal(inc_c.v[i].ino, full_c.v[i].ino);
+      assert_int_equal(inc_c.v[i].size, full_c.v[i].size);
+      assert_int_equal(inc_c.v[i].mtime_ns, full_c.v[i].mtime_ns);
+      assert_int_equal(inc_c.v[i].ctime_ns, full_c.v[i].ctime_ns);
+    }
+    assert_int_equal(inc.files, full.files);
+    assert_int_equal(inc.dirs, full.dirs);
+    assert_int_equal(inc.links, full.links);
+    assert_int_equal(inc.bytes, full.bytes);
+    assert_int_equal(st.files_hashed + st.files_reused, inc.files);
+    manifest_release(&prev);
+    manifest_checks_release(&prev_c);
+    prev = inc;
+    prev_c = inc_c;
+    manifest_init(&inc);
+    manifest_checks_init(&inc_c);
+  }
+  release_scans(&prev, &inc, &full, &prev_c, &inc_c, &full_c);
+}
+
+/* A chmod of a directory is its own entry: nothing beneath it is listed
+ * or read again. */
+static void
+test_scan_of_a_directory_chmod_reads_nothing_beneath(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, unused;
+  struct manifest_checks c1, c2, unused_c;
+  struct manifest_scan_stats st;
+  struct changes ch = {.n = 0};
+  char p[512];
+  struct err e;
+  ssize_t j;
+
+  make_small_tree(f);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, NULL, &e), 0);
+  fx_path(f, "ds/dir", p, sizeof(p));
+  assert_int_equal(chmod(p, 0711), 0);
+  note(&ch, "dir", MANIFEST_CHANGED_ENTRY);
+  assert_int_equal(scan_changes(f, &m1, &c1, &ch, &m2, &c2, &st, &e), 0);
+  assert_int_equal(st.files_hashed, 0);
+  assert_int_equal(st.files_reused, 4);
+  assert_int_equal(m2.n, m1.n);
+  j = manifest_find(&m2, "dir");
+  assert_true(j >= 0);
+  assert_int_equal(m2.v[j].mode, 0711);
+  release_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+}
+
+/* An entry whose directory is neither in the last scan nor a change
+ * means the list missed something: ERR_CONFLICT, and the caller scans
+ * the whole tree.  So does a list out of order. */
+static void
+test_scan_of_changes_refuses_a_list_that_missed_a_directory(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, unused;
+  struct manifest_checks c1, c2, unused_c;
+  struct changes ch = {.n = 0};
+  struct manifest_change backwards[2] = {{"b", MANIFEST_CHANGED_ENTRY},
+                                         {"a", MANIFEST_CHANGED_ENTRY}};
+  struct err e;
+
+  make_small_tree(f);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+  assert_int_equal(scan(f, "ds", NULL, NULL, &m1, &c1, NULL, &e), 0);
+  put_dir(f, "ds/new");
+  put_file(f, "ds/new/f", "f", 1);
+  note(&ch, "new/f", MANIFEST_CHANGED_TREE);
+  assert_int_equal(scan_changes(f, &m1, &c1, &ch, &m2, &c2, NULL, &e),
+                   ERR_CONFLICT);
+  assert_contains(e.msg, "'new/f' found");
+  assert_int_equal(m2.n, 0);
+  assert_int_equal(manifest_scan_changes(f->rootfd, "ds", &m1, &c1,
+                                         backwards, 2, NULL, &m2, &c2, NULL,
+                                         &e),
+                   ERR_CONFLICT);
+  release_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+}
+
+static void
+count_dir(void *arg, int dirfd, const char *path)
+{
+  (void)path;
+  assert_true(dirfd >= 0);
+  (*(int *)arg)++;
+}
+
+/* The hook sees every directory a scan lists, before it is listed: all
+ * of them in a full scan, only the new one in a scan of changes. */
+static void
+test_scan_hook_sees_each_directory_listed(void **state)
+{
+  struct fx *f = *state;
+  struct manifest m1, m2, unused;
+  struct manifest_checks c1, c2, unused_c;
+  struct changes ch = {.n = 0};
+  int calls = 0;
+  struct manifest_dir_hook hook = {count_dir, &calls};
+  struct err e;
+
+  make_small_tree(f);
+  init_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+  assert_int_equal(manifest_scan(f->rootfd, "ds", NULL, NULL, &hook, &m1,
+                                 &c1, NULL, &e),
+                   0);
+  assert_int_equal(calls, 3); /* ds, dir, dir/sub */
+  calls = 0;
+  put_dir(f, "ds/new");
+  note(&ch, "new", MANIFEST_CHANGED_TREE);
+  note(&ch, "a.txt", MANIFEST_CHANGED_ENTRY);
+  changes_sort(&ch);
+  assert_int_equal(manifest_scan_changes(f->rootfd, "ds", &m1, &c1, ch.v,
+                                         ch.n, &hook, &m2, &c2, NULL, &e),
+                   0);
+  assert_int_equal(calls, 1);
+  assert_true(manifest_find(&m2, "new") >= 0);
+  release_scans(&m1, &m2, &unused, &c1, &c2, &unused_c);
+}
 
 static void
 test_encode_is_jansson_canonical_and_round_trips(void **state)
@@ -2089,6 +2449,10 @@ main(void)
     T(test_scan_refuses_a_name_that_is_not_utf8),
     T(test_scan_refuses_a_dataset_dir_that_is_a_symlink),
     T(test_scan_of_the_root_skips_the_store),
+    T(test_scan_of_changes_matches_a_full_scan),
+    T(test_scan_of_a_directory_chmod_reads_nothing_beneath),
+    T(test_scan_of_changes_refuses_a_list_that_missed_a_directory),
+    T(test_scan_hook_sees_each_directory_listed),
     T(test_encode_is_jansson_canonical_and_round_trips),
     cmocka_unit_test(test_encode_keeps_64_bit_mtimes_as_integers),
     cmocka_unit_test(test_decode_accepts_a_minimal_valid_manifest),
