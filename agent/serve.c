@@ -895,16 +895,14 @@ answer_seg(struct batch_work *bw, struct batch_file *bf,
   }
   {
     uint32_t plen = (uint32_t)(bw->out.len - at - WIRE_HDR_LEN);
-    uint8_t *h = (uint8_t *)bw->out.data + at + 12;
+    uint8_t *h = (uint8_t *)bw->out.data + at;
 
-    h[0] = (uint8_t)plen;
-    h[1] = (uint8_t)(plen >> 8);
-    h[2] = (uint8_t)(plen >> 16);
-    h[3] = (uint8_t)(plen >> 24);
+    /* the header's len, now that the payload is known */
+    wire_put_le32(h + WIRE_HDR_LEN - 4, plen);
     atomic_fetch_add(&bw->a->serve->served_bytes, plen);
 #ifdef TENBIN_FAULTS
     if (plen > 0 && corrupt_this(bw->a->serve, f->file, f->seg))
-      h[4 + plen / 2] ^= 0x5a;
+      h[WIRE_HDR_LEN + plen / 2] ^= 0x5a;
 #endif
   }
   return 0;
