@@ -1,0 +1,208 @@
+/*
+ * Tests for policies/price.c: an owned site's rates from its finance
+ * inputs (numbers computed by hand below), its sunk cost at a
+ * utilization, dollars to micro-dollars, charges that steps add up to
+ * exactly, billing minimums, and intervals cut where a price changes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "policies/price.h"
+
+/* The issue's example: 12 nodes of 8 GPUs at $350,000, 4 years, 10 %
+ * support a year, 7 / 2 kW, PUE 1.4, $0.09 per kWh, $40,000 of staff. */
+static struct price_owned
+example(void)
+{
+  struct price_owned o = {
+      .capex_per_node = 350000, .nodes = 12, .years = 4,
+      .support_per_year = 0.10, .power_kw_busy = 7.0, .power_kw_idle = 2.0,
+      .pue = 1.4, .dollars_per_kwh = 0.09, .staff_per_year = 40000,
+      .gpus_per_node = 8};
+
+  return o;
+}
+
+static void
+test_owned_rates_split_sunk_from_marginal(void **state)
+{
+  struct price_owned o = example();
+  struct price_owned_rates r;
+
+  (void)state;
+  assert_null(price_owned_problem(&o));
+  price_owned_rates(&o, &r);
+  /* per node-hour: 350000 / (4 x 8760) = 9.988584 amortization,
+   * 35000 / 8760 = 3.995434 support, 40000 / (12 x 8760) = 0.380518
+   * staff, 7 x 1.4 x 0.09 = 0.882 power: 15.246536; per GPU 1.905817 */
+  assert_int_equal(r.sunk_micro, 1905817);
+  /* (7 - 2) x 1.4 x 0.09 / 8 = 0.07875 */
+  assert_int_equal(r.marginal_micro, 78750);
+}
+
+static void
+test_sunk_cost_of_a_used_hour_grows_as_utilization_falls(void **state)
+{
+  struct price_owned o = example();
+
+  (void)state;
+  assert_int_equal(price_owned_sunk_at(&o, 1.0), 1905817);
+  /* half busy: power 4.5 kW x 1.4 x 0.09 = 0.567; (14.364536 + 0.567)
+   * / (8 x 0.5) = 3.732884 */
+  assert_int_equal(price_owned_sunk_at(&o, 0.5), 3732884);
+  /* out of range: above 1 is 1, below 1 % (and NaN) is 1 % */
+  assert_int_equal(price_owned_sunk_at(&o, 1.5), 1905817);
+  assert_int_equal(price_owned_sunk_at(&o, 0), price_owned_sunk_at(&o, 0.01));
+  assert_int_equal(price_owned_sunk_at(&o, NAN),
+                   price_owned_sunk_at(&o, 0.01));
+}
+
+static void
+test_each_unusable_owned_input_is_named(void **state)
+{
+  static const struct {
+    size_t off;     /* a double field, or SIZE_MAX for the ints below */
+    double value;
+    const char *field;
+  } bad[] = {
+      {offsetof(struct price_owned, capex_per_node), 0, "capex_per_node"},
+      {offsetof(struct price_owned, capex_per_node), NAN, "capex_per_node"},
+      {offsetof(struct price_owned, years), -4, "years"},
+      {offsetof(struct price_owned, support_per_year), 10, "support_per_year"},
+      {offsetof(struct price_owned, power_kw_busy), INFINITY, "power_kw_busy"},
+      {offsetof(struct price_owned, power_kw_idle), 8, "power_kw_idle"},
+      {offsetof(struct price_owned, pue), 0.9, "pue"},
+      {offsetof(struct price_owned, dollars_per_kwh), -0.01, "dollars_per_kwh"},
+      {offsetof(struct price_owned, staff_per_year), -1, "staff_per_year"},
+  };
+  struct price_owned o;
+  const char *why;
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    o = example();
+    memcpy((char *)&o + bad[i].off, &bad[i].value, sizeof(double));
+    why = price_owned_problem(&o);
+    if (why == NULL || strncmp(why, bad[i].field, strlen(bad[i].field)) != 0)
+      fail_msg("case %zu: '%s' does not name %s", i, why ? why : "(null)",
+               bad[i].field);
+  }
+  o = example();
+  o.nodes = 0;
+  assert_string_equal(price_owned_problem(&o), "nodes: must be 1 to 1,000,000");
+  o = example();
+  o.gpus_per_node = 0;
+  assert_non_null(strstr(price_owned_problem(&o), "gpus_per_node"));
+}
+
+static void
+test_dollars_become_micro_dollars_within_the_bound(void **state)
+{
+  int64_t m = -1;
+
+  (void)state;
+  assert_int_equal(price_dollars_to_micro(6.88, PRICE_MAX_MICRO, &m), 0);
+  assert_int_equal(m, 6880000);
+  assert_int_equal(price_dollars_to_micro(1.006, PRICE_MAX_MICRO, &m), 0);
+  assert_int_equal(m, 1006000);
+  assert_int_equal(price_dollars_to_micro(0, PRICE_MAX_MICRO, &m), 0);
+  assert_int_equal(m, 0);
+  assert_int_equal(price_dollars_to_micro(10000, PRICE_MAX_MICRO, &m), 0);
+  assert_int_equal(price_dollars_to_micro(10000.01, PRICE_MAX_MICRO, &m),
+                   -1);
+  assert_int_equal(price_dollars_to_micro(-0.5, PRICE_MAX_MICRO, &m), -1);
+  assert_int_equal(price_dollars_to_micro(NAN, PRICE_MAX_MICRO, &m), -1);
+  assert_int_equal(price_dollars_to_micro(INFINITY, PRICE_MAX_MICRO, &m), -1);
+}
+
+static void
+test_charges_round_down_and_steps_add_up_to_the_whole(void **state)
+{
+  int64_t billed = 0, held = 0;
+  /* uneven steps, as a ledger accruing once a minute or so would take */
+  static const int64_t steps[] = {1, 59, 61, 7, 3600, 13, 86400, 1};
+
+  (void)state;
+  /* an hour of 8 GPUs at $1.905817 */
+  assert_int_equal(price_charge(1905817, 8, 3600), 15246536);
+  /* one GPU-second: 529.39 micro-dollars, rounded down */
+  assert_int_equal(price_charge(1905817, 1, 1), 529);
+  assert_int_equal(price_charge(1905817, 1, 0), 0);
+  assert_int_equal(price_charge(-5, 1, 10), 0);
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+    held += steps[i];
+    billed += price_charge(6880000, 8, held) -
+              price_charge(6880000, 8, held - steps[i]);
+  }
+  assert_int_equal(billed, price_charge(6880000, 8, held));
+  /* a year of 100,000 GPUs at the highest price fits; more saturates */
+  assert_int_equal(price_charge(PRICE_MAX_MICRO, 100000, 8760LL * 3600),
+                   8760000000000000000LL);
+  assert_int_equal(price_charge(PRICE_MAX_MICRO, 1000000, 8760LL * 3600),
+                   INT64_MAX);
+}
+
+static void
+test_billed_seconds_are_at_least_the_minimum(void **state)
+{
+  (void)state;
+  assert_int_equal(price_billed_seconds(5, 60), 60);
+  assert_int_equal(price_billed_seconds(61, 60), 61);
+  assert_int_equal(price_billed_seconds(-3, 0), 0);
+}
+
+static void
+test_an_interval_is_cut_where_the_price_changes(void **state)
+{
+  static const struct price_period p[] = {
+      {1000, 6880000}, {5000, 3100000}, {8000, 7000000}};
+  struct price_piece out[4];
+
+  (void)state;
+  /* before the first price: no piece for that part */
+  assert_int_equal(price_split(p, 3, 0, 6000, out, 4), 2);
+  assert_int_equal(out[0].from, 1000);
+  assert_int_equal(out[0].to, 5000);
+  assert_int_equal(out[0].rate_micro, 6880000);
+  assert_int_equal(out[1].from, 5000);
+  assert_int_equal(out[1].to, 6000);
+  assert_int_equal(out[1].rate_micro, 3100000);
+  /* inside one period; the last one runs on */
+  assert_int_equal(price_split(p, 3, 5500, 5600, out, 4), 1);
+  assert_int_equal(out[0].rate_micro, 3100000);
+  assert_int_equal(price_split(p, 3, 9000, 99999, out, 4), 1);
+  assert_int_equal(out[0].rate_micro, 7000000);
+  /* too little room: the count says how much is needed */
+  memset(out, 0, sizeof(out));
+  assert_int_equal(price_split(p, 3, 0, 10000, out, 1), 3);
+  assert_int_equal(out[0].to, 5000);
+  assert_int_equal(out[1].from, 0);
+  /* empty and reversed intervals, and no prices at all */
+  assert_int_equal(price_split(p, 3, 7000, 7000, out, 4), 0);
+  assert_int_equal(price_split(p, 3, 7000, 6000, out, 4), 0);
+  assert_int_equal(price_split(p, 0, 0, 6000, out, 4), 0);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_owned_rates_split_sunk_from_marginal),
+      cmocka_unit_test(
+          test_sunk_cost_of_a_used_hour_grows_as_utilization_falls),
+      cmocka_unit_test(test_each_unusable_owned_input_is_named),
+      cmocka_unit_test(test_dollars_become_micro_dollars_within_the_bound),
+      cmocka_unit_test(test_charges_round_down_and_steps_add_up_to_the_whole),
+      cmocka_unit_test(test_billed_seconds_are_at_least_the_minimum),
+      cmocka_unit_test(test_an_interval_is_cut_where_the_price_changes),
+  };
+
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
