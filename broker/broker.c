@@ -157,6 +157,7 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     const char *name = jsonx_str(cfg, "name");
     const char *kind = jsonx_str(cfg, "kind");
     const json_t *agent = json_object_get(cfg, "agent");
+    const json_t *cost = json_object_get(cfg, "cost");
     struct site *s = &b->sites[i];
     struct adapter_env env;
     json_t *adapter_cfg;
@@ -186,6 +187,11 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
       if (rc < 0)
         return rc;
     }
+    if (cost != NULL && !json_is_null(cost)) {
+      rc = broker__site_cost(&s->cost, cost, i, e);
+      if (rc < 0)
+        return rc;
+    }
     memset(&env, 0, sizeof(env));
     env.loop = b->loop;
     env.site_name = s->name;
@@ -194,10 +200,11 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     env.instance = b->instance;
     env.update = broker__on_update;
     env.update_arg = s;
-    /* The agent is the broker's business: the adapter checks its own
-     * fields strictly and never sees it. */
+    /* The agent and the prices are the broker's business: the adapter
+     * checks its own fields strictly and never sees them. */
     adapter_cfg = json_copy(cfg);
     json_object_del(adapter_cfg, "agent");
+    json_object_del(adapter_cfg, "cost");
     rc = s->ops->open(&env, adapter_cfg, &s->ctx, e);
     json_decref(adapter_cfg);
     if (rc < 0) {
@@ -255,6 +262,7 @@ sites_free(struct broker *b)
     free(b->sites[i].agent_token);
     json_decref(b->sites[i].agent_projects);
     agentc_free(b->sites[i].agent);
+    broker__site_cost_release(&b->sites[i].cost);
   }
   free(b->sites);
 }

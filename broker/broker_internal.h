@@ -10,6 +10,7 @@
 #include "db/db.h"
 #include "http/client.h"
 #include "policies/placement.h"
+#include "policies/price.h"
 #include "spec/jobspec.h"
 #include "sync/agent_client.h"
 
@@ -31,6 +32,25 @@ struct agent_seen {
 };
 
 /* A configured site and its open adapter. */
+/* A site's price model (prices.c): its config's "cost" block. */
+enum site_pricing { SITE_UNPRICED = 0, SITE_OWNED, SITE_RENTED };
+
+struct site_rate {
+  char gpu_type[32];              /* lower case, a job's rule */
+  int64_t per_gpu_hour_micro;     /* on demand */
+  int64_t spot_micro;             /* -1: no spot price */
+};
+
+struct site_cost {
+  enum site_pricing kind;
+  struct price_owned owned;       /* SITE_OWNED: the inputs, */
+  struct price_owned_rates rates; /* and the rates they give */
+  struct site_rate *rented;       /* SITE_RENTED: owned array */
+  size_t nrented;
+  int64_t min_billed_seconds;
+  int64_t egress_per_gb_micro;
+};
+
 struct site {
   struct broker *broker;          /* back pointer for adapter updates */
   char *name;
@@ -47,6 +67,7 @@ struct site {
                                      non-admins may register datasets;
                                      owned, NULL for nowhere */
   struct agent_seen agent_seen;
+  struct site_cost cost;
 };
 
 struct stage;
@@ -247,5 +268,15 @@ int broker__workload_validate(const json_t *def, struct err *e) WARN_UNUSED;
  */
 int broker__workload_expand(struct broker *b, const json_t *body,
                             json_t **out, struct err *e) WARN_UNUSED;
+
+/* ---- prices.c ---- */
+/* The "cost" block of sites[i] into *c (new: broker__site_cost_release);
+ * ERR_CONFIG naming the field. */
+int broker__site_cost(struct site_cost *c, const json_t *cost, size_t i,
+                      struct err *e) WARN_UNUSED;
+void broker__site_cost_release(struct site_cost *c);
+/* The rented rate of a GPU type (lower case), or NULL. */
+const struct site_rate *broker__site_rate(const struct site_cost *c,
+                                          const char *gpu_type);
 
 #endif

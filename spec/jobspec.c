@@ -154,7 +154,7 @@ jobspec_ident_problem(const char *v)
 }
 
 const char *
-jobspec__gpu_type_problem(const char *v)
+jobspec_gpu_type_problem(const char *v)
 {
   size_t i;
 
@@ -702,7 +702,7 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
 
     if (string_value(v, "gpu_type", &str, e) < 0)
       return ERR_INVALID;
-    why = jobspec__gpu_type_problem(str);
+    why = jobspec_gpu_type_problem(str);
     if (why != NULL)
       return err_set(e, ERR_INVALID, "field 'gpu_type': %s", why);
     free(s->gpu_type);

@@ -86,5 +86,9 @@ json_t *jobspec_to_json(const struct job_spec *s);
  * to the rule a job's project meets.
  */
 const char *jobspec_ident_problem(const char *v);
+/* NULL when v is a GPU type as a job may name it ([A-Za-z0-9_-]{1,31};
+ * jobs name types in lower case), else what is wrong.  Public so that a
+ * site's prices hold their GPU types to the same rule. */
+const char *jobspec_gpu_type_problem(const char *v);
 
 #endif

@@ -361,7 +361,7 @@ set_gpu_type(struct parser *p, const char *opt, const char *type,
     t[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
   }
   t[len] = '\0';
-  if (jobspec__gpu_type_problem(t) != NULL)
+  if (jobspec_gpu_type_problem(t) != NULL)
     return bad(p, opt, "GPU type must match [A-Za-z0-9_-]{1,31}");
   if (p->gpu.type_opt != NULL && strcmp(p->gpu.type, t) != 0) {
     if (p->cmdline)

@@ -15,7 +15,6 @@
 #include "util/err.h"
 
 const char *jobspec__name_problem(const char *v);
-const char *jobspec__gpu_type_problem(const char *v);
 const char *jobspec__path_problem(const char *v);
 const char *jobspec__extra_problem(const char *v);
 /* A time limit as minutes or a Slurm duration, within the spec's cap. */

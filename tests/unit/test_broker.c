@@ -2895,6 +2895,115 @@ test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent(
   site_view_release(&v);
 }
 
+/* ---- prices ---- */
+
+static void
+test_site_prices_come_from_each_sites_cost_block(void **state)
+{
+  struct fx *f = *state;
+  const struct site_rate *r;
+  const struct site_cost *c;
+
+  close_broker(f);
+  free(f->sites);
+  f->sites = xstrdup(
+      "[{\"name\": \"onprem\", \"kind\": \"local\", \"gpus\": {\"h100\": 2},"
+      "  \"cost\": {\"owned\": {\"capex_per_node\": 350000, \"nodes\": 12,"
+      "   \"years\": 4, \"support_per_year\": 0.10, \"power_kw_busy\": 7.0,"
+      "   \"power_kw_idle\": 2.0, \"pue\": 1.4, \"dollars_per_kwh\": 0.09,"
+      "   \"staff_per_year\": 40000}}},"
+      " {\"name\": \"cloud\", \"kind\": \"local\", \"gpus\": {},"
+      "  \"cost\": {\"rented\": {\"per_gpu_hour\": {\"H100\": 6.88,"
+      "   \"a10g\": 1.006}, \"spot_per_gpu_hour\": {\"h100\": 3.10},"
+      "   \"egress_per_gb\": 0.09}}},"
+      " {\"name\": \"lab\", \"kind\": \"local\", \"gpus\": {}}]");
+  open_broker_ok(f, NULL);
+  /* hand-computed in test_price.c: $1.905817 sunk, $0.07875 marginal */
+  c = &broker__site(f->b, "onprem")->cost;
+  assert_int_equal(c->kind, SITE_OWNED);
+  assert_int_equal(c->rates.sunk_micro, 1905817);
+  assert_int_equal(c->rates.marginal_micro, 78750);
+  assert_int_equal(c->owned.gpus_per_node, 8); /* the default */
+  c = &broker__site(f->b, "cloud")->cost;
+  assert_int_equal(c->kind, SITE_RENTED);
+  r = broker__site_rate(c, "h100"); /* named in upper case: a job's type */
+  assert_non_null(r);
+  assert_int_equal(r->per_gpu_hour_micro, 6880000);
+  assert_int_equal(r->spot_micro, 3100000);
+  r = broker__site_rate(c, "a10g");
+  assert_non_null(r);
+  assert_int_equal(r->per_gpu_hour_micro, 1006000);
+  assert_int_equal(r->spot_micro, -1);
+  assert_null(broker__site_rate(c, "a100"));
+  assert_int_equal(c->min_billed_seconds, 60);
+  assert_int_equal(c->egress_per_gb_micro, 90000);
+  /* no block: unpriced, not free */
+  assert_int_equal(broker__site(f->b, "lab")->cost.kind, SITE_UNPRICED);
+}
+
+static void
+test_a_bad_cost_block_is_refused_naming_the_field(void **state)
+{
+  static const struct {
+    const char *cost;
+    const char *want;
+  } bad[] = {
+      {"{}", "give exactly one of"},
+      {"{\"owned\": {}, \"rented\": {}}", "give exactly one of"},
+      {"[]", "sites[0].cost' must be an object"},
+      {"{\"owned\": {\"capex_per_node\": 1, \"nodes\": 1, \"power_kw_busy\": 1,"
+       " \"power_kw_idle\": 0, \"dollars_per_kwh\": 0.1}}",
+       "'sites[0].cost.owned.years': required"},
+      {"{\"owned\": {\"capex\": 1}}", "sites[0].cost.owned.capex"},
+      {"{\"owned\": {\"capex_per_node\": 1, \"nodes\": 1, \"years\": 3,"
+       " \"power_kw_busy\": 1, \"power_kw_idle\": 0, \"dollars_per_kwh\": 0.1,"
+       " \"pue\": 0.5}}",
+       "'sites[0].cost.owned.pue': must be 1 to 5"},
+      {"{\"owned\": {\"capex_per_node\": -1, \"nodes\": 1, \"years\": 3,"
+       " \"power_kw_busy\": 1, \"power_kw_idle\": 0, \"dollars_per_kwh\": 0.1}}",
+       "'sites[0].cost.owned.capex_per_node'"},
+      {"{\"owned\": {\"capex_per_node\": 1, \"nodes\": \"12\"}}",
+       "sites[0].cost.owned.nodes"},
+      {"{\"rented\": {}}", "'sites[0].cost.rented.per_gpu_hour': required"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": -6.88}}}",
+       "'sites[0].cost.rented.per_gpu_hour.h100': must be a number of "
+       "dollars, 0 to 10000"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": 1e9}}}", "0 to 10000"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": \"6.88\"}}}",
+       "per_gpu_hour.h100"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h 100\": 6.88}}}",
+       "GPU type must match"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88, \"H100\": 7}}}",
+       "priced twice"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"
+       " \"spot_per_gpu_hour\": {\"a10g\": 0.5}}}",
+       "no on-demand price for GPU type 'a10g'"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"
+       " \"min_billed_seconds\": -1}}",
+       "sites[0].cost.rented.min_billed_seconds"},
+      {"{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"
+       " \"egress_per_gb\": -0.09}}",
+       "'sites[0].cost.rented.egress_per_gb'"},
+  };
+  struct fx *f = *state;
+  char text[1024];
+  struct err e = {0};
+
+  close_broker(f);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": "
+             "\"local\", \"cost\": %s}]", bad[i].cost);
+    free(f->sites);
+    f->sites = xstrdup(text);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+    assert_null(f->b);
+    if (strstr(e.msg, bad[i].want) == NULL)
+      fail_msg("cost %s: '%s' lacks '%s'", bad[i].cost, e.msg, bad[i].want);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2936,6 +3045,8 @@ main(int argc, char **argv)
       T(test_recovery_requeues_a_placed_job_without_job_dir_and_runs_it_once),
       T(test_recovery_marks_a_job_at_a_site_no_longer_configured_lost),
       T(test_broker_new_with_a_bad_site_names_it_and_leaks_nothing),
+      T(test_site_prices_come_from_each_sites_cost_block),
+      T(test_a_bad_cost_block_is_refused_naming_the_field),
       T(test_sites_and_metrics_describe_the_local_site),
       T(test_site_agent_config_is_checked_naming_the_field),
       T(test_dataset_register_checks_its_fields_and_refuses_a_duplicate),

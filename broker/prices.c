@@ -1,0 +1,236 @@
+/*
+ * A site's price model, from its config's "cost" block: "owned" (finance
+ * inputs, turned into rates by policies/price.c) or "rented" (rates per
+ * GPU type).  A site without the block is unpriced, never free.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "policies/price.h"
+#include "spec/jobspec.h"
+#include "util/alloc.h"
+#include "util/jsonx.h"
+
+/* Defaults of an owned site's optional inputs (README "Prices"). */
+#define OWNED_SUPPORT_PER_YEAR 0.10 /* of capex: typical maintenance */
+#define OWNED_PUE 1.5               /* between today's average and new sites */
+#define OWNED_GPUS_PER_NODE 8
+#define RENTED_MIN_BILLED_S 60
+
+/* obj[key] as a number into *out: dflt (when not NAN) when absent, else
+ * ERR_CONFIG naming where+key. */
+static int
+number(const json_t *obj, const char *key, double dflt, double *out,
+       const char *where, struct err *e)
+{
+  const json_t *v = json_object_get(obj, key);
+
+  if (v == NULL || json_is_null(v)) {
+    if (isnan(dflt))
+      return err_set(e, ERR_CONFIG, "field '%s%s': required", where, key);
+    *out = dflt;
+    return 0;
+  }
+  *out = json_number_value(v); /* a number: jsonx_check saw to it */
+  return 0;
+}
+
+static int
+owned(struct site_cost *c, const json_t *o, const char *where, struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"capex_per_node", JX_NUMBER}, {"nodes", JX_INT},
+      {"years", JX_NUMBER},          {"support_per_year", JX_NUMBER},
+      {"power_kw_busy", JX_NUMBER},  {"power_kw_idle", JX_NUMBER},
+      {"pue", JX_NUMBER},            {"dollars_per_kwh", JX_NUMBER},
+      {"staff_per_year", JX_NUMBER}, {"gpus_per_node", JX_INT},
+      {NULL, 0}};
+  struct price_owned *in = &c->owned;
+  const char *why;
+  int rc;
+
+  rc = jsonx_check(o, fields, where, e);
+  if (rc == 0 && json_object_get(o, "nodes") == NULL)
+    rc = err_set(e, ERR_CONFIG, "field '%snodes': required", where);
+  if (rc == 0)
+    rc = jsonx_int(o, "nodes", INT64_MIN, INT64_MAX, 0, &in->nodes, where, e);
+  if (rc == 0)
+    rc = jsonx_int(o, "gpus_per_node", INT64_MIN, INT64_MAX,
+                   OWNED_GPUS_PER_NODE, &in->gpus_per_node, where, e);
+  if (rc == 0)
+    rc = number(o, "capex_per_node", NAN, &in->capex_per_node, where, e);
+  if (rc == 0)
+    rc = number(o, "years", NAN, &in->years, where, e);
+  if (rc == 0)
+    rc = number(o, "support_per_year", OWNED_SUPPORT_PER_YEAR,
+                &in->support_per_year, where, e);
+  if (rc == 0)
+    rc = number(o, "power_kw_busy", NAN, &in->power_kw_busy, where, e);
+  if (rc == 0)
+    rc = number(o, "power_kw_idle", NAN, &in->power_kw_idle, where, e);
+  if (rc == 0)
+    rc = number(o, "pue", OWNED_PUE, &in->pue, where, e);
+  if (rc == 0)
+    rc = number(o, "dollars_per_kwh", NAN, &in->dollars_per_kwh, where, e);
+  if (rc == 0)
+    rc = number(o, "staff_per_year", 0, &in->staff_per_year, where, e);
+  if (rc < 0)
+    return ERR_CONFIG;
+  why = price_owned_problem(in);
+  if (why != NULL) {
+    const char *colon = strchr(why, ':');
+
+    return err_set(e, ERR_CONFIG, "field '%s%.*s'%s", where,
+                   (int)(colon - why), why, colon);
+  }
+  price_owned_rates(in, &c->rates);
+  c->kind = SITE_OWNED;
+  return 0;
+}
+
+/* A GPU type as a price names it: a job's rule, in lower case. */
+static int
+gpu_type_key(const char *key, char *out, size_t outlen, const char *where,
+             struct err *e)
+{
+  const char *why = jobspec_gpu_type_problem(key);
+  size_t i;
+
+  if (why != NULL || strlen(key) >= outlen)
+    return err_set(e, ERR_CONFIG, "field '%s%.40s': GPU type %s", where,
+                   key, why != NULL ? why : "too long");
+  for (i = 0; key[i] != '\0'; i++)
+    out[i] = (char)tolower((unsigned char)key[i]);
+  out[i] = '\0';
+  return 0;
+}
+
+/* A rate in dollars per GPU-hour at where+key, into micro-dollars. */
+static int
+dollars(const json_t *v, int64_t *out, const char *where, const char *key,
+        struct err *e)
+{
+  if (!json_is_number(v) ||
+      price_dollars_to_micro(json_number_value(v), PRICE_MAX_MICRO, out) < 0)
+    return err_set(e, ERR_CONFIG, "field '%s%.40s': must be a number of "
+                   "dollars, 0 to 10000", where, key);
+  return 0;
+}
+
+static int
+rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"per_gpu_hour", JX_OBJECT},     {"spot_per_gpu_hour", JX_OBJECT},
+      {"min_billed_seconds", JX_INT},  {"egress_per_gb", JX_NUMBER},
+      {NULL, 0}};
+  const json_t *od = json_object_get(r, "per_gpu_hour");
+  const json_t *spot = json_object_get(r, "spot_per_gpu_hour");
+  char at[160];
+  const char *key;
+  json_t *v;
+  int rc;
+
+  rc = jsonx_check(r, fields, where, e);
+  if (rc < 0)
+    return ERR_CONFIG;
+  if (od == NULL || json_object_size(od) == 0)
+    return err_set(e, ERR_CONFIG, "field '%sper_gpu_hour': required, the "
+                   "on-demand price of each GPU type", where);
+  c->rented = xcalloc(json_object_size(od), sizeof(*c->rented));
+  snprintf(at, sizeof(at), "%sper_gpu_hour.", where);
+  json_object_foreach((json_t *)od, key, v) {
+    struct site_rate *rate = &c->rented[c->nrented];
+
+    rc = gpu_type_key(key, rate->gpu_type, sizeof(rate->gpu_type), at, e);
+    if (rc == 0)
+      rc = dollars(v, &rate->per_gpu_hour_micro, at, key, e);
+    if (rc < 0)
+      return ERR_CONFIG;
+    for (size_t k = 0; k < c->nrented; k++) {
+      if (strcmp(c->rented[k].gpu_type, rate->gpu_type) == 0)
+        return err_set(e, ERR_CONFIG, "field '%s%.40s': GPU type '%s' "
+                       "priced twice", at, key, rate->gpu_type);
+    }
+    rate->spot_micro = -1;
+    c->nrented++;
+  }
+  snprintf(at, sizeof(at), "%sspot_per_gpu_hour.", where);
+  json_object_foreach((json_t *)spot, key, v) {
+    char type[32];
+    struct site_rate *rate = NULL;
+
+    rc = gpu_type_key(key, type, sizeof(type), at, e);
+    if (rc < 0)
+      return ERR_CONFIG;
+    for (size_t k = 0; k < c->nrented; k++) {
+      if (strcmp(c->rented[k].gpu_type, type) == 0)
+        rate = &c->rented[k];
+    }
+    if (rate == NULL)
+      return err_set(e, ERR_CONFIG, "field '%s%.40s': no on-demand price "
+                     "for GPU type '%s' in per_gpu_hour", at, key, type);
+    if (dollars(v, &rate->spot_micro, at, key, e) < 0)
+      return ERR_CONFIG;
+  }
+  rc = jsonx_int(r, "min_billed_seconds", 0, 86400, RENTED_MIN_BILLED_S,
+                 &c->min_billed_seconds, where, e);
+  if (rc < 0)
+    return ERR_CONFIG;
+  v = json_object_get(r, "egress_per_gb");
+  c->egress_per_gb_micro = 0;
+  if (v != NULL && !json_is_null(v) &&
+      dollars(v, &c->egress_per_gb_micro, where, "egress_per_gb", e) < 0)
+    return ERR_CONFIG;
+  c->kind = SITE_RENTED;
+  return 0;
+}
+
+int
+broker__site_cost(struct site_cost *c, const json_t *cost, size_t i,
+                  struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"owned", JX_OBJECT}, {"rented", JX_OBJECT}, {NULL, 0}};
+  const json_t *o = json_object_get(cost, "owned");
+  const json_t *r = json_object_get(cost, "rented");
+  char where[64];
+  int rc;
+
+  memset(c, 0, sizeof(*c));
+  snprintf(where, sizeof(where), "sites[%zu].cost.", i);
+  if (!json_is_object(cost))
+    return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost' must be an "
+                   "object: {\"owned\": {...}} or {\"rented\": {...}}", i);
+  if (jsonx_check(cost, fields, where, e) < 0)
+    return ERR_CONFIG;
+  if ((o == NULL) == (r == NULL))
+    return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost': give exactly "
+                   "one of \"owned\" and \"rented\"", i);
+  snprintf(where, sizeof(where), "sites[%zu].cost.%s.", i,
+           o != NULL ? "owned" : "rented");
+  rc = o != NULL ? owned(c, o, where, e) : rented(c, r, where, e);
+  if (rc < 0)
+    broker__site_cost_release(c);
+  return rc;
+}
+
+void
+broker__site_cost_release(struct site_cost *c)
+{
+  free(c->rented);
+  memset(c, 0, sizeof(*c));
+}
+
+const struct site_rate *
+broker__site_rate(const struct site_cost *c, const char *gpu_type)
+{
+  for (size_t k = 0; k < c->nrented; k++) {
+    if (strcmp(c->rented[k].gpu_type, gpu_type) == 0)
+      return &c->rented[k];
+  }
+  return NULL;
+}
