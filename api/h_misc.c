@@ -87,6 +87,39 @@ agent_state_json(const struct site_view *v)
 }
 
 /* The site as GET /v1/sites shows it (new reference). */
+/* The site's prices, in integer micro-dollars (exact, as billed). */
+static json_t *
+cost_json(const struct site_view *v)
+{
+  json_t *c = json_pack("{s:s}", "pricing", v->pricing);
+  json_t *od, *spot;
+
+  if (strcmp(v->pricing, "owned") == 0) {
+    json_object_set_new(c, "sunk_per_gpu_hour_micro",
+                        json_integer(v->sunk_micro));
+    json_object_set_new(c, "marginal_per_gpu_hour_micro",
+                        json_integer(v->marginal_micro));
+  } else if (strcmp(v->pricing, "rented") == 0) {
+    od = json_object();
+    spot = json_object();
+    for (int k = 0; k < v->nprices; k++) {
+      const struct site_price_view *p = &v->prices[k];
+
+      json_object_set_new(od, p->gpu_type,
+                          json_integer(p->per_gpu_hour_micro));
+      if (p->spot_micro >= 0)
+        json_object_set_new(spot, p->gpu_type, json_integer(p->spot_micro));
+    }
+    json_object_set_new(c, "per_gpu_hour_micro", od);
+    json_object_set_new(c, "spot_per_gpu_hour_micro", spot);
+    json_object_set_new(c, "min_billed_seconds",
+                        json_integer(v->min_billed_seconds));
+    json_object_set_new(c, "egress_per_gb_micro",
+                        json_integer(v->egress_per_gb_micro));
+  }
+  return c;
+}
+
 static json_t *
 site_json(const struct site_view *v)
 {
@@ -113,7 +146,7 @@ site_json(const struct site_view *v)
   json_object_set_new(jobs, "lost", json_integer(v->jobs[JOB_LOST]));
   json_object_set_new(jobs, "staging", json_integer(v->jobs[JOB_STAGING]));
   return json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:o, s:I, s:I, "
-                   "s:I, s:o, s:s?, s:o}",
+                   "s:I, s:o, s:s?, s:o, s:o}",
                    "name", v->name, "kind", v->kind, "reachable",
                    v->reachable, "detail", v->detail, "nodes",
                    (json_int_t)v->nodes, "nodes_down",
@@ -122,7 +155,8 @@ site_json(const struct site_view *v)
                    (json_int_t)v->gpus_total, "gpus_in_use",
                    (json_int_t)v->gpus_in_use, "gpus_pending",
                    (json_int_t)v->gpus_pending, "jobs", jobs, "agent",
-                   v->agent, "agent_state", agent_state_json(v));
+                   v->agent, "agent_state", agent_state_json(v), "cost",
+                   cost_json(v));
 }
 
 static int

@@ -497,7 +497,30 @@ site_view_release(struct site_view *v)
   free(v->gpus);
   free(v->agent);
   free(v->agent_error);
+  free(v->prices);
   site_view_init(v);
+}
+
+/* The price part of s's view. */
+static void
+price_view(const struct site *s, struct site_view *v)
+{
+  static const char *const names[] = {"unpriced", "owned", "rented"};
+  const struct site_cost *c = &s->cost;
+
+  v->pricing = names[c->kind];
+  v->sunk_micro = c->rates.sunk_micro;
+  v->marginal_micro = c->rates.marginal_micro;
+  v->prices = xcalloc(c->nrented > 0 ? c->nrented : 1, sizeof(*v->prices));
+  for (size_t k = 0; k < c->nrented; k++) {
+    struct site_price_view *p = &v->prices[v->nprices++];
+
+    memcpy(p->gpu_type, c->rented[k].gpu_type, sizeof(p->gpu_type));
+    p->per_gpu_hour_micro = c->rented[k].per_gpu_hour_micro;
+    p->spot_micro = c->rented[k].spot_micro;
+  }
+  v->min_billed_seconds = c->min_billed_seconds;
+  v->egress_per_gb_micro = c->egress_per_gb_micro;
 }
 
 /* The agent's part of s's view, for a site that has one. */
@@ -555,6 +578,7 @@ site_view_fill(struct site *s, const int64_t *counts, struct site_view *v)
   v->queued = s->waiting + counts[JOB_PLACED] + counts[JOB_SUBMITTED];
   memcpy(v->jobs, counts, sizeof(v->jobs));
   agent_view(s, v);
+  price_view(s, v);
 }
 
 int

@@ -414,6 +414,13 @@ struct site_gpu_view {
   int64_t pending;      /* asked for by jobs in the site's own queue */
 };
 
+/* A rented site's price of one GPU type, micro-dollars per GPU-hour. */
+struct site_price_view {
+  char gpu_type[32];
+  int64_t per_gpu_hour_micro;
+  int64_t spot_micro;           /* -1: no spot price */
+};
+
 /*
  * A site as GET /v1/sites shows it, before it is rendered.  The view owns
  * every string and the gpus array: release it with site_view_release().
@@ -444,6 +451,15 @@ struct site_view {
   char *agent_error;    /* why it is down, or NULL */
   int64_t agent_since_ms;   /* wall clock of the last change, 0 = never */
   int64_t agent_checked_ms; /* wall clock of the last word, 0 = never */
+  /* Its price model: "owned", "rented" or "unpriced" (static), and for
+   * an owned site its rates per GPU-hour (micro-dollars), for a rented
+   * one its prices (an owned array), billing minimum and egress. */
+  const char *pricing;
+  int64_t sunk_micro, marginal_micro;
+  struct site_price_view *prices;
+  int nprices;
+  int64_t min_billed_seconds;
+  int64_t egress_per_gb_micro;
 };
 
 void site_view_init(struct site_view *v);

@@ -133,6 +133,61 @@ out:
   return status;
 }
 
+/* Micro-dollars as "$1.905817". */
+static void
+money(long long micro, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "$%lld.%06lld", micro / 1000000, micro % 1000000);
+}
+
+static long long
+micro_of(const json_t *obj, const char *key)
+{
+  return (long long)json_integer_value(json_object_get(obj, key));
+}
+
+/* "owned: $1.905817 sunk, $0.078750 marginal per GPU-hour", "rented:
+ * h100 $6.880000 (spot $3.100000) per GPU-hour, ...", or "unpriced". */
+static int
+prices_text(const json_t *cost, struct buf *out)
+{
+  const char *pricing = jsonx_str(cost, "pricing");
+  const json_t *od = json_object_get(cost, "per_gpu_hour_micro");
+  const json_t *spot = json_object_get(cost, "spot_per_gpu_hour_micro");
+  char a[40], b[40];
+  const char *type;
+  json_t *v;
+  int rc = 0, first = 1;
+
+  if (pricing == NULL)
+    return buf_adds(out, "?");
+  if (strcmp(pricing, "owned") == 0) {
+    money(micro_of(cost, "sunk_per_gpu_hour_micro"), a, sizeof(a));
+    money(micro_of(cost, "marginal_per_gpu_hour_micro"), b, sizeof(b));
+    return buf_addf(out, "owned: %s sunk, %s marginal per GPU-hour", a, b);
+  }
+  if (strcmp(pricing, "rented") != 0)
+    return buf_adds(out, pricing);
+  rc = buf_adds(out, "rented:");
+  json_object_foreach((json_t *)od, type, v) {
+    const json_t *s = json_object_get(spot, type);
+
+    money((long long)json_integer_value(v), a, sizeof(a));
+    if (rc == 0)
+      rc = buf_addf(out, "%s %s %s", first ? "" : ",", type, a);
+    if (rc == 0 && s != NULL) {
+      money((long long)json_integer_value(s), b, sizeof(b));
+      rc = buf_addf(out, " (spot %s)", b);
+    }
+    first = 0;
+  }
+  money(micro_of(cost, "egress_per_gb_micro"), a, sizeof(a));
+  if (rc == 0)
+    rc = buf_addf(out, " per GPU-hour; at least %lld s billed; egress "
+                  "%s/GB", micro_of(cost, "min_billed_seconds"), a);
+  return rc;
+}
+
 static int
 show_site(const json_t *site)
 {
@@ -141,12 +196,13 @@ show_site(const json_t *site)
   char agent[1024];
   const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
-  struct buf gpus;
+  struct buf gpus, prices;
   const json_t *v;
   int rc;
 
   cli_table_init(&t, NULL, 2);
   buf_init(&gpus, CLI_MAX_RESPONSE);
+  buf_init(&prices, CLI_MAX_RESPONSE);
   cli_table_add_kv(&t, "name", jsonx_str(site, "name"));
   cli_table_add_kv(&t, "kind", jsonx_str(site, "kind"));
   cli_table_add_kv(&t, "state", reach(site));
@@ -182,7 +238,10 @@ show_site(const json_t *site)
   count(site, "running", running, sizeof(running));
   cli_table_add_kv(&t, "queued", queued);
   cli_table_add_kv(&t, "running", running);
+  if (prices_text(json_object_get(site, "cost"), &prices) == 0)
+    cli_table_add_kv(&t, "prices", buf_str(&prices));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  buf_release(&prices);
   buf_release(&gpus);
   cli_table_release(&t);
   return rc;

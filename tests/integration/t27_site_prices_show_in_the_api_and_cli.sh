@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A site's "cost" block shows in GET /v1/sites and `tenbin site show`:
+# an owned site's sunk and marginal rates derived from its finance
+# inputs, a rented site's prices per GPU type, and a site without the
+# block as unpriced, never as $0.  A bad block stops tenbind at start,
+# naming the field.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T_DIR/config.json" <<'JSON'
+{"sites": [
+  {"name": "onprem", "kind": "local", "gpus": {"h100": 2},
+   "cost": {"owned": {"capex_per_node": 350000, "nodes": 12, "years": 4,
+            "support_per_year": 0.10, "power_kw_busy": 7.0,
+            "power_kw_idle": 2.0, "pue": 1.4, "dollars_per_kwh": 0.09,
+            "staff_per_year": 40000}}},
+  {"name": "cloud", "kind": "local", "gpus": {},
+   "cost": {"rented": {"per_gpu_hour": {"h100": 6.88, "a10g": 1.006},
+            "spot_per_gpu_hour": {"h100": 3.10}, "min_billed_seconds": 60,
+            "egress_per_gb": 0.09}}},
+  {"name": "lab", "kind": "local", "gpus": {}}]}
+JSON
+t_start --config "$T_DIR/config.json"
+
+t_expect "an owned site shows its rates in integer micro-dollars" \
+  "$(curl -fsS "$T_URL/v1/sites/onprem" | jq -c '.cost | [.pricing, .sunk_per_gpu_hour_micro, .marginal_per_gpu_hour_micro]')" \
+  '^\["owned",1905817,78750\]$'
+t_expect "a rented site shows its prices per GPU type" \
+  "$(curl -fsS "$T_URL/v1/sites/cloud" | jq -c '.cost | [.per_gpu_hour_micro.h100, .per_gpu_hour_micro.a10g, .spot_per_gpu_hour_micro.h100, (.spot_per_gpu_hour_micro | has("a10g")), .min_billed_seconds, .egress_per_gb_micro]')" \
+  '^\[6880000,1006000,3100000,false,60,90000\]$'
+t_expect "a site without a cost block is unpriced" \
+  "$(curl -fsS "$T_URL/v1/sites" | jq -r '.sites[] | select(.name == "lab") | .cost.pricing')" \
+  '^unpriced$'
+t_expect "site show prints an owned site's rates in dollars" \
+  "$("$TENBIN" site show onprem | grep '^prices')" \
+  'owned: \$1\.905817 sunk, \$0\.078750 marginal per GPU-hour'
+t_expect "site show prints a rented site's prices, minimum and egress" \
+  "$("$TENBIN" site show cloud | grep '^prices')" \
+  'rented: h100 \$6\.880000 \(spot \$3\.100000\), a10g \$1\.006000 per GPU-hour; at least 60 s billed; egress \$0\.090000/GB'
+t_expect "site show says unpriced" \
+  "$("$TENBIN" site show lab | grep '^prices')" 'unpriced'
+t_stop
+
+# A bad block: tenbind refuses to start, naming the field.
+cat >"$T_DIR/bad.json" <<'JSON'
+{"sites": [{"name": "cloud", "kind": "local", "gpus": {},
+  "cost": {"rented": {"per_gpu_hour": {"h100": -6.88}}}}]}
+JSON
+rc=0
+"$TENBIND" --listen 127.0.0.1:0 --state "$T_DIR/bad-state" \
+  --config "$T_DIR/bad.json" >"$T_DIR/bad.out" 2>"$T_DIR/bad.err" || rc=$?
+t_expect "a negative price stops tenbind" "$rc" '^[1-9][0-9]*$'
+t_expect "naming the field" "$(cat "$T_DIR/bad.err")" \
+  "sites\[0\]\.cost\.rented\.per_gpu_hour\.h100.*0 to 10000"
+t_done
