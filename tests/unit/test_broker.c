@@ -1937,6 +1937,22 @@ reason_of(struct fx *f, int64_t id)
   return r;
 }
 
+/* Opening a broker on sites (JSON text) fails with ERR_CONFIG saying
+ * want, and leaves nothing open. */
+static void
+expect_sites_refused(struct fx *f, const char *sites, const char *want)
+{
+  struct err e = {0};
+
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
+  assert_null(f->b);
+  if (strstr(e.msg, want) == NULL)
+    fail_msg("sites %s: '%s' lacks '%s'", sites, e.msg, want);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
 static void
 test_site_agent_config_is_checked_naming_the_field(void **state)
 {
@@ -1970,15 +1986,7 @@ test_site_agent_config_is_checked_naming_the_field(void **state)
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": "
              "\"local\", \"agent\": %s}]", bad[i].agent);
-    free(f->sites);
-    f->sites = xstrdup(text);
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
-    assert_null(f->b);
-    if (strstr(e.msg, bad[i].want) == NULL)
-      fail_msg("agent %s: '%s' lacks '%s'", bad[i].agent, e.msg,
-               bad[i].want);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
+    expect_sites_refused(f, text, bad[i].want);
   }
   /* An empty token file is refused, one with a token and a newline is
    * read. */
@@ -2987,20 +2995,12 @@ test_a_bad_cost_block_is_refused_naming_the_field(void **state)
   };
   struct fx *f = *state;
   char text[1024];
-  struct err e = {0};
 
   close_broker(f);
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     snprintf(text, sizeof(text), "[{\"name\": \"local\", \"kind\": "
              "\"local\", \"cost\": %s}]", bad[i].cost);
-    free(f->sites);
-    f->sites = xstrdup(text);
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(open_broker(f, NULL, &e), ERR_CONFIG);
-    assert_null(f->b);
-    if (strstr(e.msg, bad[i].want) == NULL)
-      fail_msg("cost %s: '%s' lacks '%s'", bad[i].cost, e.msg, bad[i].want);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
+    expect_sites_refused(f, text, bad[i].want);
   }
 }
 
