@@ -446,6 +446,7 @@ links_done(uv_work_t *w, int status)
       memcpy(p->files + first, pw->files, pw->nfiles * sizeof(*p->files));
       free(pw->files);
       pw->files = NULL;
+      pw->capfiles = 0;
       p->nfiles += pw->nfiles;
       pw->nfiles = 0;
       for (size_t i = 0; i < pw->qlen; i++)
@@ -495,10 +496,12 @@ plan_done(uv_work_t *w, int status)
   p->nfiles = pw->nfiles;
   pw->files = NULL;
   pw->nfiles = 0;
+  pw->capfiles = 0;
   append(p, pw->queue, pw->qlen);
   free(pw->queue);
   pw->queue = NULL;
   pw->qlen = 0;
+  pw->capqueue = 0;
   p->files_total = p->m.files;
   p->bytes_total = p->m.bytes;
   p->files_done = pw->files_done;

@@ -189,9 +189,9 @@ struct plan_work {
   struct manifest m;       /* out */
   const struct manifest *man; /* &m, then the pull's once it has m */
   struct pull_file *files; /* out */
-  size_t nfiles;
+  size_t nfiles, capfiles;
   struct pull_seg *queue;  /* out */
-  size_t qlen;
+  size_t qlen, capqueue;
   uint64_t files_done, files_resumed, bytes_done, bytes_linked;
   size_t kept;             /* files kept from a prestaged tree */
   struct err e;

@@ -19,6 +19,7 @@
 #include "util/alloc.h"
 #include "util/fault.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 #include "util/hash.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -448,7 +449,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
   uint32_t need = 0;
   char part[PATH_MAX];
 
-  pw->files = xrealloc(pw->files, (pw->nfiles + 1) * sizeof(*pw->files));
+  GROW(pw->files, pw->nfiles + 1, pw->capfiles);
   f = &pw->files[pw->nfiles];
   memset(f, 0, sizeof(*f));
   f->entry = entry;
@@ -490,7 +491,7 @@ plan_add_file(struct plan_work *pw, int dirfd, const struct plan_local *l,
       pw->bytes_done += len;
       continue;
     }
-    pw->queue = xrealloc(pw->queue, (pw->qlen + 1) * sizeof(*pw->queue));
+    GROW(pw->queue, pw->qlen + 1, pw->capqueue);
     q = &pw->queue[pw->qlen++];
     q->file = (uint32_t)pw->nfiles;
     q->seg = k;
@@ -952,9 +953,11 @@ pull_plan_release(struct plan_work *pw)
   pull_files_free(pw->files, pw->nfiles);
   pw->files = NULL;
   pw->nfiles = 0;
+  pw->capfiles = 0;
   free(pw->queue);
   pw->queue = NULL;
   pw->qlen = 0;
+  pw->capqueue = 0;
   free(pw->links);
   pw->links = NULL;
   pw->nlinks = pw->caplinks = 0;
@@ -1155,13 +1158,13 @@ struct open_file {
 };
 
 static struct open_file *
-open_slot(struct open_file **v, size_t *n, uint32_t file)
+open_slot(struct open_file **v, size_t *n, size_t *cap, uint32_t file)
 {
   for (size_t i = 0; i < *n; i++) {
     if ((*v)[i].file == file)
       return &(*v)[i];
   }
-  *v = xrealloc(*v, (*n + 1) * sizeof(**v));
+  GROW(*v, *n + 1, *cap);
   (*v)[*n] = (struct open_file){file, -1, -1, -1};
   return &(*v)[(*n)++];
 }
@@ -1356,7 +1359,7 @@ pull_apply_run(uv_work_t *w)
   struct batch_req *br = w->data;
   struct pull *p = br->p;
   struct open_file *of = NULL;
-  size_t nof = 0, pos = 0;
+  size_t nof = 0, capof = 0, pos = 0;
   struct wire_frame f;
   struct dir_cache dc = {.fd = -1};
   struct err e = {0};
@@ -1379,7 +1382,7 @@ pull_apply_run(uv_work_t *w)
     if (i < 0 || br->result[i] != SEG_PENDING)
       continue;
     if (apply_seg(br, p, dirfd, &dc, (size_t)i,
-                  open_slot(&of, &nof, br->segs[i].file), &f) < 0)
+                  open_slot(&of, &nof, &capof, br->segs[i].file), &f) < 0)
       break;
   }
   /* A garbled answer leaves the rest pending: they are fetched again. */

@@ -726,13 +726,13 @@ struct batch_file {
 };
 
 static struct batch_file *
-file_slot(struct batch_file **fs, size_t *n, uint32_t file)
+file_slot(struct batch_file **fs, size_t *n, size_t *cap, uint32_t file)
 {
   for (size_t i = 0; i < *n; i++) {
     if ((*fs)[i].file == file)
       return &(*fs)[i];
   }
-  *fs = xrealloc(*fs, (*n + 1) * sizeof(**fs));
+  GROW(*fs, *n + 1, *cap);
   memset(&(*fs)[*n], 0, sizeof(**fs));
   (*fs)[*n].file = file;
   (*fs)[*n].fd = -1;
@@ -922,7 +922,7 @@ batch_run(uv_work_t *w)
 {
   struct batch_work *bw = w->data;
   struct batch_file *fs = NULL;
-  size_t nfs = 0;
+  size_t nfs = 0, capfs = 0;
   int rc = 0;
 
   buf_init(&bw->out, AGENT_ANSWER_MAX);
@@ -938,7 +938,7 @@ batch_run(uv_work_t *w)
   }
   for (size_t i = 0; rc == 0 && i < bw->n; i++) {
     const struct wire_frame *f = &bw->items[i].f;
-    struct batch_file *bf = file_slot(&fs, &nfs, f->file);
+    struct batch_file *bf = file_slot(&fs, &nfs, &capfs, f->file);
 
     switch (f->kind) {
     case WIRE_SIG:

@@ -21,6 +21,7 @@
 #include "sync/manifest_int.h"
 #include "sync/path.h"
 #include "util/alloc.h"
+#include "util/grow.h"
 #include "util/hash.h"
 #include "util/parallel.h"
 #include "util/utf8.h"
@@ -445,10 +446,7 @@ scan_push(struct scan_queue *q, const char *path,
           const struct manifest_change *change)
 {
   pthread_mutex_lock(&q->mu);
-  if (q->njobs == q->jcap) {
-    q->jcap = q->jcap ? q->jcap * 2 : 64;
-    q->jobs = xrealloc(q->jobs, q->jcap * sizeof(*q->jobs));
-  }
+  GROW(q->jobs, q->njobs + 1, q->jcap);
   q->jobs[q->njobs].path = path;
   q->jobs[q->njobs++].change = change;
   pthread_cond_signal(&q->cv);
