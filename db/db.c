@@ -256,6 +256,7 @@ struct db {
   sqlite3_stmt *st[ST_COUNT];
   sqlite3_stmt *list[LIST_VARIANTS];
   sqlite3_stmt *ds[DB__DS_MAX];  /* datasets.c's */
+  sqlite3_stmt *pr[DB__PR_MAX];  /* prices.c's */
 };
 
 /* ---- errors ---- */
@@ -550,6 +551,8 @@ db_open(const char *path, struct db **out, struct err *e)
   if (ret < 0)
     goto out;
   ret = db__ds_prepare(db, e);
+  if (ret == 0)
+    ret = db__pr_prepare(db, e);
   if (ret < 0)
     goto out;
   *out = db;
@@ -572,6 +575,8 @@ db_close(struct db *db)
     sqlite3_finalize(db->list[i]);
   for (i = 0; i < DB__DS_MAX; i++)
     sqlite3_finalize(db->ds[i]);
+  for (i = 0; i < DB__PR_MAX; i++)
+    sqlite3_finalize(db->pr[i]);
   /* An open transaction is rolled back by the close. */
   sqlite3_close(db->h);
   free(db);
@@ -1505,6 +1510,12 @@ sqlite3_stmt **
 db__ds_stmts(struct db *db)
 {
   return db->ds;
+}
+
+sqlite3_stmt **
+db__pr_stmts(struct db *db)
+{
+  return db->pr;
 }
 
 int

@@ -344,4 +344,41 @@ int db_token_find(struct db *db, const char *hash_hex, struct db_token *out,
 int db_token_count(struct db *db, int64_t *count, struct err *e)
     WARN_UNUSED;
 
+/* ---- prices (005_prices.sql) ---- */
+
+/* A rate of a site from a time on; a row read is borrowed by the
+ * callback it is handed to. */
+#define DB_PRICE_WITHDRAWN (-1) /* rate_micro: no price from then on */
+struct db_price {
+  const char *site;
+  const char *gpu_type;   /* as jobs name it, or "*" (an owned site) */
+  const char *kind;       /* "on_demand", "spot", "sunk", "marginal" */
+  int64_t valid_from_ms;
+  int64_t rate_micro;     /* per GPU-hour, or DB_PRICE_WITHDRAWN */
+  int admin;              /* set by an admin, not read from the config */
+};
+typedef int (*db_price_cb)(const struct db_price *p, void *arg);
+
+/* Add p (copied).  A second row for the same key and millisecond
+ * replaces the first. */
+int db_price_insert(struct db *db, const struct db_price *p, struct err *e)
+    WARN_UNUSED;
+/* The rate of the newest row of (site, gpu_type, kind) the config set
+ * into *rate (DB_PRICE_WITHDRAWN included); *found 0 when it never set
+ * one. */
+int db_price_last_config(struct db *db, const char *site,
+                         const char *gpu_type, const char *kind,
+                         int64_t *rate, int *found, struct err *e)
+    WARN_UNUSED;
+/* The row in force at now_ms of every key (its newest row from no later
+ * than now_ms), withdrawn ones included, by site, gpu_type and kind.
+ * Returns what cb returned to stop, or 0. */
+int db_price_current(struct db *db, int64_t now_ms, db_price_cb cb,
+                     void *arg, struct err *e) WARN_UNUSED;
+/* Every row of (site, gpu_type, kind), oldest first: the periods a hold
+ * is billed by. */
+int db_price_history(struct db *db, const char *site, const char *gpu_type,
+                     const char *kind, db_price_cb cb, void *arg,
+                     struct err *e) WARN_UNUSED;
+
 #endif

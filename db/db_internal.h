@@ -80,6 +80,10 @@ struct sqlite3 *db__conn(struct db *db);
 struct sqlite3_stmt **db__ds_stmts(struct db *db);
 /* Prepare datasets.c's statements; called by db_open. */
 int db__ds_prepare(struct db *db, struct err *e) WARN_UNUSED;
+/* The same for prices.c. */
+#define DB__PR_MAX 8
+struct sqlite3_stmt **db__pr_stmts(struct db *db);
+int db__pr_prepare(struct db *db, struct err *e) WARN_UNUSED;
 /* db.c's helpers, described there (prepare, fail, step_write, finish,
  * bind_*, col_*, take_for_callbacks, explain). */
 int db__prepare(struct db *db, const char *sql, struct sqlite3_stmt **out,

@@ -2205,6 +2205,69 @@ test_common_queries_use_an_index(void **state)
   buf_release(&plan);
 }
 
+/* ---- prices ---- */
+
+/* Collects "site/gpu_type/kind@from=rate(admin)" lines. */
+static int
+price_line(const struct db_price *p, void *arg)
+{
+  char line[160];
+
+  snprintf(line, sizeof(line), "%s/%s/%s@%lld=%lld%s;", p->site,
+           p->gpu_type, p->kind, (long long)p->valid_from_ms,
+           (long long)p->rate_micro, p->admin ? "(admin)" : "");
+  strcat(arg, line);
+  return 0;
+}
+
+static void
+test_prices_keep_every_period_and_list_those_in_force(void **state)
+{
+  struct fx *fx = *state;
+  struct err e = {0};
+  char out[2048] = "";
+  int64_t rate = 0;
+  int found = 1;
+  struct db_price p = {"aws", "h100", "on_demand", 1000, 6880000, 0};
+
+  assert_int_equal(db_price_last_config(fx->db, "aws", "h100", "on_demand",
+                                        &rate, &found, &e), 0);
+  assert_false(found);
+  assert_int_equal(db_price_insert(fx->db, &p, &e), 0);
+  p.valid_from_ms = 5000; /* an admin's change */
+  p.rate_micro = 6500000;
+  p.admin = 1;
+  assert_int_equal(db_price_insert(fx->db, &p, &e), 0);
+  p.valid_from_ms = 9000; /* the config stops giving one */
+  p.rate_micro = DB_PRICE_WITHDRAWN;
+  p.admin = 0;
+  assert_int_equal(db_price_insert(fx->db, &p, &e), 0);
+  p = (struct db_price){"onprem", "*", "sunk", 2000, 1905817, 0};
+  assert_int_equal(db_price_insert(fx->db, &p, &e), 0);
+  p.rate_micro = 1905818; /* the same millisecond replaces */
+  assert_int_equal(db_price_insert(fx->db, &p, &e), 0);
+
+  /* the newest config row, admin rows aside */
+  assert_int_equal(db_price_last_config(fx->db, "aws", "h100", "on_demand",
+                                        &rate, &found, &e), 0);
+  assert_true(found);
+  assert_int_equal(rate, DB_PRICE_WITHDRAWN);
+  /* in force at a time: the newest row of each key from no later */
+  assert_int_equal(db_price_current(fx->db, 6000, price_line, out, &e), 0);
+  assert_string_equal(out, "aws/h100/on_demand@5000=6500000(admin);"
+                           "onprem/*/sunk@2000=1905818;");
+  out[0] = '\0';
+  assert_int_equal(db_price_current(fx->db, 1500, price_line, out, &e), 0);
+  assert_string_equal(out, "aws/h100/on_demand@1000=6880000;");
+  /* every period, oldest first */
+  out[0] = '\0';
+  assert_int_equal(db_price_history(fx->db, "aws", "h100", "on_demand",
+                                    price_line, out, &e), 0);
+  assert_string_equal(out, "aws/h100/on_demand@1000=6880000;"
+                           "aws/h100/on_demand@5000=6500000(admin);"
+                           "aws/h100/on_demand@9000=-1;");
+}
+
 int
 main(void)
 {
@@ -2306,6 +2369,9 @@ main(void)
         setup, teardown),
     cmocka_unit_test_setup_teardown(test_common_queries_use_an_index, setup,
                                     teardown),
+    cmocka_unit_test_setup_teardown(
+        test_prices_keep_every_period_and_list_those_in_force, setup,
+        teardown),
   };
 
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
