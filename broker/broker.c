@@ -17,6 +17,7 @@
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/secret.h"
+#include "util/timeutil.h"
 
 #define DEFAULT_TICK_MS 1000
 #define DEFAULT_STAGE_POLL_MS 500
@@ -322,6 +323,8 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   if (rc < 0)
     goto fail;
   rc = open_sites(b, cfg->sites, e);
+  if (rc == 0)
+    rc = broker__prices_sync(b, time_now_ms(), e);
   if (rc < 0)
     goto fail;
   rc = load_workloads(b, cfg->workloads, e);

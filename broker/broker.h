@@ -476,6 +476,36 @@ int broker_site_get(struct broker *b, const char *name,
 /* Every site, in config order.  Returns what cb returned to stop, or 0. */
 int broker_site_list(struct broker *b, site_view_cb cb, void *arg);
 
+/* ---- prices ---- */
+
+/* A rate in force, as GET /v1/prices shows it (strings borrowed for the
+ * callback). */
+struct price_view {
+  const char *site;
+  const char *gpu_type;   /* as jobs name it, or "*" (an owned site) */
+  const char *kind;       /* "on_demand", "spot", "sunk", "marginal" */
+  int64_t rate_micro;     /* per GPU-hour */
+  int64_t since_ms;       /* wall clock it has held from */
+  int admin;              /* set with tenbin prices set */
+};
+typedef int (*price_view_cb)(const struct price_view *v, void *arg);
+
+/* Every rate in force now, by site, GPU type and kind.  Returns what cb
+ * returned to stop, 0, or a negative code with e set. */
+int broker_price_list(struct broker *b, price_view_cb cb, void *arg,
+                      struct err *e) WARN_UNUSED;
+/*
+ * A rented site's on-demand (and, spot_micro >= 0, spot) price of a GPU
+ * type it rents, from now on; history is kept.  Admins only
+ * (ERR_FORBIDDEN); ERR_NOT_FOUND for an unknown site, ERR_UNPROCESSABLE
+ * for an owned or unpriced one or a type it does not rent, ERR_INVALID
+ * naming the field for a malformed type or a price out of range.
+ */
+int broker_price_set(struct broker *b, const struct principal *p,
+                     const char *site, const char *gpu_type,
+                     int64_t per_gpu_hour_micro, int64_t spot_micro,
+                     struct err *e) WARN_UNUSED;
+
 /* ---- metrics ---- */
 
 /*

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,9 @@
 #include "policies/price.h"
 #include "spec/jobspec.h"
 #include "util/alloc.h"
+#include "util/grow.h"
 #include "util/jsonx.h"
+#include "util/timeutil.h"
 
 /* Defaults of an owned site's optional inputs (README "Prices"). */
 #define OWNED_SUPPORT_PER_YEAR 0.10 /* of capex: typical maintenance */
@@ -91,20 +94,29 @@ owned(struct site_cost *c, const json_t *o, const char *where, struct err *e)
   return 0;
 }
 
+/* key, a well-formed GPU type, in lower case into out (32 bytes: the
+ * rule allows 31 characters), as jobs name types. */
+static void
+lower_type(const char *key, char out[32])
+{
+  size_t i;
+
+  for (i = 0; key[i] != '\0' && i < 31; i++)
+    out[i] = (char)tolower((unsigned char)key[i]);
+  out[i] = '\0';
+}
+
 /* A GPU type as a price names it: a job's rule, in lower case. */
 static int
-gpu_type_key(const char *key, char *out, size_t outlen, const char *where,
+gpu_type_key(const char *key, char out[32], const char *where,
              struct err *e)
 {
   const char *why = jobspec_gpu_type_problem(key);
-  size_t i;
 
-  if (why != NULL || strlen(key) >= outlen)
+  if (why != NULL)
     return err_set(e, ERR_CONFIG, "field '%s%.40s': GPU type %s", where,
-                   key, why != NULL ? why : "too long");
-  for (i = 0; key[i] != '\0'; i++)
-    out[i] = (char)tolower((unsigned char)key[i]);
-  out[i] = '\0';
+                   key, why);
+  lower_type(key, out);
   return 0;
 }
 
@@ -145,7 +157,7 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   json_object_foreach((json_t *)od, key, v) {
     struct site_rate *rate = &c->rented[c->nrented];
 
-    rc = gpu_type_key(key, rate->gpu_type, sizeof(rate->gpu_type), at, e);
+    rc = gpu_type_key(key, rate->gpu_type, at, e);
     if (rc == 0)
       rc = dollars(v, &rate->per_gpu_hour_micro, at, key, e);
     if (rc < 0)
@@ -163,7 +175,7 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
     char type[32];
     struct site_rate *rate = NULL;
 
-    rc = gpu_type_key(key, type, sizeof(type), at, e);
+    rc = gpu_type_key(key, type, at, e);
     if (rc < 0)
       return ERR_CONFIG;
     for (size_t k = 0; k < c->nrented; k++) {
@@ -233,4 +245,200 @@ broker__site_rate(const struct site_cost *c, const char *gpu_type)
       return &c->rented[k];
   }
   return NULL;
+}
+
+/* ---- the price history ---- */
+
+/* One rate the config gives a site. */
+struct given {
+  const char *gpu_type;
+  const char *kind;
+  int64_t rate_micro;
+};
+
+/* The rates s's cost block gives, into out (room for 2 per rented type
+ * and 2 for an owned site); the count. */
+static size_t
+given_rates(const struct site *s, struct given *out)
+{
+  const struct site_cost *c = &s->cost;
+  size_t n = 0;
+
+  if (c->kind == SITE_OWNED) {
+    out[n++] = (struct given){"*", "sunk", c->rates.sunk_micro};
+    out[n++] = (struct given){"*", "marginal", c->rates.marginal_micro};
+  }
+  for (size_t k = 0; c->kind == SITE_RENTED && k < c->nrented; k++) {
+    const struct site_rate *r = &c->rented[k];
+
+    out[n++] = (struct given){r->gpu_type, "on_demand",
+                              r->per_gpu_hour_micro};
+    if (r->spot_micro >= 0)
+      out[n++] = (struct given){r->gpu_type, "spot", r->spot_micro};
+  }
+  return n;
+}
+
+static struct given *
+given_alloc(const struct site *s)
+{
+  return xcalloc(2 * s->cost.nrented + 2, sizeof(struct given));
+}
+
+/* A key of a row in force that the config may have stopped giving. */
+struct in_force {
+  char site[65], gpu_type[32], kind[16];
+};
+
+struct in_force_list {
+  struct in_force *v;
+  size_t n, cap;
+};
+
+static int
+collect_in_force(const struct db_price *p, void *arg)
+{
+  struct in_force_list *l = arg;
+  struct in_force *f;
+
+  if (p->rate_micro == DB_PRICE_WITHDRAWN)
+    return 0;
+  GROW(l->v, l->n + 1, l->cap);
+  f = &l->v[l->n++];
+  snprintf(f->site, sizeof(f->site), "%s", p->site);
+  snprintf(f->gpu_type, sizeof(f->gpu_type), "%s", p->gpu_type);
+  snprintf(f->kind, sizeof(f->kind), "%s", p->kind);
+  return 0;
+}
+
+/* Whether the config gives s the rate of (gpu_type, kind). */
+static int
+gives(const struct site *s, const char *gpu_type, const char *kind)
+{
+  struct given *g = given_alloc(s);
+  size_t n = given_rates(s, g);
+  int yes = 0;
+
+  for (size_t k = 0; k < n && !yes; k++)
+    yes = strcmp(g[k].gpu_type, gpu_type) == 0 &&
+          strcmp(g[k].kind, kind) == 0;
+  free(g);
+  return yes;
+}
+
+int
+broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
+{
+  struct in_force_list l = {0};
+  int rc = 0;
+
+  /* What the config gives: a new period where it changed since the
+   * config last said (an admin's price holds until then). */
+  for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
+    const struct site *s = &b->sites[i];
+    struct given *g = given_alloc(s);
+    size_t n = given_rates(s, g);
+
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+      int64_t last = 0;
+      int found = 0;
+
+      rc = db_price_last_config(b->db, s->name, g[k].gpu_type, g[k].kind,
+                                &last, &found, e);
+      if (rc == 0 && (!found || last != g[k].rate_micro))
+        rc = db_price_insert(b->db,
+                             &(struct db_price){s->name, g[k].gpu_type,
+                                                g[k].kind, now_ms,
+                                                g[k].rate_micro, 0},
+                             e);
+    }
+    free(g);
+  }
+  /* What it no longer gives, for a site it still names: withdrawn. */
+  if (rc == 0)
+    rc = db_price_current(b->db, now_ms, collect_in_force, &l, e);
+  for (size_t k = 0; rc == 0 && k < l.n; k++) {
+    const struct site *s = broker__site(b, l.v[k].site);
+
+    if (s != NULL && !gives(s, l.v[k].gpu_type, l.v[k].kind))
+      rc = db_price_insert(b->db,
+                           &(struct db_price){l.v[k].site, l.v[k].gpu_type,
+                                              l.v[k].kind, now_ms,
+                                              DB_PRICE_WITHDRAWN, 0},
+                           e);
+  }
+  free(l.v);
+  return rc < 0 ? err_prefix(e, "recording the config's prices") : 0;
+}
+
+int
+broker_price_set(struct broker *b, const struct principal *p,
+                 const char *site, const char *gpu_type,
+                 int64_t per_gpu_hour_micro, int64_t spot_micro,
+                 struct err *e)
+{
+  const struct site *s = broker__site(b, site);
+  const char *why = jobspec_gpu_type_problem(gpu_type);
+  char type[32];
+  int64_t now = time_now_ms();
+  int rc;
+
+  if (p->role != ROLE_ADMIN)
+    return err_set(e, ERR_FORBIDDEN, "setting prices needs the admin role");
+  if (s == NULL)
+    return err_set(e, ERR_NOT_FOUND, "site '%.64s' not found", site);
+  if (s->cost.kind != SITE_RENTED)
+    return err_set(e, ERR_UNPROCESSABLE, "site '%s' is %s: only a rented "
+                   "site's prices are set here (an owned site's rates come "
+                   "from its finance inputs in the config)", s->name,
+                   s->cost.kind == SITE_OWNED ? "owned" : "unpriced");
+  if (why != NULL)
+    return err_set(e, ERR_INVALID, "field 'gpu_type': %s", why);
+  lower_type(gpu_type, type);
+  if (broker__site_rate(&s->cost, type) == NULL)
+    return err_set(e, ERR_UNPROCESSABLE, "field 'gpu_type': site '%s' has "
+                   "no price for GPU type '%s' (its config names the types "
+                   "it rents)", s->name, type);
+  if (per_gpu_hour_micro < 0 || per_gpu_hour_micro > PRICE_MAX_MICRO)
+    return err_set(e, ERR_INVALID, "field 'per_gpu_hour': must be a number "
+                   "of dollars, 0 to 10000");
+  if (spot_micro > PRICE_MAX_MICRO)
+    return err_set(e, ERR_INVALID, "field 'spot_per_gpu_hour': must be a "
+                   "number of dollars, 0 to 10000");
+  rc = db_price_insert(b->db,
+                       &(struct db_price){s->name, type, "on_demand", now,
+                                          per_gpu_hour_micro, 1},
+                       e);
+  if (rc == 0 && spot_micro >= 0)
+    rc = db_price_insert(b->db,
+                         &(struct db_price){s->name, type, "spot", now,
+                                            spot_micro, 1},
+                         e);
+  return rc;
+}
+
+struct list_arg {
+  price_view_cb cb;
+  void *arg;
+};
+
+static int
+to_view(const struct db_price *p, void *arg)
+{
+  struct list_arg *a = arg;
+  struct price_view v = {p->site, p->gpu_type, p->kind, p->rate_micro,
+                         p->valid_from_ms, p->admin};
+
+  if (p->rate_micro == DB_PRICE_WITHDRAWN)
+    return 0;
+  return a->cb(&v, a->arg);
+}
+
+int
+broker_price_list(struct broker *b, price_view_cb cb, void *arg,
+                  struct err *e)
+{
+  struct list_arg a = {cb, arg};
+
+  return db_price_current(b->db, time_now_ms(), to_view, &a, e);
 }

@@ -3004,6 +3004,148 @@ test_a_bad_cost_block_is_refused_naming_the_field(void **state)
   }
 }
 
+/* Collects "site/gpu_type/kind=rate(admin)" of the rates in force. */
+static int
+price_in_force(const struct price_view *v, void *arg)
+{
+  char line[160];
+
+  snprintf(line, sizeof(line), "%s/%s/%s=%lld%s;", v->site, v->gpu_type,
+           v->kind, (long long)v->rate_micro, v->admin ? "(admin)" : "");
+  strcat(arg, line);
+  return 0;
+}
+
+static void
+prices_now(struct fx *f, char *out)
+{
+  struct err e = {0};
+
+  out[0] = '\0';
+  assert_int_equal(broker_price_list(f->b, price_in_force, out, &e), 0);
+}
+
+static int
+count_row(const struct db_price *p, void *arg)
+{
+  (void)p;
+  (*(int *)arg)++;
+  return 0;
+}
+
+/* Periods recorded for one key. */
+static int
+periods(struct fx *f, const char *site, const char *type, const char *kind)
+{
+  struct err e = {0};
+  int n = 0;
+
+  assert_int_equal(db_price_history(f->b->db, site, type, kind, count_row,
+                                    &n, &e), 0);
+  return n;
+}
+
+static void
+reopen_with(struct fx *f, const char *sites)
+{
+  close_broker(f);
+  usleep(2000); /* each step its own millisecond: a key's periods differ */
+  free(f->sites);
+  f->sites = xstrdup(sites);
+  open_broker_ok(f, NULL);
+}
+
+#define PRICED_SITES(cloud_cost)                                          \
+  "[{\"name\": \"onprem\", \"kind\": \"local\", \"gpus\": {\"h100\": 2},"  \
+  " \"cost\": {\"owned\": {\"capex_per_node\": 350000, \"nodes\": 12,"     \
+  " \"years\": 4, \"power_kw_busy\": 7.0, \"power_kw_idle\": 2.0,"         \
+  " \"pue\": 1.4, \"dollars_per_kwh\": 0.09, \"staff_per_year\": 40000}}}," \
+  " {\"name\": \"cloud\", \"kind\": \"local\", \"gpus\": {},"              \
+  " \"cost\": {\"rented\": " cloud_cost "}}]"
+
+static void
+test_config_prices_start_a_period_only_when_the_config_changes(void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  char now[1024];
+
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88},"
+                              " \"spot_per_gpu_hour\": {\"h100\": 3.10}}"));
+  prices_now(f, now);
+  assert_string_equal(now, "cloud/h100/on_demand=6880000;"
+                           "cloud/h100/spot=3100000;"
+                           "onprem/*/marginal=78750;"
+                           "onprem/*/sunk=1905817;");
+  /* the same config again: nothing new */
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88},"
+                              " \"spot_per_gpu_hour\": {\"h100\": 3.10}}"));
+  assert_int_equal(periods(f, "cloud", "h100", "on_demand"), 1);
+  assert_int_equal(periods(f, "onprem", "*", "sunk"), 1);
+  /* an admin's price holds across a start with the same config */
+  usleep(2000);
+  assert_int_equal(broker_price_set(f->b, &admin, "cloud", "H100", 6500000,
+                                    -1, &e), 0);
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88},"
+                              " \"spot_per_gpu_hour\": {\"h100\": 3.10}}"));
+  prices_now(f, now);
+  assert_non_null(strstr(now, "cloud/h100/on_demand=6500000(admin);"));
+  assert_non_null(strstr(now, "cloud/h100/spot=3100000;"));
+  /* until the config itself changes it; a spot price it drops is
+   * withdrawn, and history keeps every period */
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 7.00}}"));
+  prices_now(f, now);
+  assert_string_equal(now, "cloud/h100/on_demand=7000000;"
+                           "onprem/*/marginal=78750;"
+                           "onprem/*/sunk=1905817;");
+  assert_int_equal(periods(f, "cloud", "h100", "on_demand"), 3);
+  assert_int_equal(periods(f, "cloud", "h100", "spot"), 2);
+}
+
+static void
+test_only_an_admin_sets_a_rented_sites_price_of_a_type_it_rents(void **state)
+{
+  static const struct {
+    const char *site, *type;
+    int64_t od, spot;
+    int code;
+    const char *want;
+  } bad[] = {
+      {"nowhere", "h100", 1, -1, ERR_NOT_FOUND, "site 'nowhere' not found"},
+      {"onprem", "h100", 1, -1, ERR_UNPROCESSABLE, "site 'onprem' is owned"},
+      {"cloud", "a100", 1, -1, ERR_UNPROCESSABLE,
+       "field 'gpu_type': site 'cloud' has no price for GPU type 'a100'"},
+      {"cloud", "h 100", 1, -1, ERR_INVALID, "field 'gpu_type': must match"},
+      {"cloud", "h100", -5, -1, ERR_INVALID, "field 'per_gpu_hour'"},
+      {"cloud", "h100", 1, PRICE_MAX_MICRO + 1, ERR_INVALID,
+       "field 'spot_per_gpu_hour'"},
+  };
+  struct fx *f = *state;
+  struct err e = {0};
+  char now[1024];
+
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88}}"));
+  assert_int_equal(broker_price_set(f->b, &viewer, "cloud", "h100", 1, -1,
+                                    &e), ERR_FORBIDDEN);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(broker_price_set(f->b, &admin, bad[i].site,
+                                      bad[i].type, bad[i].od, bad[i].spot,
+                                      &e), bad[i].code);
+    if (strstr(e.msg, bad[i].want) == NULL)
+      fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, bad[i].want);
+  }
+  /* nothing was recorded by the refusals; a good one sets both prices */
+  prices_now(f, now);
+  assert_non_null(strstr(now, "cloud/h100/on_demand=6880000;"));
+  usleep(2000);
+  assert_int_equal(broker_price_set(f->b, &admin, "cloud", "h100", 6000000,
+                                    2500000, &e), 0);
+  prices_now(f, now);
+  assert_non_null(strstr(now, "cloud/h100/on_demand=6000000(admin);"
+                              "cloud/h100/spot=2500000(admin);"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -3047,6 +3189,8 @@ main(int argc, char **argv)
       T(test_broker_new_with_a_bad_site_names_it_and_leaks_nothing),
       T(test_site_prices_come_from_each_sites_cost_block),
       T(test_a_bad_cost_block_is_refused_naming_the_field),
+      T(test_config_prices_start_a_period_only_when_the_config_changes),
+      T(test_only_an_admin_sets_a_rented_sites_price_of_a_type_it_rents),
       T(test_sites_and_metrics_describe_the_local_site),
       T(test_site_agent_config_is_checked_naming_the_field),
       T(test_dataset_register_checks_its_fields_and_refuses_a_duplicate),
