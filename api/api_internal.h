@@ -87,6 +87,9 @@ void api__workloads_create(struct api_call *call);
 void api__workloads_get(struct api_call *call);
 void api__sites_list(struct api_call *call);
 void api__sites_get(struct api_call *call);
+/* h_prices.c */
+void api__prices_list(struct api_call *call);
+void api__prices_set(struct api_call *call);
 void api__datasets_create(struct api_call *call);
 void api__datasets_list(struct api_call *call);
 void api__datasets_get(struct api_call *call);

@@ -86,7 +86,6 @@ agent_state_json(const struct site_view *v)
   return o;
 }
 
-/* The site as GET /v1/sites shows it (new reference). */
 /* The site's prices, in integer micro-dollars (exact, as billed). */
 static json_t *
 cost_json(const struct site_view *v)
@@ -120,6 +119,7 @@ cost_json(const struct site_view *v)
   return c;
 }
 
+/* The site as GET /v1/sites shows it (new reference). */
 static json_t *
 site_json(const struct site_view *v)
 {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +548,8 @@ enum {
   OPT_NO_WAIT,
   OPT_TIMEOUT,
   OPT_DATASET,
+  OPT_PER_GPU_HOUR,
+  OPT_SPOT,
 };
 
 /* One submit option into body (or env/params/key); 0 or ERR_INVALID. */
@@ -1317,4 +1320,85 @@ cli_usage_error(const char *usage, const struct err *e)
 
   fprintf(stderr, "tenbin: %s\n%.*s\n", err_msg(e), (int)n, usage);
   return CLI_EXIT_USAGE;
+}
+
+/* A price in dollars from an option: a plain decimal, 0 to 10000. */
+static int
+dollars_arg(json_t *body, const char *key, const char *opt, const char *arg,
+            struct err *e)
+{
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod(arg, &end);
+  if (arg[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
+      v < 0 || v > 10000)
+    return err_set(e, ERR_INVALID, "option '%s': '%.32s' is not a price in "
+                   "dollars (0 to 10000)", opt, arg);
+  json_object_set_new(body, key, json_real(v));
+  return 0;
+}
+
+int
+cli_prices_set_parse(int argc, char **argv, const char **site,
+                     const char **gpu_type, json_t **body, struct err *e)
+{
+  static const struct option opts[] = {
+      {"gpu-type", required_argument, NULL, OPT_GPU_TYPE},
+      {"per-gpu-hour", required_argument, NULL, OPT_PER_GPU_HOUR},
+      {"spot", required_argument, NULL, OPT_SPOT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  json_t *b = json_object();
+  int rc = 0;
+
+  *body = NULL;
+  *gpu_type = NULL;
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", opts, NULL);
+
+    if (c == -1)
+      break;
+    if (c == 'h') {
+      rc = CLI_HELP;
+      goto out;
+    }
+    if (c == OPT_GPU_TYPE)
+      *gpu_type = optarg;
+    else if (c == OPT_PER_GPU_HOUR)
+      rc = dollars_arg(b, "per_gpu_hour", "--per-gpu-hour", optarg, e);
+    else if (c == OPT_SPOT)
+      rc = dollars_arg(b, "spot_per_gpu_hour", "--spot", optarg, e);
+    else
+      rc = opt_error(c, argv, e);
+    if (rc < 0)
+      goto out;
+  }
+  rc = ERR_INVALID;
+  if (optind >= argc) {
+    err_set(e, ERR_INVALID, "a SITE is needed");
+    goto out;
+  }
+  if (optind + 1 < argc) {
+    err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind + 1]);
+    goto out;
+  }
+  *site = argv[optind];
+  if (*gpu_type == NULL || (*gpu_type)[0] == '\0') {
+    err_set(e, ERR_INVALID, "option '--gpu-type' is needed");
+    goto out;
+  }
+  if (json_object_get(b, "per_gpu_hour") == NULL) {
+    err_set(e, ERR_INVALID, "option '--per-gpu-hour' is needed");
+    goto out;
+  }
+  *body = b;
+  b = NULL;
+  rc = 0;
+out:
+  json_decref(b);
+  return rc;
 }

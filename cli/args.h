@@ -212,6 +212,15 @@ int cli_dataset_add_parse(int argc, char **argv, json_t **body,
  */
 int cli_dataset_name_parse(int argc, char **argv, const char **name,
                            struct err *e) WARN_UNUSED;
+/*
+ * 'prices set SITE --gpu-type T --per-gpu-hour X [--spot Y]' (argv from
+ * "set"): *site and *gpu_type borrowed from argv, *body the PUT
+ * /v1/prices/{site}/{gpu_type} body {"per_gpu_hour"[, "spot_per_gpu_hour"]}
+ * (new reference; NULL unless 0 is returned).  CLI_HELP for --help.
+ */
+int cli_prices_set_parse(int argc, char **argv, const char **site,
+                         const char **gpu_type, json_t **body,
+                         struct err *e) WARN_UNUSED;
 
 struct cli_dataset_sync {
   char name[CLI_DATASET_NAME_MAX + 1];

@@ -37,6 +37,8 @@ static const struct cmd commands[] = {
     {"workload", cli_cmd_workload, NULL, "add FILE.json | show NAME"},
     {"sites", cli_cmd_sites, NULL, "list sites with their GPUs and jobs"},
     {"site", cli_cmd_site, NULL, "show NAME"},
+    {"prices", cli_cmd_prices, NULL,
+     "list the rates in force | set SITE (admin)"},
     {"datasets", cli_cmd_datasets, NULL, "list datasets"},
     {"dataset", cli_cmd_dataset, NULL, "add | publish | sync | ls | show"},
 };

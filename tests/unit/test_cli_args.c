@@ -1104,6 +1104,51 @@ test_dataset_names_follow_the_contract(void **state)
 }
 
 static void
+test_prices_set_builds_the_body_and_names_what_is_missing(void **state)
+{
+  char *good[] = {"set", "--per-gpu-hour", "6.5", "cloud", "--gpu-type",
+                  "h100", "--spot", "2.75", NULL};
+  char *no_type[] = {"set", "cloud", "--per-gpu-hour", "6.5", NULL};
+  char *no_price[] = {"set", "cloud", "--gpu-type", "h100", NULL};
+  char *no_site[] = {"set", "--gpu-type", "h100", "--per-gpu-hour", "1",
+                     NULL};
+  char *bad[] = {"set", "cloud", "--gpu-type", "h100", "--per-gpu-hour",
+                 "1e9", NULL};
+  char *nan[] = {"set", "cloud", "--gpu-type", "h100", "--per-gpu-hour",
+                 "nan", NULL};
+  const char *site = NULL, *type = NULL;
+  json_t *body = NULL;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_prices_set_parse(ARGC(good), good, &site, &type,
+                                        &body, &e), 0);
+  assert_string_equal(site, "cloud");
+  assert_string_equal(type, "h100");
+  assert_true(json_number_value(json_object_get(body, "per_gpu_hour")) ==
+              6.5);
+  assert_true(json_number_value(json_object_get(body,
+                                                "spot_per_gpu_hour")) ==
+              2.75);
+  json_decref(body);
+  assert_int_equal(cli_prices_set_parse(ARGC(no_type), no_type, &site,
+                                        &type, &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--gpu-type' is needed");
+  assert_int_equal(cli_prices_set_parse(ARGC(no_price), no_price, &site,
+                                        &type, &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--per-gpu-hour' is needed");
+  assert_int_equal(cli_prices_set_parse(ARGC(no_site), no_site, &site,
+                                        &type, &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "a SITE is needed");
+  assert_int_equal(cli_prices_set_parse(ARGC(bad), bad, &site, &type, &body,
+                                        &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'1e9' is not a price"));
+  assert_int_equal(cli_prices_set_parse(ARGC(nan), nan, &site, &type, &body,
+                                        &e), ERR_INVALID);
+  assert_null(body);
+}
+
+static void
 test_dataset_add_builds_the_body_with_options_anywhere(void **state)
 {
   char *argv[] = {"add", "--site", "onprem", "imagenet", "--path",
@@ -1632,6 +1677,8 @@ main(void)
       cmocka_unit_test(test_dataset_names_follow_the_contract),
       cmocka_unit_test(test_dataset_add_builds_the_body_with_options_anywhere),
       cmocka_unit_test(test_dataset_add_needs_name_site_and_path),
+      cmocka_unit_test(
+          test_prices_set_builds_the_body_and_names_what_is_missing),
       cmocka_unit_test(test_dataset_name_commands_take_one_valid_name),
       cmocka_unit_test(test_dataset_sync_splits_name_and_version),
       cmocka_unit_test(
