@@ -3004,15 +3004,18 @@ test_a_bad_cost_block_is_refused_naming_the_field(void **state)
   }
 }
 
-/* Collects "site/gpu_type/kind=rate(admin)" of the rates in force. */
+#define PRICE_LINES 1024
+
+/* Appends "site/gpu_type/kind=rate(admin);" of a rate in force to arg
+ * (PRICE_LINES bytes). */
 static int
 price_in_force(const struct price_view *v, void *arg)
 {
-  char line[160];
+  size_t n = strlen(arg);
 
-  snprintf(line, sizeof(line), "%s/%s/%s=%lld%s;", v->site, v->gpu_type,
-           v->kind, (long long)v->rate_micro, v->admin ? "(admin)" : "");
-  strcat(arg, line);
+  snprintf((char *)arg + n, PRICE_LINES - n, "%s/%s/%s=%lld%s;", v->site,
+           v->gpu_type, v->kind, (long long)v->rate_micro,
+           v->admin ? "(admin)" : "");
   return 0;
 }
 
@@ -3068,7 +3071,7 @@ test_config_prices_start_a_period_only_when_the_config_changes(void **state)
 {
   struct fx *f = *state;
   struct err e = {0};
-  char now[1024];
+  char now[PRICE_LINES];
 
   reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88},"
                               " \"spot_per_gpu_hour\": {\"h100\": 3.10}}"));
@@ -3122,7 +3125,7 @@ test_only_an_admin_sets_a_rented_sites_price_of_a_type_it_rents(void **state)
   };
   struct fx *f = *state;
   struct err e = {0};
-  char now[1024];
+  char now[PRICE_LINES];
 
   reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 6.88}}"));
   assert_int_equal(broker_price_set(f->b, &viewer, "cloud", "h100", 1, -1,

@@ -2207,16 +2207,18 @@ test_common_queries_use_an_index(void **state)
 
 /* ---- prices ---- */
 
-/* Collects "site/gpu_type/kind@from=rate(admin)" lines. */
+#define PRICE_LINES 2048
+
+/* Appends "site/gpu_type/kind@from=rate(admin);" to arg (PRICE_LINES
+ * bytes). */
 static int
 price_line(const struct db_price *p, void *arg)
 {
-  char line[160];
+  size_t n = strlen(arg);
 
-  snprintf(line, sizeof(line), "%s/%s/%s@%lld=%lld%s;", p->site,
-           p->gpu_type, p->kind, (long long)p->valid_from_ms,
+  snprintf((char *)arg + n, PRICE_LINES - n, "%s/%s/%s@%lld=%lld%s;",
+           p->site, p->gpu_type, p->kind, (long long)p->valid_from_ms,
            (long long)p->rate_micro, p->admin ? "(admin)" : "");
-  strcat(arg, line);
   return 0;
 }
 
@@ -2225,7 +2227,7 @@ test_prices_keep_every_period_and_list_those_in_force(void **state)
 {
   struct fx *fx = *state;
   struct err e = {0};
-  char out[2048] = "";
+  char out[PRICE_LINES] = "";
   int64_t rate = 0;
   int found = 1;
   struct db_price p = {"aws", "h100", "on_demand", 1000, 6880000, 0};
