@@ -394,7 +394,7 @@ answer_error(const struct http_client_response *r, char *out, size_t len)
 
   if (http_error_parse(r->body, r->len, &got) == 0)
     snprintf(got.msg, sizeof(got.msg), "(no message)");
-  snprintf(out, len, "source answered %d: %s", r->status, got.msg);
+  snprintf(out, len, "source answered %d: %.220s", r->status, got.msg);
   /* The message may be cut inside a character: out ends up in JSON. */
   utf8_repair(out);
 }

@@ -1305,7 +1305,7 @@ cli_args_positional(int argc, char **argv, int min, int max, int *first,
 int
 cli_parse_job_id(const char *s, int64_t *out, struct err *e)
 {
-  int64_t id;
+  int64_t id = 0;
 
   if (parse_int("ID", s, 1, INT64_MAX, &id, NULL) < 0)
     return err_set(e, ERR_INVALID, "job id '%s': not a positive integer", s);

@@ -452,7 +452,7 @@ static int
 take_time_limit(const json_t *obj, struct job_spec *s, struct err *e)
 {
   json_t *v = field(obj, "time_limit");
-  int64_t secs;
+  int64_t secs = 0;
 
   if (v == NULL)
     return 0;
