@@ -276,8 +276,8 @@ int broker__site_cost(struct site_cost *c, const json_t *cost, size_t i,
                       struct err *e) WARN_UNUSED;
 void broker__site_cost_release(struct site_cost *c);
 /* Record the rates the config gives (a new period for each one that
- * changed since the config last gave it; a withdrawn one for each it no
- * longer gives) from now_ms on. */
+ * changed since the config last gave it; a withdrawn one for each it
+ * gave and no longer gives) from now_ms on. */
 int broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
     WARN_UNUSED;
 /* The rented rate of a GPU type (lower case), or NULL. */

@@ -354,13 +354,20 @@ broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
     }
     free(g);
   }
-  /* What it no longer gives, for a site it still names: withdrawn. */
+  /* What it gave and no longer gives, for a site it still names:
+   * withdrawn.  A price only an admin ever set is the admin's to keep. */
   if (rc == 0)
     rc = db_price_current(b->db, now_ms, collect_in_force, &l, e);
   for (size_t k = 0; rc == 0 && k < l.n; k++) {
     const struct site *s = broker__site(b, l.v[k].site);
+    int64_t last = DB_PRICE_WITHDRAWN;
+    int found = 0;
 
-    if (s != NULL && !gives(s, l.v[k].gpu_type, l.v[k].kind))
+    if (s == NULL || gives(s, l.v[k].gpu_type, l.v[k].kind))
+      continue;
+    rc = db_price_last_config(b->db, l.v[k].site, l.v[k].gpu_type,
+                              l.v[k].kind, &last, &found, e);
+    if (rc == 0 && found && last != DB_PRICE_WITHDRAWN)
       rc = db_price_insert(b->db,
                            &(struct db_price){l.v[k].site, l.v[k].gpu_type,
                                               l.v[k].kind, now_ms,

@@ -3103,6 +3103,13 @@ test_config_prices_start_a_period_only_when_the_config_changes(void **state)
                            "onprem/*/sunk=1905817;");
   assert_int_equal(periods(f, "cloud", "h100", "on_demand"), 3);
   assert_int_equal(periods(f, "cloud", "h100", "spot"), 2);
+  /* a spot price only an admin gave is the admin's to keep */
+  usleep(2000);
+  assert_int_equal(broker_price_set(f->b, &admin, "cloud", "h100", 7000000,
+                                    2000000, &e), 0);
+  reopen_with(f, PRICED_SITES("{\"per_gpu_hour\": {\"h100\": 7.00}}"));
+  prices_now(f, now);
+  assert_non_null(strstr(now, "cloud/h100/spot=2000000(admin);"));
 }
 
 static void
