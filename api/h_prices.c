@@ -67,7 +67,8 @@ api__prices_set(struct api_call *call)
   if (api__body_json(call, &body, &e) < 0 ||
       jsonx_check(body, fields, "", &e) < 0)
     goto fail;
-  if (json_object_get(body, "per_gpu_hour") == NULL) {
+  if (json_object_get(body, "per_gpu_hour") == NULL ||
+      json_is_null(json_object_get(body, "per_gpu_hour"))) {
     err_set(&e, ERR_INVALID, "field 'per_gpu_hour': required (dollars per "
             "GPU-hour, on demand)");
     goto fail;

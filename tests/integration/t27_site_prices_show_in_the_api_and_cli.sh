@@ -55,6 +55,8 @@ t_expect "a viewer cannot set a price" \
   "$(t_http PUT /v1/prices/cloud/h100 "${J[@]}" -H "Authorization: Bearer $viewer" -d '{"per_gpu_hour": 1}')" '^403 '
 t_expect "a price needs per_gpu_hour" \
   "$(t_http PUT /v1/prices/cloud/h100 "${J[@]}" "${A[@]}" -d '{"spot_per_gpu_hour": 1}')" "^400 .*'per_gpu_hour'"
+t_expect "a null price is no price" \
+  "$(t_http PUT /v1/prices/cloud/h100 "${J[@]}" "${A[@]}" -d '{"per_gpu_hour": null}')" "^400 .*'per_gpu_hour': required"
 t_expect "a negative price is refused naming the field" \
   "$(t_http PUT /v1/prices/cloud/h100 "${J[@]}" "${A[@]}" -d '{"per_gpu_hour": -1}')" "^400 .*'per_gpu_hour'"
 t_expect "an unknown field is refused naming it" \
