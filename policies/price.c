@@ -108,13 +108,13 @@ price_dollars_to_micro(double dollars, int64_t max_micro, int64_t *out)
 }
 
 int64_t
-price_charge(int64_t rate_micro, int64_t gpus, int64_t seconds)
+price_charge(int64_t rate_micro, int64_t gpus, int64_t ms)
 {
   __int128 c;
 
-  if (rate_micro <= 0 || gpus <= 0 || seconds <= 0)
+  if (rate_micro <= 0 || gpus <= 0 || ms <= 0)
     return 0;
-  c = (__int128)rate_micro * gpus * seconds / 3600;
+  c = (__int128)rate_micro * gpus * ms / 3600000;
   return c > INT64_MAX ? INT64_MAX : (int64_t)c;
 }
 
@@ -126,23 +126,59 @@ price_billed_seconds(int64_t held, int64_t min_billed)
   return held < min_billed ? min_billed : held;
 }
 
+/* The part of [t0, t1) that period i of n covers, as [*a, *b): 0 when
+ * it covers none. */
+static int
+clip(const struct price_period *periods, size_t n, size_t i, int64_t t0,
+     int64_t t1, int64_t *a, int64_t *b)
+{
+  int64_t to = i + 1 < n ? periods[i + 1].from : INT64_MAX;
+
+  *a = periods[i].from > t0 ? periods[i].from : t0;
+  *b = to < t1 ? to : t1;
+  return *a < *b;
+}
+
 size_t
 price_split(const struct price_period *periods, size_t n, int64_t t0,
             int64_t t1, struct price_piece *out, size_t max)
 {
   size_t count = 0;
+  int64_t a, b;
 
-  for (size_t i = 0; i < n && t0 < t1; i++) {
-    int64_t from = periods[i].from;
-    int64_t to = i + 1 < n ? periods[i + 1].from : INT64_MAX;
-    int64_t a = from > t0 ? from : t0;
-    int64_t b = to < t1 ? to : t1;
-
-    if (a >= b)
+  for (size_t i = 0; i < n; i++) {
+    if (!clip(periods, n, i, t0, t1, &a, &b))
       continue;
     if (count < max)
       out[count] = (struct price_piece){a, b, periods[i].rate_micro};
     count++;
   }
+  return count;
+}
+
+size_t
+price_bill_hold(const struct price_period *periods, size_t n, int64_t t0_ms,
+                int64_t t1_ms, int64_t gpus, int64_t min_billed_ms,
+                struct price_bill *out, size_t max)
+{
+  size_t count = 0;
+  int64_t held = 0, a, b;
+
+  for (size_t i = 0; i < n; i++) {
+    if (!clip(periods, n, i, t0_ms, t1_ms, &a, &b) ||
+        periods[i].rate_micro < 0)
+      continue;
+    if (count < max)
+      out[count] = (struct price_bill){a, b, b - a, periods[i].rate_micro,
+                                       0};
+    held += b - a;
+    count++;
+  }
+  /* the minimum: the shortfall at the last piece's rate */
+  if (count > 0 && count <= max && held < min_billed_ms)
+    out[count - 1].billed_ms += min_billed_ms - held;
+  for (size_t k = 0; k < count && k < max; k++)
+    out[k].cost_micro =
+        price_charge(out[k].rate_micro, gpus, out[k].billed_ms);
   return count;
 }

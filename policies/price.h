@@ -70,18 +70,18 @@ int64_t price_owned_sunk_at(const struct price_owned *in, double utilization);
 int price_dollars_to_micro(double dollars, int64_t max_micro, int64_t *out);
 
 /*
- * The charge of gpus GPUs held for seconds at rate_micro per GPU-hour,
- * micro-dollars, rounded down (never more than the rate says).  Exact
- * up to a year of 100,000 GPUs at PRICE_MAX_MICRO; INT64_MAX beyond, and
- * 0 for a negative input.
- * A ledger that accrues an interval in steps bills each step as the
- * charge of the whole interval so far minus what it billed before, so
- * the steps add up to this, to the micro-dollar.
+ * The charge of gpus GPUs held for ms milliseconds at rate_micro per
+ * GPU-hour, micro-dollars, rounded down (never more than the rate says).
+ * Exact up to a year of 100,000 GPUs at PRICE_MAX_MICRO; INT64_MAX
+ * beyond, and 0 for a negative input.  A ledger that accrues an interval
+ * in steps bills each step as the charge of the whole interval so far
+ * minus what it billed before, so the steps add up to this, to the
+ * micro-dollar.
  */
-int64_t price_charge(int64_t rate_micro, int64_t gpus, int64_t seconds);
+int64_t price_charge(int64_t rate_micro, int64_t gpus, int64_t ms);
 
-/* The seconds a rented site bills for a hold of held seconds: at least
- * min_billed (its billing granularity's minimum). */
+/* The time a rented site bills for a hold of held: at least min_billed
+ * (its billing granularity's minimum); any unit, the same for both. */
 int64_t price_billed_seconds(int64_t held, int64_t min_billed);
 
 /* A rate in force from a time on (Unix seconds), until the next one. */
@@ -106,5 +106,27 @@ struct price_piece {
  */
 size_t price_split(const struct price_period *periods, size_t n, int64_t t0,
                    int64_t t1, struct price_piece *out, size_t max);
+
+/* A piece of a hold, billed. */
+struct price_bill {
+  int64_t from_ms, to_ms;  /* the piece of the hold */
+  int64_t billed_ms;       /* to_ms - from_ms, or more on the last piece
+                              of a hold shorter than the minimum */
+  int64_t rate_micro;
+  int64_t cost_micro;      /* price_charge of billed_ms */
+};
+
+/*
+ * Bill gpus GPUs held over [t0_ms, t1_ms): cut where the rate changes
+ * (periods as price_split's, from in milliseconds; a period whose rate
+ * is negative has no price, and its part of the hold no piece), each
+ * piece charged at its rate, and a hold shorter than min_billed_ms
+ * billed that long, the shortfall at its last piece's rate.  Writes at
+ * most max pieces into out and returns how many the hold has.
+ */
+size_t price_bill_hold(const struct price_period *periods, size_t n,
+                       int64_t t0_ms, int64_t t1_ms, int64_t gpus,
+                       int64_t min_billed_ms, struct price_bill *out,
+                       size_t max);
 
 #endif

@@ -2,7 +2,8 @@
  * Tests for policies/price.c: an owned site's rates from its finance
  * inputs (numbers computed by hand below), its sunk cost at a
  * utilization, dollars to micro-dollars, charges that steps add up to
- * exactly, billing minimums, and intervals cut where a price changes.
+ * exactly, billing minimums, intervals cut where a price changes, and a
+ * hold billed piecewise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,14 +127,15 @@ static void
 test_charges_round_down_and_steps_add_up_to_the_whole(void **state)
 {
   int64_t billed = 0, held = 0;
-  /* uneven steps, as a ledger accruing once a minute or so would take */
-  static const int64_t steps[] = {1, 59, 61, 7, 3600, 13, 86400, 1};
+  /* uneven steps (ms), as a ledger accruing about once a minute would */
+  static const int64_t steps[] = {1, 59999, 61003, 7, 3600000, 13, 86400000,
+                                  1};
 
   (void)state;
   /* an hour of 8 GPUs at $1.905817 */
-  assert_int_equal(price_charge(1905817, 8, 3600), 15246536);
+  assert_int_equal(price_charge(1905817, 8, 3600000), 15246536);
   /* one GPU-second: 529.39 micro-dollars, rounded down */
-  assert_int_equal(price_charge(1905817, 1, 1), 529);
+  assert_int_equal(price_charge(1905817, 1, 1000), 529);
   assert_int_equal(price_charge(1905817, 1, 0), 0);
   assert_int_equal(price_charge(-5, 1, 10), 0);
   for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
@@ -143,10 +145,12 @@ test_charges_round_down_and_steps_add_up_to_the_whole(void **state)
   }
   assert_int_equal(billed, price_charge(6880000, 8, held));
   /* a year of 100,000 GPUs at the highest price fits; more saturates */
-  assert_int_equal(price_charge(PRICE_MAX_MICRO, 100000, 8760LL * 3600),
-                   8760000000000000000LL);
-  assert_int_equal(price_charge(PRICE_MAX_MICRO, 1000000, 8760LL * 3600),
-                   INT64_MAX);
+  assert_int_equal(
+      price_charge(PRICE_MAX_MICRO, 100000, 8760LL * 3600 * 1000),
+      8760000000000000000LL);
+  assert_int_equal(
+      price_charge(PRICE_MAX_MICRO, 1000000, 8760LL * 3600 * 1000),
+      INT64_MAX);
 }
 
 static void
@@ -190,6 +194,40 @@ test_an_interval_is_cut_where_the_price_changes(void **state)
   assert_int_equal(price_split(p, 0, 0, 6000, out, 4), 0);
 }
 
+static void
+test_a_hold_is_billed_piecewise_and_at_least_the_minimum(void **state)
+{
+  /* $6.88, then $3.10 from 1 h, then no price from 2 h, $7 from 3 h */
+  static const struct price_period p[] = {{0, 6880000},
+                                          {3600000, 3100000},
+                                          {7200000, -1},
+                                          {10800000, 7000000}};
+  struct price_bill out[4];
+
+  (void)state;
+  /* 8 GPUs from 0:30 to 3:30: half an hour at $6.88, an hour at $3.10,
+   * the unpriced hour left out, half an hour at $7 */
+  assert_int_equal(price_bill_hold(p, 4, 1800000, 12600000, 8, 0, out, 4),
+                   3);
+  assert_int_equal(out[0].from_ms, 1800000);
+  assert_int_equal(out[0].cost_micro, 27520000); /* 6.88 x 8 / 2 */
+  assert_int_equal(out[1].cost_micro, 24800000); /* 3.10 x 8 */
+  assert_int_equal(out[2].from_ms, 10800000);
+  assert_int_equal(out[2].cost_micro, 28000000); /* 7.00 x 8 / 2 */
+  /* 10 s of one GPU with a 60 s minimum: 60 s at $6.88 an hour */
+  assert_int_equal(price_bill_hold(p, 4, 0, 10000, 1, 60000, out, 4), 1);
+  assert_int_equal(out[0].billed_ms, 60000);
+  assert_int_equal(out[0].cost_micro, 114666);
+  /* across a change, the shortfall goes at the last piece's rate */
+  assert_int_equal(
+      price_bill_hold(p, 4, 3590000, 3600000 + 20000, 1, 60000, out, 4), 2);
+  assert_int_equal(out[0].billed_ms, 10000);
+  assert_int_equal(out[1].billed_ms, 50000);
+  /* only unpriced time: nothing to bill, whatever the minimum */
+  assert_int_equal(price_bill_hold(p, 4, 7300000, 7400000, 1, 60000, out, 4),
+                   0);
+}
+
 int
 main(void)
 {
@@ -202,6 +240,8 @@ main(void)
       cmocka_unit_test(test_charges_round_down_and_steps_add_up_to_the_whole),
       cmocka_unit_test(test_billed_seconds_are_at_least_the_minimum),
       cmocka_unit_test(test_an_interval_is_cut_where_the_price_changes),
+      cmocka_unit_test(
+          test_a_hold_is_billed_piecewise_and_at_least_the_minimum),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
