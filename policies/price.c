@@ -118,14 +118,6 @@ price_charge(int64_t rate_micro, int64_t gpus, int64_t ms)
   return c > INT64_MAX ? INT64_MAX : (int64_t)c;
 }
 
-int64_t
-price_billed_seconds(int64_t held, int64_t min_billed)
-{
-  if (held < 0)
-    held = 0;
-  return held < min_billed ? min_billed : held;
-}
-
 /* The part of [t0, t1) that period i of n covers, as [*a, *b): 0 when
  * it covers none. */
 static int
@@ -137,23 +129,6 @@ clip(const struct price_period *periods, size_t n, size_t i, int64_t t0,
   *a = periods[i].from > t0 ? periods[i].from : t0;
   *b = to < t1 ? to : t1;
   return *a < *b;
-}
-
-size_t
-price_split(const struct price_period *periods, size_t n, int64_t t0,
-            int64_t t1, struct price_piece *out, size_t max)
-{
-  size_t count = 0;
-  int64_t a, b;
-
-  for (size_t i = 0; i < n; i++) {
-    if (!clip(periods, n, i, t0, t1, &a, &b))
-      continue;
-    if (count < max)
-      out[count] = (struct price_piece){a, b, periods[i].rate_micro};
-    count++;
-  }
-  return count;
 }
 
 size_t

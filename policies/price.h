@@ -80,32 +80,11 @@ int price_dollars_to_micro(double dollars, int64_t max_micro, int64_t *out);
  */
 int64_t price_charge(int64_t rate_micro, int64_t gpus, int64_t ms);
 
-/* The time a rented site bills for a hold of held: at least min_billed
- * (its billing granularity's minimum); any unit, the same for both. */
-int64_t price_billed_seconds(int64_t held, int64_t min_billed);
-
-/* A rate in force from a time on (Unix seconds), until the next one. */
+/* A rate in force from a time on (milliseconds), until the next one. */
 struct price_period {
   int64_t from;
   int64_t rate_micro;
 };
-
-/* One piece of an interval at one rate. */
-struct price_piece {
-  int64_t from, to;       /* [from, to), Unix seconds */
-  int64_t rate_micro;
-};
-
-/*
- * Cut [t0, t1) where the rate changes: periods (n, sorted by from, each
- * from distinct) give the rates; the part of the interval before the
- * first period has no price and yields no piece.  Writes at most max
- * pieces into out and returns how many the interval has (more than max:
- * call again with room), so a price change never rewrites history and a
- * hold across one is billed piecewise.
- */
-size_t price_split(const struct price_period *periods, size_t n, int64_t t0,
-                   int64_t t1, struct price_piece *out, size_t max);
 
 /* A piece of a hold, billed. */
 struct price_bill {
@@ -118,11 +97,14 @@ struct price_bill {
 
 /*
  * Bill gpus GPUs held over [t0_ms, t1_ms): cut where the rate changes
- * (periods as price_split's, from in milliseconds; a period whose rate
- * is negative has no price, and its part of the hold no piece), each
- * piece charged at its rate, and a hold shorter than min_billed_ms
- * billed that long, the shortfall at its last piece's rate.  Writes at
- * most max pieces into out and returns how many the hold has.
+ * (periods: n of them, sorted by from, each from distinct; the part of
+ * the hold before the first, or in a period whose rate is negative, has
+ * no price and no piece), each piece charged at its rate, and a hold
+ * shorter than min_billed_ms (a rented site's billing minimum) billed
+ * that long, the shortfall at its last piece's rate.  Writes at most max
+ * pieces into out and returns how many the hold has (more than max: call
+ * again with room).  A price change never rewrites history: a hold
+ * across one is billed piecewise.
  */
 size_t price_bill_hold(const struct price_period *periods, size_t n,
                        int64_t t0_ms, int64_t t1_ms, int64_t gpus,

@@ -2,8 +2,8 @@
  * Tests for policies/price.c: an owned site's rates from its finance
  * inputs (numbers computed by hand below), its sunk cost at a
  * utilization, dollars to micro-dollars, charges that steps add up to
- * exactly, billing minimums, intervals cut where a price changes, and a
- * hold billed piecewise.
+ * exactly, and a hold cut where the price changes and billed
+ * piecewise, at least the billing minimum.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -154,44 +154,35 @@ test_charges_round_down_and_steps_add_up_to_the_whole(void **state)
 }
 
 static void
-test_billed_seconds_are_at_least_the_minimum(void **state)
-{
-  (void)state;
-  assert_int_equal(price_billed_seconds(5, 60), 60);
-  assert_int_equal(price_billed_seconds(61, 60), 61);
-  assert_int_equal(price_billed_seconds(-3, 0), 0);
-}
-
-static void
-test_an_interval_is_cut_where_the_price_changes(void **state)
+test_a_hold_is_cut_where_the_price_changes(void **state)
 {
   static const struct price_period p[] = {
       {1000, 6880000}, {5000, 3100000}, {8000, 7000000}};
-  struct price_piece out[4];
+  struct price_bill out[4];
 
   (void)state;
   /* before the first price: no piece for that part */
-  assert_int_equal(price_split(p, 3, 0, 6000, out, 4), 2);
-  assert_int_equal(out[0].from, 1000);
-  assert_int_equal(out[0].to, 5000);
+  assert_int_equal(price_bill_hold(p, 3, 0, 6000, 1, 0, out, 4), 2);
+  assert_int_equal(out[0].from_ms, 1000);
+  assert_int_equal(out[0].to_ms, 5000);
   assert_int_equal(out[0].rate_micro, 6880000);
-  assert_int_equal(out[1].from, 5000);
-  assert_int_equal(out[1].to, 6000);
+  assert_int_equal(out[1].from_ms, 5000);
+  assert_int_equal(out[1].to_ms, 6000);
   assert_int_equal(out[1].rate_micro, 3100000);
   /* inside one period; the last one runs on */
-  assert_int_equal(price_split(p, 3, 5500, 5600, out, 4), 1);
+  assert_int_equal(price_bill_hold(p, 3, 5500, 5600, 1, 0, out, 4), 1);
   assert_int_equal(out[0].rate_micro, 3100000);
-  assert_int_equal(price_split(p, 3, 9000, 99999, out, 4), 1);
+  assert_int_equal(price_bill_hold(p, 3, 9000, 99999, 1, 0, out, 4), 1);
   assert_int_equal(out[0].rate_micro, 7000000);
   /* too little room: the count says how much is needed */
   memset(out, 0, sizeof(out));
-  assert_int_equal(price_split(p, 3, 0, 10000, out, 1), 3);
-  assert_int_equal(out[0].to, 5000);
-  assert_int_equal(out[1].from, 0);
+  assert_int_equal(price_bill_hold(p, 3, 0, 10000, 1, 0, out, 1), 3);
+  assert_int_equal(out[0].to_ms, 5000);
+  assert_int_equal(out[1].from_ms, 0);
   /* empty and reversed intervals, and no prices at all */
-  assert_int_equal(price_split(p, 3, 7000, 7000, out, 4), 0);
-  assert_int_equal(price_split(p, 3, 7000, 6000, out, 4), 0);
-  assert_int_equal(price_split(p, 0, 0, 6000, out, 4), 0);
+  assert_int_equal(price_bill_hold(p, 3, 7000, 7000, 1, 0, out, 4), 0);
+  assert_int_equal(price_bill_hold(p, 3, 7000, 6000, 1, 0, out, 4), 0);
+  assert_int_equal(price_bill_hold(p, 0, 0, 6000, 1, 0, out, 4), 0);
 }
 
 static void
@@ -212,6 +203,7 @@ test_a_hold_is_billed_piecewise_and_at_least_the_minimum(void **state)
   assert_int_equal(out[0].from_ms, 1800000);
   assert_int_equal(out[0].cost_micro, 27520000); /* 6.88 x 8 / 2 */
   assert_int_equal(out[1].cost_micro, 24800000); /* 3.10 x 8 */
+  assert_int_equal(out[1].billed_ms, 3600000); /* over the minimum: as held */
   assert_int_equal(out[2].from_ms, 10800000);
   assert_int_equal(out[2].cost_micro, 28000000); /* 7.00 x 8 / 2 */
   /* 10 s of one GPU with a 60 s minimum: 60 s at $6.88 an hour */
@@ -238,8 +230,7 @@ main(void)
       cmocka_unit_test(test_each_unusable_owned_input_is_named),
       cmocka_unit_test(test_dollars_become_micro_dollars_within_the_bound),
       cmocka_unit_test(test_charges_round_down_and_steps_add_up_to_the_whole),
-      cmocka_unit_test(test_billed_seconds_are_at_least_the_minimum),
-      cmocka_unit_test(test_an_interval_is_cut_where_the_price_changes),
+      cmocka_unit_test(test_a_hold_is_cut_where_the_price_changes),
       cmocka_unit_test(
           test_a_hold_is_billed_piecewise_and_at_least_the_minimum),
   };
