@@ -42,8 +42,7 @@ print_prices(const json_t *reply)
     char rate[40];
     const char *row[6];
 
-    snprintf(rate, sizeof(rate), "%lld.%06lld", micro / 1000000,
-             micro % 1000000);
+    cli_fmt_micro_dollars(micro, rate, sizeof(rate));
     row[0] = jsonx_str(p, "site");
     row[1] = jsonx_str(p, "gpu_type");
     row[2] = jsonx_str(p, "kind");

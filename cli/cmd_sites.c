@@ -137,7 +137,8 @@ out:
 static void
 money(long long micro, char *out, size_t outlen)
 {
-  snprintf(out, outlen, "$%lld.%06lld", micro / 1000000, micro % 1000000);
+  out[0] = '$';
+  cli_fmt_micro_dollars(micro, out + 1, outlen - 1);
 }
 
 static long long

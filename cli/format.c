@@ -13,6 +13,14 @@
 #include "util/timeutil.h"
 
 void
+cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "%s%lld.%06lld", micro < 0 ? "-" : "",
+           (long long)(micro < 0 ? -(micro / 1000000) : micro / 1000000),
+           (long long)(micro < 0 ? -(micro % 1000000) : micro % 1000000));
+}
+
+void
 cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
 {
   long long s = seconds < 0 ? 0 : (long long)seconds;

@@ -21,6 +21,9 @@
  * negative values (clock skew) print as "0s".
  */
 void cli_fmt_duration(int64_t seconds, char *out, size_t outlen);
+/* Micro-dollars as dollars with all six decimals: "1.905817" (money is
+ * integer micro-dollars end to end; the CLI neither rounds nor adds). */
+void cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen);
 /*
  * Parse "2026-11-21T14:00:00.123Z" (fraction optional, 'Z' required)
  * into milliseconds since the epoch.  ERR_INVALID on anything else.

@@ -1479,6 +1479,25 @@ test_durations_are_compact(void **state)
 }
 
 static void
+test_micro_dollars_print_with_all_six_decimals(void **state)
+{
+  static const struct {
+    int64_t micro;
+    const char *want;
+  } cases[] = {
+      {1905817, "1.905817"}, {78750, "0.078750"}, {0, "0.000000"},
+      {6880000, "6.880000"}, {-1500000, "-1.500000"}, {-5, "-0.000005"},
+  };
+  char out[CLI_FMT_SIZE];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cli_fmt_micro_dollars(cases[i].micro, out, sizeof(out));
+    assert_string_equal(out, cases[i].want);
+  }
+}
+
+static void
 test_iso_times_parse_to_milliseconds(void **state)
 {
   int64_t ms = 0;
@@ -1690,6 +1709,7 @@ main(void)
       cmocka_unit_test(test_table_replaces_control_characters),
       cmocka_unit_test(test_table_key_value_rows_skip_absent_values),
       cmocka_unit_test(test_durations_are_compact),
+      cmocka_unit_test(test_micro_dollars_print_with_all_six_decimals),
       cmocka_unit_test(test_iso_times_parse_to_milliseconds),
       cmocka_unit_test(test_job_time_is_age_until_started_then_elapsed),
       cmocka_unit_test(test_gpus_and_exit_cells),
