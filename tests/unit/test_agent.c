@@ -32,6 +32,7 @@
 #include "http/client.h"
 #include "agent/agent.h"
 #include "agent/agent_int.h"
+#include "loop_peer.h"
 #include "seeded_bytes.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
@@ -62,13 +63,6 @@ struct fx {
 };
 
 /* ---- fixture ---- */
-
-static void
-on_watchdog(uv_timer_t *t)
-{
-  (void)t;
-  fail_msg("watchdog: the test hung");
-}
 
 static void
 on_closed(void *arg)
@@ -124,9 +118,7 @@ setup(void **state)
   assert_int_equal(mkdir(fx->root[B], 0755), 0);
   assert_int_equal(mkdir(fx->src, 0755), 0);
   assert_int_equal(uv_loop_init(&fx->loop), 0);
-  uv_timer_init(&fx->loop, &fx->watchdog);
-  uv_timer_start(&fx->watchdog, on_watchdog, WATCHDOG_MS, 0);
-  uv_unref((uv_handle_t *)&fx->watchdog);
+  loop_peer_watchdog(&fx->loop, &fx->watchdog, WATCHDOG_MS);
   uv_timer_init(&fx->loop, &fx->nap);
   if (http_client_new(&fx->loop, NULL, &fx->hc, &e) < 0)
     fail_msg("client: %s", e.msg);

@@ -36,6 +36,8 @@
 #include "util/alloc.h"
 #include "util/utf8.h"
 
+#include "tests/unit/loop_peer.h"
+
 #define WATCHDOG_MS 60000u
 #define INSTANCE "abc123"
 #define GOOD_TOKEN "tok-good"
@@ -415,13 +417,6 @@ capacity(struct fx *fx)
 /* ---- fixture ---- */
 
 static void
-on_watchdog(uv_timer_t *t)
-{
-  (void)t;
-  fail_msg("watchdog: the test hung");
-}
-
-static void
 on_pause(uv_timer_t *t)
 {
   ((struct fx *)t->data)->paused = 0;
@@ -461,26 +456,13 @@ static int
 setup(void **state)
 {
   struct fx *fx = xcalloc(1, sizeof(*fx));
-  struct http_server_config sc = {
-      .host = "127.0.0.1",
-      .max_body = 1 << 20,
-      .max_connections = 32,
-      .conn_timeout_s = 10,
-      .handler = on_request,
-  };
-  struct err e = {0};
 
   assert_int_equal(uv_loop_init(&fx->loop), 0);
-  uv_timer_init(&fx->loop, &fx->watchdog);
-  uv_timer_start(&fx->watchdog, on_watchdog, WATCHDOG_MS, 0);
-  uv_unref((uv_handle_t *)&fx->watchdog);
+  loop_peer_watchdog(&fx->loop, &fx->watchdog, WATCHDOG_MS);
   uv_timer_init(&fx->loop, &fx->pause);
   fx->pause.data = fx;
-  sc.handler_arg = fx;
-  if (http_server_start(&fx->loop, &sc, &fx->srv, &e) < 0)
-    fail_msg("server: %s", e.msg);
-  snprintf(fx->url, sizeof(fx->url), "http://127.0.0.1:%u/",
-           (unsigned)http_server_port(fx->srv));
+  fx->srv = loop_peer_server(&fx->loop, on_request, fx, 32, "/", fx->url,
+                             sizeof(fx->url));
   snprintf(fx->dir, sizeof(fx->dir), "/tmp/tenbin-test-slurm-XXXXXX");
   assert_non_null(mkdtemp(fx->dir));
   snprintf(fx->token_file, sizeof(fx->token_file), "%s/token", fx->dir);

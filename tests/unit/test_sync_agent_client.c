@@ -31,6 +31,8 @@
 #include "sync/agent_client.h"
 #include "util/alloc.h"
 
+#include "tests/unit/loop_peer.h"
+
 #define WATCHDOG_MS 30000u
 #define TOKEN "s3cret-token"
 #define V1 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -99,35 +101,16 @@ on_request(struct http_request *req, void *arg)
 
 /* ---- fixture ---- */
 
-static void
-on_watchdog(uv_timer_t *t)
-{
-  (void)t;
-  fail_msg("watchdog: the test hung");
-}
-
 static int
 setup(void **state)
 {
   struct fx *fx = xcalloc(1, sizeof(*fx));
-  struct http_server_config sc = {
-      .host = "127.0.0.1",
-      .max_body = 1 << 20,
-      .max_connections = 16,
-      .conn_timeout_s = 10,
-      .handler = on_request,
-  };
   struct err e = {0};
 
   assert_int_equal(uv_loop_init(&fx->loop), 0);
-  uv_timer_init(&fx->loop, &fx->watchdog);
-  uv_timer_start(&fx->watchdog, on_watchdog, WATCHDOG_MS, 0);
-  uv_unref((uv_handle_t *)&fx->watchdog);
-  sc.handler_arg = fx;
-  if (http_server_start(&fx->loop, &sc, &fx->srv, &e) < 0)
-    fail_msg("server: %s", e.msg);
-  snprintf(fx->base, sizeof(fx->base), "http://127.0.0.1:%u/",
-           (unsigned)http_server_port(fx->srv));
+  loop_peer_watchdog(&fx->loop, &fx->watchdog, WATCHDOG_MS);
+  fx->srv = loop_peer_server(&fx->loop, on_request, fx, 16, "/", fx->base,
+                             sizeof(fx->base));
   if (http_client_new(&fx->loop, NULL, &fx->hc, &e) < 0)
     fail_msg("client: %s", e.msg);
   if (agentc_new(fx->hc, fx->base, TOKEN, &fx->ac, &e) < 0)
