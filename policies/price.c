@@ -118,42 +118,62 @@ price_charge(int64_t rate_micro, int64_t gpus, int64_t ms)
   return c > INT64_MAX ? INT64_MAX : (int64_t)c;
 }
 
-/* The part of [t0, t1) that period i of n covers, as [*a, *b): 0 when
- * it covers none. */
-static int
-clip(const struct price_period *periods, size_t n, size_t i, int64_t t0,
-     int64_t t1, int64_t *a, int64_t *b)
+/* The rate of series at t (-1 when it has none), and in *next the
+ * first change after t, if it is before *next. */
+static int64_t
+rate_at(const struct price_series *series, int64_t t, int64_t *next)
 {
-  int64_t to = i + 1 < n ? periods[i + 1].from : INT64_MAX;
+  int64_t rate = -1;
 
-  *a = periods[i].from > t0 ? periods[i].from : t0;
-  *b = to < t1 ? to : t1;
-  return *a < *b;
+  for (size_t i = 0; i < series->n; i++) {
+    const struct price_period *p = &series->periods[i];
+
+    if (p->from <= t) {
+      rate = p->rate_micro < 0 ? -1 : p->rate_micro;
+    } else {
+      if (p->from < *next)
+        *next = p->from;
+      break;
+    }
+  }
+  return rate;
 }
 
 size_t
-price_bill_hold(const struct price_period *periods, size_t n, int64_t t0_ms,
+price_bill_hold(const struct price_series *series, size_t nseries,
+                const int64_t *cuts, size_t ncuts, int64_t t0_ms,
                 int64_t t1_ms, int64_t gpus, int64_t min_billed_ms,
                 struct price_bill *out, size_t max)
 {
-  size_t count = 0;
-  int64_t held = 0, a, b;
+  size_t count = 0, c = 0;
+  int64_t t = t0_ms;
 
-  for (size_t i = 0; i < n; i++) {
-    if (!clip(periods, n, i, t0_ms, t1_ms, &a, &b) ||
-        periods[i].rate_micro < 0)
-      continue;
+  if (nseries > PRICE_SERIES_MAX)
+    nseries = PRICE_SERIES_MAX;
+  while (t < t1_ms) {
+    struct price_bill piece = {.from_ms = t};
+    int64_t next = t1_ms;
+
+    while (c < ncuts && cuts[c] <= t)
+      c++;
+    if (c < ncuts && cuts[c] < next)
+      next = cuts[c];
+    for (size_t k = 0; k < PRICE_SERIES_MAX; k++)
+      piece.rate_micro[k] = k < nseries ? rate_at(&series[k], t, &next) : -1;
+    piece.to_ms = next;
+    piece.billed_ms = next - t;
     if (count < max)
-      out[count] = (struct price_bill){a, b, b - a, periods[i].rate_micro,
-                                       0};
-    held += b - a;
+      out[count] = piece;
     count++;
+    t = next;
   }
-  /* the minimum: the shortfall at the last piece's rate */
-  if (count > 0 && count <= max && held < min_billed_ms)
-    out[count - 1].billed_ms += min_billed_ms - held;
-  for (size_t k = 0; k < count && k < max; k++)
-    out[k].cost_micro =
-        price_charge(out[k].rate_micro, gpus, out[k].billed_ms);
+  /* the minimum: the shortfall at the last piece's rates */
+  if (count > 0 && count <= max && t1_ms - t0_ms < min_billed_ms)
+    out[count - 1].billed_ms += min_billed_ms - (t1_ms - t0_ms);
+  for (size_t i = 0; i < count && i < max; i++) {
+    for (size_t k = 0; k < PRICE_SERIES_MAX; k++)
+      out[i].cost_micro[k] =
+          price_charge(out[i].rate_micro[k], gpus, out[i].billed_ms);
+  }
   return count;
 }

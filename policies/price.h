@@ -80,35 +80,48 @@ int price_dollars_to_micro(double dollars, int64_t max_micro, int64_t *out);
  */
 int64_t price_charge(int64_t rate_micro, int64_t gpus, int64_t ms);
 
-/* A rate in force from a time on (milliseconds), until the next one. */
+/* A rate in force from a time on (milliseconds), until the next one;
+ * a negative rate_micro: no price from then on. */
 struct price_period {
   int64_t from;
   int64_t rate_micro;
 };
+
+/* One rate history: n periods sorted by from, each from distinct. */
+struct price_series {
+  const struct price_period *periods; /* borrowed */
+  size_t n;
+};
+
+/* An owned site bills two series at once (sunk and marginal). */
+#define PRICE_SERIES_MAX 2
 
 /* A piece of a hold, billed. */
 struct price_bill {
   int64_t from_ms, to_ms;  /* the piece of the hold */
   int64_t billed_ms;       /* to_ms - from_ms, or more on the last piece
                               of a hold shorter than the minimum */
-  int64_t rate_micro;
-  int64_t cost_micro;      /* price_charge of billed_ms */
+  int64_t rate_micro[PRICE_SERIES_MAX]; /* per series; -1: no price */
+  int64_t cost_micro[PRICE_SERIES_MAX]; /* price_charge of billed_ms */
 };
 
 /*
- * Bill gpus GPUs held over [t0_ms, t1_ms): cut where the rate changes
- * (periods: n of them, sorted by from, each from distinct; the part of
- * the hold before the first, or in a period whose rate is negative, has
- * no price and no piece), each piece charged at its rate, and a hold
- * shorter than min_billed_ms (a rented site's billing minimum) billed
- * that long, the shortfall at its last piece's rate.  Writes at most max
+ * Bill gpus GPUs held over [t0_ms, t1_ms) against nseries (at most
+ * PRICE_SERIES_MAX) rate histories at once: the hold is cut where any
+ * series' rate changes and at each of the ncuts times in cuts (sorted;
+ * a ledger cuts at midnight so that days add up), and each piece is
+ * charged at each series' rate.  Time before a series' first period or
+ * in a period of negative rate has no price in that series (rate -1,
+ * cost 0) but is still a piece: the hours were held.  A hold shorter
+ * than min_billed_ms (a rented site's billing minimum) is billed that
+ * long, the shortfall at its last piece's rates.  Writes at most max
  * pieces into out and returns how many the hold has (more than max: call
  * again with room).  A price change never rewrites history: a hold
  * across one is billed piecewise.
  */
-size_t price_bill_hold(const struct price_period *periods, size_t n,
-                       int64_t t0_ms, int64_t t1_ms, int64_t gpus,
-                       int64_t min_billed_ms, struct price_bill *out,
-                       size_t max);
+size_t price_bill_hold(const struct price_series *series, size_t nseries,
+                       const int64_t *cuts, size_t ncuts, int64_t t0_ms,
+                       int64_t t1_ms, int64_t gpus, int64_t min_billed_ms,
+                       struct price_bill *out, size_t max);
 
 #endif

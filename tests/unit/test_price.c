@@ -153,6 +153,16 @@ test_charges_round_down_and_steps_add_up_to_the_whole(void **state)
       INT64_MAX);
 }
 
+/* A hold against one series and no cuts. */
+static size_t
+bill1(const struct price_period *p, size_t n, int64_t t0, int64_t t1,
+      int64_t gpus, int64_t min_ms, struct price_bill *out, size_t max)
+{
+  struct price_series s = {p, n};
+
+  return price_bill_hold(&s, 1, NULL, 0, t0, t1, gpus, min_ms, out, max);
+}
+
 static void
 test_a_hold_is_cut_where_the_price_changes(void **state)
 {
@@ -161,28 +171,35 @@ test_a_hold_is_cut_where_the_price_changes(void **state)
   struct price_bill out[4];
 
   (void)state;
-  /* before the first price: no piece for that part */
-  assert_int_equal(price_bill_hold(p, 3, 0, 6000, 1, 0, out, 4), 2);
-  assert_int_equal(out[0].from_ms, 1000);
-  assert_int_equal(out[0].to_ms, 5000);
-  assert_int_equal(out[0].rate_micro, 6880000);
-  assert_int_equal(out[1].from_ms, 5000);
-  assert_int_equal(out[1].to_ms, 6000);
-  assert_int_equal(out[1].rate_micro, 3100000);
+  /* before the first price: a piece without one */
+  assert_int_equal(bill1(p, 3, 0, 6000, 1, 0, out, 4), 3);
+  assert_int_equal(out[0].from_ms, 0);
+  assert_int_equal(out[0].to_ms, 1000);
+  assert_int_equal(out[0].rate_micro[0], -1);
+  assert_int_equal(out[0].cost_micro[0], 0);
+  assert_int_equal(out[1].from_ms, 1000);
+  assert_int_equal(out[1].to_ms, 5000);
+  assert_int_equal(out[1].rate_micro[0], 6880000);
+  assert_int_equal(out[2].from_ms, 5000);
+  assert_int_equal(out[2].to_ms, 6000);
+  assert_int_equal(out[2].rate_micro[0], 3100000);
+  /* the unused second series has no price */
+  assert_int_equal(out[2].rate_micro[1], -1);
   /* inside one period; the last one runs on */
-  assert_int_equal(price_bill_hold(p, 3, 5500, 5600, 1, 0, out, 4), 1);
-  assert_int_equal(out[0].rate_micro, 3100000);
-  assert_int_equal(price_bill_hold(p, 3, 9000, 99999, 1, 0, out, 4), 1);
-  assert_int_equal(out[0].rate_micro, 7000000);
+  assert_int_equal(bill1(p, 3, 5500, 5600, 1, 0, out, 4), 1);
+  assert_int_equal(out[0].rate_micro[0], 3100000);
+  assert_int_equal(bill1(p, 3, 9000, 99999, 1, 0, out, 4), 1);
+  assert_int_equal(out[0].rate_micro[0], 7000000);
   /* too little room: the count says how much is needed */
   memset(out, 0, sizeof(out));
-  assert_int_equal(price_bill_hold(p, 3, 0, 10000, 1, 0, out, 1), 3);
+  assert_int_equal(bill1(p, 3, 1000, 10000, 1, 0, out, 1), 3);
   assert_int_equal(out[0].to_ms, 5000);
   assert_int_equal(out[1].from_ms, 0);
-  /* empty and reversed intervals, and no prices at all */
-  assert_int_equal(price_bill_hold(p, 3, 7000, 7000, 1, 0, out, 4), 0);
-  assert_int_equal(price_bill_hold(p, 3, 7000, 6000, 1, 0, out, 4), 0);
-  assert_int_equal(price_bill_hold(p, 0, 0, 6000, 1, 0, out, 4), 0);
+  /* empty and reversed intervals; no prices at all is one piece */
+  assert_int_equal(bill1(p, 3, 7000, 7000, 1, 0, out, 4), 0);
+  assert_int_equal(bill1(p, 3, 7000, 6000, 1, 0, out, 4), 0);
+  assert_int_equal(bill1(p, 0, 0, 6000, 1, 0, out, 4), 1);
+  assert_int_equal(out[0].rate_micro[0], -1);
 }
 
 static void
@@ -197,27 +214,57 @@ test_a_hold_is_billed_piecewise_and_at_least_the_minimum(void **state)
 
   (void)state;
   /* 8 GPUs from 0:30 to 3:30: half an hour at $6.88, an hour at $3.10,
-   * the unpriced hour left out, half an hour at $7 */
-  assert_int_equal(price_bill_hold(p, 4, 1800000, 12600000, 8, 0, out, 4),
-                   3);
+   * the unpriced hour at nothing, half an hour at $7 */
+  assert_int_equal(bill1(p, 4, 1800000, 12600000, 8, 0, out, 4), 4);
   assert_int_equal(out[0].from_ms, 1800000);
-  assert_int_equal(out[0].cost_micro, 27520000); /* 6.88 x 8 / 2 */
-  assert_int_equal(out[1].cost_micro, 24800000); /* 3.10 x 8 */
+  assert_int_equal(out[0].cost_micro[0], 27520000); /* 6.88 x 8 / 2 */
+  assert_int_equal(out[1].cost_micro[0], 24800000); /* 3.10 x 8 */
   assert_int_equal(out[1].billed_ms, 3600000); /* over the minimum: as held */
-  assert_int_equal(out[2].from_ms, 10800000);
-  assert_int_equal(out[2].cost_micro, 28000000); /* 7.00 x 8 / 2 */
+  assert_int_equal(out[2].rate_micro[0], -1);
+  assert_int_equal(out[2].cost_micro[0], 0);
+  assert_int_equal(out[3].from_ms, 10800000);
+  assert_int_equal(out[3].cost_micro[0], 28000000); /* 7.00 x 8 / 2 */
   /* 10 s of one GPU with a 60 s minimum: 60 s at $6.88 an hour */
-  assert_int_equal(price_bill_hold(p, 4, 0, 10000, 1, 60000, out, 4), 1);
+  assert_int_equal(bill1(p, 4, 0, 10000, 1, 60000, out, 4), 1);
   assert_int_equal(out[0].billed_ms, 60000);
-  assert_int_equal(out[0].cost_micro, 114666);
+  assert_int_equal(out[0].cost_micro[0], 114666);
   /* across a change, the shortfall goes at the last piece's rate */
-  assert_int_equal(
-      price_bill_hold(p, 4, 3590000, 3600000 + 20000, 1, 60000, out, 4), 2);
+  assert_int_equal(bill1(p, 4, 3590000, 3600000 + 20000, 1, 60000, out, 4),
+                   2);
   assert_int_equal(out[0].billed_ms, 10000);
   assert_int_equal(out[1].billed_ms, 50000);
-  /* only unpriced time: nothing to bill, whatever the minimum */
-  assert_int_equal(price_bill_hold(p, 4, 7300000, 7400000, 1, 60000, out, 4),
-                   0);
+  /* only unpriced time: the minimum bills nothing */
+  assert_int_equal(bill1(p, 4, 7300000, 7400000, 1, 60000, out, 4), 1);
+  assert_int_equal(out[0].cost_micro[0], 0);
+}
+
+static void
+test_two_series_and_midnight_cut_one_hold_together(void **state)
+{
+  /* sunk $2.00 all along; marginal $0.10, then $0.20 from 1:00 */
+  static const struct price_period sunk[] = {{0, 2000000}};
+  static const struct price_period marg[] = {{0, 100000}, {3600000, 200000}};
+  const struct price_series s[2] = {{sunk, 1}, {marg, 2}};
+  const int64_t cuts[] = {1800000, 5400000}; /* two "midnights" */
+  struct price_bill out[8];
+
+  (void)state;
+  /* 4 GPUs from 0:00 to 2:00: cut at 0:30, 1:00 (marginal), 1:30 */
+  assert_int_equal(price_bill_hold(s, 2, cuts, 2, 0, 7200000, 4, 0, out, 8),
+                   4);
+  assert_int_equal(out[0].to_ms, 1800000);
+  assert_int_equal(out[1].to_ms, 3600000);
+  assert_int_equal(out[2].to_ms, 5400000);
+  assert_int_equal(out[3].to_ms, 7200000);
+  /* each half hour: sunk 2.00 x 4 / 2 = $4 */
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(out[i].cost_micro[0], 4000000);
+  assert_int_equal(out[0].cost_micro[1], 200000); /* 0.10 x 4 / 2 */
+  assert_int_equal(out[2].cost_micro[1], 400000); /* 0.20 x 4 / 2 */
+  assert_int_equal(out[3].rate_micro[1], 200000);
+  /* a cut before the hold is skipped; one at its start cuts nothing */
+  assert_int_equal(price_bill_hold(s, 2, cuts, 2, 1800000, 2000000, 4, 0,
+                                   out, 8), 1);
 }
 
 int
@@ -233,6 +280,7 @@ main(void)
       cmocka_unit_test(test_a_hold_is_cut_where_the_price_changes),
       cmocka_unit_test(
           test_a_hold_is_billed_piecewise_and_at_least_the_minimum),
+      cmocka_unit_test(test_two_series_and_midnight_cut_one_hold_together),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
