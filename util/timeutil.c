@@ -125,3 +125,89 @@ time_format_duration(int64_t seconds, char *out, size_t outlen)
     snprintf(out, outlen, "%02lld:%02lld:%02lld", (long long)h,
              (long long)m, (long long)s);
 }
+
+int
+time_zone_parse(const char *s, int *offset_min)
+{
+  int h, m, n = 0;
+
+  if (strcmp(s, "UTC") == 0 || strcmp(s, "Z") == 0) {
+    *offset_min = 0;
+    return 0;
+  }
+  if ((s[0] != '+' && s[0] != '-') ||
+      sscanf(s + 1, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 ||
+      s[1 + n] != '\0' || !isdigit((unsigned char)s[1]) || h > 14 || m > 59)
+    return ERR_INVALID;
+  *offset_min = (s[0] == '-' ? -1 : 1) * (h * 60 + m);
+  return 0;
+}
+
+/* ms floored to a multiple of step (also for negative ms). */
+static int64_t
+floor_to(int64_t ms, int64_t step)
+{
+  int64_t q = ms / step;
+
+  if (ms % step != 0 && ms < 0)
+    q--;
+  return q * step;
+}
+
+int64_t
+time_day_start(int64_t ms, int offset_min)
+{
+  int64_t off = (int64_t)offset_min * 60000;
+
+  return floor_to(ms + off, TIME_DAY_MS) - off;
+}
+
+/* The broken-down UTC date of the zone's local time ms. */
+static void
+local_tm(int64_t ms, int offset_min, struct tm *tm)
+{
+  time_t secs = (time_t)(floor_to(ms + (int64_t)offset_min * 60000, 1000) /
+                         1000);
+
+  gmtime_r(&secs, tm);
+}
+
+int64_t
+time_month_start(int64_t ms, int offset_min)
+{
+  struct tm tm;
+
+  local_tm(ms, offset_min, &tm);
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  return (int64_t)timegm(&tm) * 1000 - (int64_t)offset_min * 60000;
+}
+
+void
+time_format_day(int64_t ms, int offset_min, char out[11])
+{
+  struct tm tm;
+
+  local_tm(ms, offset_min, &tm);
+  snprintf(out, 11, "%04u-%02u-%02u", (unsigned)(tm.tm_year + 1900) % 10000u,
+           (unsigned)(tm.tm_mon + 1) % 100u, (unsigned)tm.tm_mday % 100u);
+}
+
+int
+time_parse_day(const char *s, int offset_min, int64_t *ms)
+{
+  struct tm tm = {0};
+  int y, mo, d, n = 0;
+  char back[11];
+
+  if (strlen(s) != 10 || sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 ||
+      n != 10 || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31)
+    return ERR_INVALID;
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  *ms = (int64_t)timegm(&tm) * 1000 - (int64_t)offset_min * 60000;
+  /* timegm carries 2026-02-30 into March: such a day does not exist */
+  time_format_day(*ms, offset_min, back);
+  return strcmp(back, s) == 0 ? 0 : ERR_INVALID;
+}

@@ -27,4 +27,23 @@ int time_parse_slurm_duration(const char *s, int64_t *seconds) WARN_UNUSED;
 /* Format seconds as "[D-]HH:MM:SS" into out. */
 void time_format_duration(int64_t seconds, char *out, size_t outlen);
 
+/*
+ * Calendar days in a fixed time zone, given as its offset from UTC in
+ * minutes (reports and budgets count days and months in one zone).
+ */
+#define TIME_DAY_MS (24LL * 3600 * 1000)
+/* "UTC", "Z", "+HH:MM" or "-HH:MM" (up to 14 hours) into *offset_min;
+ * ERR_INVALID otherwise.  Zones with daylight saving are not fixed
+ * offsets and are refused. */
+int time_zone_parse(const char *s, int *offset_min) WARN_UNUSED;
+/* The start of the day that holds ms, in the zone. */
+int64_t time_day_start(int64_t ms, int offset_min);
+/* The start of the month that holds ms, in the zone. */
+int64_t time_month_start(int64_t ms, int offset_min);
+/* "YYYY-MM-DD" of the day that holds ms, in the zone (out: 11 bytes). */
+void time_format_day(int64_t ms, int offset_min, char out[11]);
+/* The start of day "YYYY-MM-DD" in the zone; ERR_INVALID for anything
+ * else, a day that does not exist included. */
+int time_parse_day(const char *s, int offset_min, int64_t *ms) WARN_UNUSED;
+
 #endif

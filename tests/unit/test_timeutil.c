@@ -182,10 +182,58 @@ test_clocks_are_plausible_and_monotonic_does_not_go_back(void **state)
   assert_true(b >= a);
 }
 
+static void
+test_zones_are_fixed_offsets_and_nothing_else(void **state)
+{
+  int off = 1;
+
+  (void)state;
+  assert_int_equal(time_zone_parse("UTC", &off), 0);
+  assert_int_equal(off, 0);
+  assert_int_equal(time_zone_parse("+05:30", &off), 0);
+  assert_int_equal(off, 330);
+  assert_int_equal(time_zone_parse("-08:00", &off), 0);
+  assert_int_equal(off, -480);
+  assert_int_equal(time_zone_parse("Europe/Berlin", &off), ERR_INVALID);
+  assert_int_equal(time_zone_parse("+5:30", &off), ERR_INVALID);
+  assert_int_equal(time_zone_parse("+15:00", &off), ERR_INVALID);
+  assert_int_equal(time_zone_parse("+05:30x", &off), ERR_INVALID);
+  assert_int_equal(time_zone_parse("", &off), ERR_INVALID);
+}
+
+static void
+test_days_and_months_start_at_local_midnight(void **state)
+{
+  /* 2026-11-27T01:30:00Z */
+  const int64_t t = 1795743000000LL;
+  int64_t ms = 0;
+  char day[11];
+
+  (void)state;
+  assert_int_equal(time_day_start(t, 0), 1795737600000LL);
+  time_format_day(t, 0, day);
+  assert_string_equal(day, "2026-11-27");
+  /* at -08:00 it is still the 26th, whose midnight is 08:00Z */
+  time_format_day(t, -480, day);
+  assert_string_equal(day, "2026-11-26");
+  assert_int_equal(time_day_start(t, -480), 1795737600000LL - 16 * 3600000LL);
+  assert_int_equal(time_month_start(t, 0), 1793491200000LL); /* 11-01 */
+  assert_int_equal(time_parse_day("2026-11-01", 0, &ms), 0);
+  assert_int_equal(ms, 1793491200000LL);
+  assert_int_equal(time_parse_day("2026-11-27", 330, &ms), 0);
+  assert_int_equal(ms, 1795737600000LL - 330 * 60000LL);
+  assert_int_equal(time_parse_day("2026-02-30", 0, &ms), ERR_INVALID);
+  assert_int_equal(time_parse_day("2026-1-01", 0, &ms), ERR_INVALID);
+  assert_int_equal(time_parse_day("yesterday", 0, &ms), ERR_INVALID);
+  assert_int_equal(time_parse_day("2026-11-270", 0, &ms), ERR_INVALID);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_zones_are_fixed_offsets_and_nothing_else),
+      cmocka_unit_test(test_days_and_months_start_at_local_midnight),
     cmocka_unit_test(test_bare_number_is_minutes),
     cmocka_unit_test(test_two_fields_are_minutes_and_seconds),
     cmocka_unit_test(test_three_fields_are_hours_minutes_seconds),
