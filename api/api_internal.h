@@ -90,6 +90,8 @@ void api__sites_get(struct api_call *call);
 /* h_prices.c */
 void api__prices_list(struct api_call *call);
 void api__prices_set(struct api_call *call);
+/* h_reports.c */
+void api__reports_usage(struct api_call *call);
 void api__datasets_create(struct api_call *call);
 void api__datasets_list(struct api_call *call);
 void api__datasets_get(struct api_call *call);

@@ -261,6 +261,28 @@ metrics_sites(const struct metrics_view *m, struct buf *out)
   return rc;
 }
 
+/* Money spent since the beginning: a counter that only grows (holds
+ * still running grow it up to the second). */
+static int
+metrics_costs(const struct metrics_view *m, struct buf *out)
+{
+  int rc = buf_adds(out, "# HELP tenbin_cost_dollars_total Dollars spent "
+                         "by project, site, GPU type and kind (on_demand, "
+                         "spot, sunk, marginal, egress).\n"
+                         "# TYPE tenbin_cost_dollars_total counter\n");
+
+  for (size_t i = 0; rc == 0 && i < m->ncosts; i++) {
+    const struct cost_total_view *c = &m->costs[i];
+
+    rc = buf_addf(out, "tenbin_cost_dollars_total{project=\"%s\","
+                  "site=\"%s\",gpu_type=\"%s\",kind=\"%s\"} %lld.%06lld\n",
+                  c->project, c->site, c->gpu_type, c->kind,
+                  (long long)(c->micro / 1000000),
+                  (long long)(c->micro % 1000000));
+  }
+  return rc;
+}
+
 /* The broker's metrics (jobs by site and state, sites, agents, GPUs by
  * site and type) in Prometheus text. */
 static int
@@ -282,6 +304,8 @@ metrics_text(const struct metrics_view *m, struct buf *out)
   }
   if (rc == 0)
     rc = metrics_sites(m, out);
+  if (rc == 0)
+    rc = metrics_costs(m, out);
   return rc;
 }
 

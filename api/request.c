@@ -89,6 +89,14 @@ api__job_text(const struct job_view *j, const json_t *extra, struct buf *out)
   jsonx_set_time(v, "updated_at", j->updated_ms);
   jsonx_set_time(v, "started_at", j->started_ms);
   jsonx_set_time(v, "ended_at", j->ended_ms);
+  if (j->has_cost)
+    json_object_set_new(
+        v, "cost",
+        json_pack("{s:I, s:I, s:I, s:I}", "gpu_ms",
+                  (json_int_t)j->cost_gpu_ms, "billed_micro",
+                  (json_int_t)j->billed_micro, "sunk_micro",
+                  (json_int_t)j->sunk_micro, "marginal_micro",
+                  (json_int_t)j->marginal_micro));
   if (extra != NULL)
     json_object_update(v, (json_t *)extra);
   rc = jsonx_dump_buf(v, out);

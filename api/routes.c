@@ -28,6 +28,7 @@ const struct api_route api_routes[] = {
     {{"GET", "/v1/sites", ROLE_VIEWER, 0}, api__sites_list},
     {{"GET", "/v1/sites/{name}", ROLE_VIEWER, 0}, api__sites_get},
     {{"GET", "/v1/prices", ROLE_VIEWER, 0}, api__prices_list},
+    {{"GET", "/v1/reports/usage", ROLE_VIEWER, 0}, api__reports_usage},
     {{"PUT", "/v1/prices/{site}/{gpu_type}", ROLE_ADMIN, 0},
      api__prices_set},
     {{"POST", "/v1/datasets", ROLE_SUBMITTER, 0}, api__datasets_create},

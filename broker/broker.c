@@ -293,6 +293,22 @@ load_workloads(struct broker *b, const json_t *workloads, struct err *e)
   return 0;
 }
 
+/* Every open hold as its job stands: a price the config changed, or a
+ * crash, may have left one behind. */
+static int
+ledger_catch_up(struct broker *b, struct err *e)
+{
+  int rc = db_begin(b->db, e);
+
+  if (rc == 0)
+    rc = broker__ledger_catch_up(b, time_now_ms(), 1, e);
+  if (rc == 0)
+    rc = db_commit(b->db, e);
+  if (rc < 0)
+    db_rollback(b->db);
+  return rc;
+}
+
 int
 broker_new(uv_loop_t *loop, const struct broker_config *cfg,
            struct broker **out, struct err *e)
@@ -322,12 +338,20 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   rc = db_meta_get(b->db, "instance", &b->instance, e);
   if (rc < 0)
     goto fail;
+  if (cfg->time_zone != NULL &&
+      time_zone_parse(cfg->time_zone, &b->tz_offset_min) < 0) {
+    rc = err_set(e, ERR_CONFIG, "field 'time_zone': '%s' is not UTC or "
+                 "an offset such as +09:00 or -05:00", cfg->time_zone);
+    goto fail;
+  }
   rc = open_sites(b, cfg->sites, e);
   if (rc == 0)
     rc = broker__prices_sync(b, time_now_ms(), e);
   if (rc < 0)
     goto fail;
   rc = load_workloads(b, cfg->workloads, e);
+  if (rc == 0)
+    rc = ledger_catch_up(b, e);
   if (rc < 0)
     goto fail;
   rc = open_agents(b, cfg, e);
@@ -336,6 +360,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   broker__submit_init(b);
   broker__scheduler_init(b);
   broker__stager_init(b);
+  broker__ledger_init(b);
   rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
@@ -441,6 +466,7 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
   broker__submit_close(b);
   broker__scheduler_close(b);
   broker__stager_close(b);
+  broker__ledger_close(b);
   part_closed(b);
 }
 
@@ -636,6 +662,12 @@ metrics_view_release(struct metrics_view *m)
   for (size_t i = 0; i < m->nsites; i++)
     site_view_release(&m->sites[i]);
   free(m->sites);
+  for (size_t i = 0; i < m->ncosts; i++) {
+    free(m->costs[i].project);
+    free(m->costs[i].site);
+    free(m->costs[i].gpu_type);
+  }
+  free(m->costs);
   metrics_view_init(m);
 }
 
@@ -656,6 +688,7 @@ broker_metrics_get(struct broker *b, struct metrics_view *out,
     site_view_fill(&b->sites[i], c.by_site[i], &out->sites[i]);
     out->nsites++;
   }
+  rc = broker__cost_totals(b, out, e);
 out:
   free(c.by_site);
   return rc;

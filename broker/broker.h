@@ -42,6 +42,8 @@ struct broker_config {
                                checked against; NULL: the system's */
   int allow_insecure_tokens; /* agent tokens over plain http to hosts
                                other than loopback (http/client.h) */
+  const char *time_zone;    /* days of reports and budgets: "UTC" (NULL)
+                               or an offset such as "+09:00" */
 };
 
 /*
@@ -133,6 +135,11 @@ struct job_view {
   int64_t started_ms;   /* 0 until running */
   int64_t ended_ms;     /* 0 until final */
   char *spec_json;      /* canonical jobspec_to_json() text, or NULL */
+  /* What its holds cost, from the ledger (broker_job_get only; a hold
+   * still running up to now): set when has_cost. */
+  int has_cost;
+  int64_t cost_gpu_ms;
+  int64_t billed_micro, sunk_micro, marginal_micro;
 };
 
 void job_view_init(struct job_view *v);
@@ -506,6 +513,58 @@ int broker_price_set(struct broker *b, const struct principal *p,
                      int64_t per_gpu_hour_micro, int64_t spot_micro,
                      struct err *e) WARN_UNUSED;
 
+/* ---- usage reports (reports.c) ---- */
+
+/* What a report is grouped by. */
+enum {
+  USAGE_BY_PROJECT = 1u << 0,
+  USAGE_BY_SITE = 1u << 1,
+  USAGE_BY_GPU_TYPE = 1u << 2,
+  USAGE_BY_DAY = 1u << 3,
+};
+
+/* "project,site,gpu_type,day" (any of them, "gpu-type" too, "" for
+ * none) into USAGE_BY_ bits; ERR_INVALID naming field 'by' otherwise. */
+int broker_report_by_parse(const char *s, unsigned *by, struct err *e)
+    WARN_UNUSED;
+
+/* A report's days, inclusive, "YYYY-MM-DD" in the report zone; NULL:
+ * the first of this month, and today. */
+struct usage_query {
+  const char *from;
+  const char *to;
+  unsigned by;            /* USAGE_BY_ bits */
+  char from_day[11];      /* set by the report: the days it covers */
+  char to_day[11];
+};
+
+/* One line of a report: sums over the keys it is grouped by (the others
+ * NULL); open holds billed up to now.  Borrowed for the callback. */
+struct usage_line {
+  const char *project, *site, *gpu_type, *day;
+  int64_t gpu_ms;          /* GPU-milliseconds held */
+  int64_t failed_gpu_ms;   /* of them, in jobs that failed, were
+                              cancelled or lost */
+  int64_t jobs;            /* distinct jobs that held GPUs */
+  int64_t billed_micro;    /* rented sites' bills */
+  int64_t sunk_micro;      /* owned sites' sunk cost of the hours */
+  int64_t marginal_micro;  /* and their marginal cost */
+  int64_t egress_bytes, egress_micro;
+};
+typedef int (*usage_line_cb)(const struct usage_line *line, void *arg);
+
+/*
+ * The ledger's sums over q's days for the projects p may read, one
+ * line per group, in key order.  ERR_INVALID naming 'from' or 'to' for
+ * a malformed day, ERR_UNPROCESSABLE naming them for a reversed range or
+ * one longer than USAGE_REPORT_MAX_DAYS.  Returns what cb returned to
+ * stop, 0, or a negative code with e set.
+ */
+#define USAGE_REPORT_MAX_DAYS 366
+int broker_usage_report(struct broker *b, const struct principal *p,
+                        struct usage_query *q, usage_line_cb cb,
+                        void *arg, struct err *e) WARN_UNUSED;
+
 /* ---- metrics ---- */
 
 /*
@@ -514,10 +573,20 @@ int broker_price_set(struct broker *b, const struct principal *p,
  * jobs at no site by state.  It owns what it holds: release it with
  * metrics_view_release().
  */
+/* Money spent since the beginning, by project, site, GPU type and kind
+ * ("on_demand", "spot", "sunk", "marginal", "egress"). */
+struct cost_total_view {
+  char *project, *site, *gpu_type;
+  const char *kind;     /* static */
+  int64_t micro;
+};
+
 struct metrics_view {
   struct site_view *sites;
   size_t nsites;
   int64_t unplaced[JOB_STATE_COUNT];
+  struct cost_total_view *costs;
+  size_t ncosts;
 };
 
 void metrics_view_init(struct metrics_view *m);

@@ -121,6 +121,10 @@ struct broker {
   struct stage *stages;
   struct publish_op *publishes;
 
+  /* the ledger: its timer, and the report zone's offset in minutes */
+  uv_timer_t ledger_timer;
+  int tz_offset_min;
+
   int closing;
   /* Handles and parts closing: one per broker__close_handle and per
    * site or client closed, plus broker_close's own while it runs. */
@@ -192,6 +196,40 @@ void broker__placement_request(const struct job_spec *spec,
 void broker__snapshot(struct broker *b, struct placement_site *out,
                       struct adapter_capacity *caps);
 
+/* ---- ledger.c ---- */
+
+void broker__ledger_init(struct broker *b);
+void broker__ledger_close(struct broker *b);
+/*
+ * Rewrite the hold of j that began at hold_ms, through to_ms: closed
+ * with outcome (j's final state, or "requeued"), or open (outcome NULL)
+ * while j still runs.  Runs inside the caller's transaction.
+ */
+int broker__ledger_hold(struct broker *b, const struct db_job *j,
+                        int64_t hold_ms, int64_t to_ms, const char *outcome,
+                        struct err *e) WARN_UNUSED;
+/* Rewrite the open holds whose open piece reached midnight (every open
+ * hold when all), as their jobs stand at now; in the caller's
+ * transaction. */
+int broker__ledger_catch_up(struct broker *b, int64_t now, int all,
+                            struct err *e) WARN_UNUSED;
+/* What open piece u accrued since it was written, up to now (no further
+ * than its day's end in zone tz) into add's sums; zero when closed. */
+void broker__usage_accrued(const struct db_usage *u, int64_t now, int tz,
+                           struct db_usage_sum *add);
+/* What v's job's holds cost, up to now, into v's cost fields. */
+int broker__job_cost(struct broker *b, struct job_view *v, struct err *e)
+    WARN_UNUSED;
+/* Money spent since the beginning into m->costs (reports.c). */
+int broker__cost_totals(struct broker *b, struct metrics_view *m,
+                        struct err *e) WARN_UNUSED;
+/* Charge a finished transfer's bytes to the project its replica names
+ * (else the dataset's) at the source's egress rate, once. */
+int broker__egress_bill(struct broker *b, int64_t transfer_id,
+                        const char *dataset, const char *version,
+                        const char *from, const char *to, int64_t bytes,
+                        int64_t now, struct err *e) WARN_UNUSED;
+
 /* ---- datasets.c ---- */
 
 /* Longest dataset name and version id, NUL included. */
@@ -225,14 +263,15 @@ int broker__dataset_roots_check(const json_t *projects,
 /*
  * Make sure site has, or is getting, version of dataset name: a replica
  * row is created pending when there is none, and a failed one is asked
- * for again when retry_failed.  out (may be NULL) gets the row as it is
- * then.  ERR_UNPROCESSABLE when the site has no agent to pull with.
+ * for again when retry_failed; its transfers are billed to project (the
+ * job's that wants it; NULL: the dataset's).  out (may be NULL) gets the
+ * row as it is then.  ERR_UNPROCESSABLE when the site has no agent to pull with.
  * Writes inside the caller's transaction, if any.
  */
 int broker__replica_want(struct broker *b, const char *name,
                          const char *version, const char *site,
-                         int retry_failed, struct db_replica *out,
-                         struct err *e) WARN_UNUSED;
+                         const char *project, int retry_failed,
+                         struct db_replica *out, struct err *e) WARN_UNUSED;
 /*
  * For a job j placed at a site: add TENBIN_DATASET_DIR (the replica's
  * directory there) and TENBIN_DATASET (NAME@VERSION) to spec's env when

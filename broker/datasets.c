@@ -277,19 +277,21 @@ broker__dataset_resolve(struct broker *b, const struct principal *p,
 
 static void
 replica_row(struct db_replica *r, const char *name, const char *version,
-            const char *site, int64_t now)
+            const char *site, const char *project, int64_t now)
 {
   memset(r, 0, sizeof(*r));
   r->dataset = xstrdup(name);
   r->version = xstrdup(version);
   r->site = xstrdup(site);
+  r->project = xstrdup(project);
   r->state = DB_REPLICA_PENDING;
   r->updated_ms = now;
 }
 
 int
 broker__replica_want(struct broker *b, const char *name,
-                     const char *version, const char *site, int retry_failed,
+                     const char *version, const char *site,
+                     const char *project, int retry_failed,
                      struct db_replica *out, struct err *e)
 {
   struct db_replica r;
@@ -310,7 +312,7 @@ broker__replica_want(struct broker *b, const char *name,
   }
   /* New, or failed and asked for again: from scratch. */
   db_replica_release(&r);
-  replica_row(&r, name, version, site, time_now_ms());
+  replica_row(&r, name, version, site, project, time_now_ms());
   rc = db_replica_put(b->db, &r, e);
   if (rc < 0) {
     db_replica_release(&r);
@@ -982,7 +984,7 @@ broker_dataset_replicate(struct broker *b, const struct principal *p,
   }
   if (rc < 0)
     goto out;
-  rc = broker__replica_want(b, name, v.version, site, 1, &r, e);
+  rc = broker__replica_want(b, name, v.version, site, NULL, 1, &r, e);
   if (rc == ERR_UNPROCESSABLE)
     rc = err_set(e, rc, "field 'site': site '%s' has no agent (add "
                  "\"agent\" to its config)", site);

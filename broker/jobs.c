@@ -71,6 +71,12 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
     if (now < latest)
       now = latest;
   }
+  /* A hold that ends without the job ending: billed up to now. */
+  if (to == JOB_QUEUED && j->started_ms > 0) {
+    rc = broker__ledger_hold(b, j, j->started_ms, now, "requeued", e);
+    if (rc < 0)
+      return rc;
+  }
   j->state = to;
   j->updated_ms = now;
   if (to == JOB_RUNNING && j->started_ms == 0)
@@ -94,6 +100,14 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
     j->reason = xstrdup(detail);
   }
   rc = db_job_update(b->db, j, e);
+  if (rc < 0)
+    return rc;
+  /* The hold opens when the job runs and closes when it ends, in this
+   * same transaction: the ledger and the job never disagree. */
+  if (j->started_ms > 0 && (to == JOB_RUNNING || job_state_is_final(to)))
+    rc = broker__ledger_hold(b, j, j->started_ms, now,
+                             to == JOB_RUNNING ? NULL : job_state_name(to),
+                             e);
   if (rc < 0)
     return rc;
   rc = db_event_append(b->db, j->id, now, job_state_name(from),
@@ -228,6 +242,8 @@ broker_job_get(struct broker *b, const struct principal *p, int64_t id,
   rc = job_row_get(b, p, id, &j, e);
   if (rc == 0)
     view_take(out, &j);
+  if (rc == 0)
+    rc = broker__job_cost(b, out, e);
   db_job_release(&j);
   return rc;
 }

@@ -412,15 +412,24 @@ broker_price_set(struct broker *b, const struct principal *p,
   if (spot_micro > PRICE_MAX_MICRO)
     return err_set(e, ERR_INVALID, "field 'spot_per_gpu_hour': must be a "
                    "number of dollars, 0 to 10000");
-  rc = db_price_insert(b->db,
-                       &(struct db_price){s->name, type, "on_demand", now,
-                                          per_gpu_hour_micro, 1},
-                       e);
+  /* The new rate and the running holds cut where it starts, at once. */
+  rc = db_begin(b->db, e);
+  if (rc == 0)
+    rc = db_price_insert(b->db,
+                         &(struct db_price){s->name, type, "on_demand", now,
+                                            per_gpu_hour_micro, 1},
+                         e);
   if (rc == 0 && spot_micro >= 0)
     rc = db_price_insert(b->db,
                          &(struct db_price){s->name, type, "spot", now,
                                             spot_micro, 1},
                          e);
+  if (rc == 0)
+    rc = broker__ledger_catch_up(b, now, 1, e);
+  if (rc == 0)
+    rc = db_commit(b->db, e);
+  if (rc < 0)
+    db_rollback(b->db);
   return rc;
 }
 

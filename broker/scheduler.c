@@ -322,8 +322,8 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
     return set_reason(b, j, d->reason, e);
   }
   /* Stage: ask for the replica, hold no capacity. */
-  rc = broker__replica_want(b, name, version, snap[target].name, 1, NULL,
-                            e);
+  rc = broker__replica_want(b, name, version, snap[target].name, j->project,
+                            1, NULL, e);
   if (rc < 0)
     return rc;
   rc = record_decision(b, j, d, d->verdict == PLACEMENT_NOW ? "now" : "wait",
@@ -369,7 +369,8 @@ decide_staged(struct broker *b, struct db_job *j,
   rc = db_replica_get(b->db, name, version, j->site, &r, e);
   if (rc == ERR_NOT_FOUND) {
     /* Gone from under the job (cannot happen today): ask again. */
-    rc = broker__replica_want(b, name, version, j->site, 1, &r, e);
+    rc = broker__replica_want(b, name, version, j->site, j->project, 1, &r,
+                              e);
     if (rc == ERR_UNPROCESSABLE) {
       snprintf(reason, sizeof(reason), "dataset %s@%s at %s: %s", name,
                version, j->site, err_msg(e));

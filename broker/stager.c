@@ -258,11 +258,18 @@ update_transfer(struct broker *b, struct stage *t, const char *state,
                                               ? now
                                               : 0};
 
+  int rc;
+
   if (t->transfer_id == 0)
     return 0;
+  rc = db_transfer_update(b->db, &tr, e);
+  /* Over, well or not: what it put on the wire is egress. */
+  if (rc == 0 && tr.finished_ms != 0)
+    rc = broker__egress_bill(b, tr.id, t->dataset, t->version, t->source,
+                             t->site, t->wire, now, e);
   if (strcmp(state, "running") != 0)
     t->transfer_id = 0;
-  return db_transfer_update(b->db, &tr, e);
+  return rc;
 }
 
 /* Take the answer's bytes on the wire into this attempt's account. */

@@ -235,6 +235,7 @@ serve(const struct daemon_config *cfg, const char *config_path,
   bc.workloads = cfg->workloads;
   bc.projects = cfg->projects;
   bc.tick_ms = cfg->tick_ms;
+  bc.time_zone = cfg->time_zone;
   bc.ca_file = cfg->ca_file;
   bc.allow_insecure_tokens = cfg->allow_insecure_tokens;
   if (broker_new(&d.loop, &bc, &d.broker, &e) < 0)

@@ -28,7 +28,7 @@
 #define REPLICA_COLS                                                       \
   "dataset, version, site, state, bytes_total, bytes_done, bytes_wire, "  \
   "bytes_saved, files_total, files_done, error, path, started_ms, "       \
-  "finished_ms, updated_ms, next_try_ms"
+  "finished_ms, updated_ms, next_try_ms, project"
 #define TRANSFER_COLS                                                      \
   "id, dataset, version, from_site, to_site, bytes_wire, state, error, "  \
   "started_ms, finished_ms"
@@ -87,7 +87,7 @@ static const char *const ds_sql[DS_COUNT] = {
                         "version DESC",
     [DS_REPLICA_PUT] =
         "INSERT INTO replicas (" REPLICA_COLS ") VALUES (?1, ?2, ?3, ?4, "
-        "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
+        "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
         "ON CONFLICT (dataset, version, site) DO UPDATE SET "
         "state = excluded.state, bytes_total = excluded.bytes_total, "
         "bytes_done = excluded.bytes_done, "
@@ -98,7 +98,7 @@ static const char *const ds_sql[DS_COUNT] = {
         "path = excluded.path, started_ms = excluded.started_ms, "
         "finished_ms = excluded.finished_ms, "
         "updated_ms = excluded.updated_ms, "
-        "next_try_ms = excluded.next_try_ms",
+        "next_try_ms = excluded.next_try_ms, project = excluded.project",
     [DS_REPLICA_GET] = "SELECT " REPLICA_COLS " FROM replicas WHERE "
                        "dataset = ?1 AND version = ?2 AND site = ?3",
     [DS_REPLICA_LIST] = "SELECT " REPLICA_COLS " FROM replicas WHERE "
@@ -435,6 +435,7 @@ db_replica_release(struct db_replica *r)
   free(r->site);
   free(r->error);
   free(r->path);
+  free(r->project);
   memset(r, 0, sizeof(*r));
 }
 
@@ -458,6 +459,7 @@ read_replica_with(sqlite3_stmt *st, struct db_replica *r,
   r->finished_ms = sqlite3_column_int64(st, 13);
   r->updated_ms = sqlite3_column_int64(st, 14);
   r->next_try_ms = sqlite3_column_int64(st, 15);
+  r->project = text(st, 16);
 }
 
 static int
@@ -505,6 +507,7 @@ db_replica_put(struct db *db, const struct db_replica *r, struct err *e)
   db__bind_int64(st, 14, r->finished_ms, &rc);
   db__bind_int64(st, 15, r->updated_ms, &rc);
   db__bind_int64(st, 16, r->next_try_ms, &rc);
+  db__bind_text(st, 17, r->project, &rc);
   ret = db__step_write(db, st, rc, "storing replica", e);
   if (ret == ERR_NOT_FOUND)
     return err_set(e, ret, "version '%s' of dataset '%s' not found",

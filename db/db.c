@@ -257,6 +257,7 @@ struct db {
   sqlite3_stmt *list[LIST_VARIANTS];
   sqlite3_stmt *ds[DB__DS_MAX];  /* datasets.c's */
   sqlite3_stmt *pr[DB__PR_MAX];  /* prices.c's */
+  sqlite3_stmt *lg[DB__LG_MAX];  /* ledger.c's */
 };
 
 /* ---- errors ---- */
@@ -553,6 +554,8 @@ db_open(const char *path, struct db **out, struct err *e)
   ret = db__ds_prepare(db, e);
   if (ret == 0)
     ret = db__pr_prepare(db, e);
+  if (ret == 0)
+    ret = db__lg_prepare(db, e);
   if (ret < 0)
     goto out;
   *out = db;
@@ -577,6 +580,8 @@ db_close(struct db *db)
     sqlite3_finalize(db->ds[i]);
   for (i = 0; i < DB__PR_MAX; i++)
     sqlite3_finalize(db->pr[i]);
+  for (i = 0; i < DB__LG_MAX; i++)
+    sqlite3_finalize(db->lg[i]);
   /* An open transaction is rolled back by the close. */
   sqlite3_close(db->h);
   free(db);
@@ -915,8 +920,8 @@ each_job(struct db *db, sqlite3_stmt *st, int rc, const char *what,
 }
 
 /* The allow-list as a JSON array of strings into b, for json_each(). */
-static int
-allow_list_json(char *const *projects, struct buf *b, struct err *e)
+int
+db__allow_list_json(char *const *projects, struct buf *b, struct err *e)
 {
   const unsigned char *p;
   size_t i;
@@ -983,7 +988,7 @@ db_job_list(struct db *db, const struct db_job_filter *f, db_job_cb cb,
   if (ret < 0)
     goto out;
   if (f->projects != NULL) {
-    ret = allow_list_json(f->projects, &allow, e);
+    ret = db__allow_list_json(f->projects, &allow, e);
     if (ret < 0)
       goto out;
     bind_text(st, 4, buf_str(&allow), &rc);
@@ -1516,6 +1521,12 @@ sqlite3_stmt **
 db__pr_stmts(struct db *db)
 {
   return db->pr;
+}
+
+sqlite3_stmt **
+db__lg_stmts(struct db *db)
+{
+  return db->lg;
 }
 
 int

@@ -262,6 +262,8 @@ struct db_replica {
   int64_t updated_ms;
   int64_t next_try_ms;  /* pending/syncing in a backoff: when the next
                            try goes (wall clock); else 0 */
+  char *project;        /* who its transfers are billed to, or NULL for
+                           the dataset's own project */
 };
 
 void db_replica_release(struct db_replica *r);
@@ -379,6 +381,97 @@ int db_price_current(struct db *db, int64_t now_ms, db_price_cb cb,
  * is billed by. */
 int db_price_history(struct db *db, const char *site, const char *gpu_type,
                      const char *kind, db_price_cb cb, void *arg,
+                     struct err *e) WARN_UNUSED;
+
+/* ---- the usage ledger and budgets (006_ledger.sql; ledger.c) ---- */
+
+/* A piece of a hold: GPUs a job held over [from_ms, to_ms), priced.
+ * Rows read are borrowed by the callback they are handed to. */
+#define DB_NO_RATE (-1) /* a rate column with no price in force */
+struct db_usage {
+  int64_t job_id;
+  int64_t hold_ms;        /* when the hold began */
+  int64_t from_ms, to_ms;
+  int64_t billed_ms;
+  int open;               /* the job still runs: the last piece grows */
+  const char *day;        /* "YYYY-MM-DD" of from_ms, report zone */
+  const char *project;
+  const char *site;
+  const char *gpu_type;
+  int64_t gpus;
+  const char *kind;       /* "on_demand", "spot", "owned", "unpriced" */
+  int64_t billed_rate, sunk_rate, marginal_rate; /* or DB_NO_RATE */
+  int64_t billed_micro, sunk_micro, marginal_micro;
+  const char *outcome;    /* final state, "requeued", or NULL */
+};
+typedef int (*db_usage_cb)(const struct db_usage *u, void *arg);
+
+/* Replace every piece of hold (job_id, hold_ms) with pieces[0..n), in
+ * the caller's transaction. */
+int db_usage_replace(struct db *db, int64_t job_id, int64_t hold_ms,
+                     const struct db_usage *pieces, size_t n, struct err *e)
+    WARN_UNUSED;
+/* Every open piece, by job. */
+int db_usage_open(struct db *db, db_usage_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+/* The pieces of one job, by hold and time. */
+int db_usage_of_job(struct db *db, int64_t job_id, db_usage_cb cb,
+                    void *arg, struct err *e) WARN_UNUSED;
+
+/* Report grouping: any of these, or none (one line of totals). */
+enum {
+  DB_BY_PROJECT = 1u << 0,
+  DB_BY_SITE = 1u << 1,
+  DB_BY_GPU_TYPE = 1u << 2,
+  DB_BY_DAY = 1u << 3,
+};
+
+/* One line of a report: keys not grouped by are NULL; borrowed. */
+struct db_usage_sum {
+  const char *project, *site, *gpu_type, *day;
+  const char *kind;        /* db_usage_totals only, else NULL */
+  int64_t gpu_ms;          /* GPU-milliseconds held */
+  int64_t failed_gpu_ms;   /* of them, in jobs that failed, were
+                              cancelled or lost */
+  int64_t jobs;            /* distinct jobs */
+  int64_t billed_micro, sunk_micro, marginal_micro;
+  int64_t egress_bytes, egress_micro;
+};
+typedef int (*db_usage_sum_cb)(const struct db_usage_sum *s, void *arg);
+
+/*
+ * Sums of the pieces and egress of days [from_day, to_day] ("YYYY-MM-DD"
+ * both), grouped by the DB_BY_ bits of by, for the projects in the
+ * NULL-terminated list projects (NULL: every project).  Pieces and
+ * egress come as separate lines (egress lines have gpu_ms 0, and an
+ * empty gpu_type when grouped by it): the caller merges them.  Open
+ * pieces count as last written; the caller adds what they accrued since.
+ */
+int db_usage_report(struct db *db, const char *from_day, const char *to_day,
+                    unsigned by, char *const *projects, db_usage_sum_cb cb,
+                    void *arg, struct err *e) WARN_UNUSED;
+
+/* Totals since the beginning per project, site, GPU type and kind
+ * ("egress" for transfers, its charge in billed_micro), as the
+ * usage_totals table keeps them; jobs and failed_gpu_ms are 0. */
+int db_usage_totals(struct db *db, db_usage_sum_cb cb, void *arg,
+                    struct err *e) WARN_UNUSED;
+
+/* A transfer's bytes on the wire, charged to project once. */
+struct db_egress {
+  int64_t transfer_id;
+  int64_t at_ms;
+  const char *day;
+  const char *project;
+  const char *site;       /* the source */
+  const char *to_site;
+  const char *dataset;
+  int64_t bytes;
+  int64_t rate_micro;     /* per GB, or DB_NO_RATE */
+  int64_t cost_micro;
+};
+/* Record eg once per transfer (a second call for it changes nothing). */
+int db_egress_insert(struct db *db, const struct db_egress *eg,
                      struct err *e) WARN_UNUSED;
 
 #endif

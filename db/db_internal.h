@@ -84,6 +84,14 @@ int db__ds_prepare(struct db *db, struct err *e) WARN_UNUSED;
 #define DB__PR_MAX 8
 struct sqlite3_stmt **db__pr_stmts(struct db *db);
 int db__pr_prepare(struct db *db, struct err *e) WARN_UNUSED;
+/* A token's project allow-list as a JSON array into b, for
+ * json_each(); ERR_TOO_LARGE past 1 MiB. */
+int db__allow_list_json(char *const *projects, struct buf *b,
+                        struct err *e) WARN_UNUSED;
+/* And for ledger.c. */
+#define DB__LG_MAX 8
+struct sqlite3_stmt **db__lg_stmts(struct db *db);
+int db__lg_prepare(struct db *db, struct err *e) WARN_UNUSED;
 /* db.c's helpers, described there (prepare, fail, step_write, finish,
  * bind_*, col_*, take_for_callbacks, explain). */
 int db__prepare(struct db *db, const char *sql, struct sqlite3_stmt **out,

@@ -1,0 +1,339 @@
+/*
+ * The usage ledger and egress charges (db.h; schema in 006_ledger.sql).
+ * Same rules as prices.c: statements prepared once at open into this
+ * file's slots, values always bound, rows handed to callbacks borrowed.
+ * A report's statement depends on its grouping and is prepared per
+ * call (a report is rare; its text is built from fixed column names
+ * only).
+ */
+#include <sqlite3.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "db/db_internal.h"
+#include "util/buf.h"
+
+#define USAGE_COLS                                                         \
+  "job_id, hold_ms, from_ms, to_ms, billed_ms, open, day, project, site, " \
+  "gpu_type, gpus, kind, billed_rate, sunk_rate, marginal_rate, "          \
+  "billed_micro, sunk_micro, marginal_micro, outcome"
+
+enum lg_stmt {
+  LG_DELETE,
+  LG_INSERT,
+  LG_OPEN,
+  LG_OF_JOB,
+  LG_TOTALS,
+  LG_EGRESS,
+  LG_COUNT
+};
+
+_Static_assert(LG_COUNT <= DB__LG_MAX, "struct db has too few lg slots");
+
+static const char *const lg_sql[LG_COUNT] = {
+    [LG_DELETE] = "DELETE FROM usage WHERE job_id = ?1 AND hold_ms = ?2",
+    [LG_INSERT] = "INSERT INTO usage (" USAGE_COLS ") VALUES (?1, ?2, ?3, "
+                  "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                  "?16, ?17, ?18, ?19)",
+    [LG_OPEN] = "SELECT " USAGE_COLS " FROM usage INDEXED BY usage_open "
+                "WHERE open = 1 ORDER BY job_id, hold_ms, from_ms",
+    [LG_OF_JOB] = "SELECT " USAGE_COLS " FROM usage WHERE job_id = ?1 "
+                  "ORDER BY hold_ms, from_ms",
+    [LG_TOTALS] = "SELECT project, site, gpu_type, kind, gpu_ms, "
+                  "billed_micro, sunk_micro, marginal_micro FROM "
+                  "usage_totals ORDER BY project, site, gpu_type, kind",
+    [LG_EGRESS] = "INSERT OR IGNORE INTO egress (transfer_id, at_ms, day, "
+                  "project, site, to_site, dataset, bytes, rate_micro, "
+                  "cost_micro) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                  "?10)",
+};
+
+static sqlite3_stmt *
+stmt(struct db *db, enum lg_stmt i)
+{
+  return db__lg_stmts(db)[i];
+}
+
+int
+db__lg_prepare(struct db *db, struct err *e)
+{
+  sqlite3_stmt **slots = db__lg_stmts(db);
+
+  for (unsigned i = 0; i < LG_COUNT; i++) {
+    int ret = db__prepare(db, lg_sql[i], &slots[i], e);
+
+    if (ret < 0)
+      return ret;
+  }
+  return 0;
+}
+
+/* A rate column: NULL for DB_NO_RATE. */
+static void
+bind_rate(sqlite3_stmt *st, int i, int64_t rate, int *rc)
+{
+  if (rate != DB_NO_RATE)
+    db__bind_int64(st, i, rate, rc);
+  else if (*rc == SQLITE_OK)
+    *rc = sqlite3_bind_null(st, i);
+}
+
+static int64_t
+col_rate(sqlite3_stmt *st, int i)
+{
+  return sqlite3_column_type(st, i) == SQLITE_NULL
+             ? DB_NO_RATE
+             : sqlite3_column_int64(st, i);
+}
+
+int
+db_usage_replace(struct db *db, int64_t job_id, int64_t hold_ms,
+                 const struct db_usage *pieces, size_t n, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_DELETE);
+  int rc = SQLITE_OK;
+  int ret;
+
+  db__bind_int64(st, 1, job_id, &rc);
+  db__bind_int64(st, 2, hold_ms, &rc);
+  ret = db__step_write(db, st, rc, "clearing a hold's pieces", e);
+  st = stmt(db, LG_INSERT);
+  for (size_t i = 0; ret == 0 && i < n; i++) {
+    const struct db_usage *u = &pieces[i];
+
+    rc = SQLITE_OK;
+    db__bind_int64(st, 1, job_id, &rc);
+    db__bind_int64(st, 2, hold_ms, &rc);
+    db__bind_int64(st, 3, u->from_ms, &rc);
+    db__bind_int64(st, 4, u->to_ms, &rc);
+    db__bind_int64(st, 5, u->billed_ms, &rc);
+    db__bind_int64(st, 6, u->open ? 1 : 0, &rc);
+    db__bind_text(st, 7, u->day, &rc);
+    db__bind_text(st, 8, u->project, &rc);
+    db__bind_text(st, 9, u->site, &rc);
+    db__bind_text(st, 10, u->gpu_type, &rc);
+    db__bind_int64(st, 11, u->gpus, &rc);
+    db__bind_text(st, 12, u->kind, &rc);
+    bind_rate(st, 13, u->billed_rate, &rc);
+    bind_rate(st, 14, u->sunk_rate, &rc);
+    bind_rate(st, 15, u->marginal_rate, &rc);
+    db__bind_int64(st, 16, u->billed_micro, &rc);
+    db__bind_int64(st, 17, u->sunk_micro, &rc);
+    db__bind_int64(st, 18, u->marginal_micro, &rc);
+    db__bind_text(st, 19, u->outcome, &rc);
+    ret = db__step_write(db, st, rc, "recording a hold's piece", e);
+  }
+  return ret;
+}
+
+struct visit {
+  db_usage_cb cb;
+  db_usage_sum_cb sum_cb;
+  void *arg;
+};
+
+static int
+visit_usage(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct visit *v = arg;
+  struct db_usage u = {
+      .job_id = sqlite3_column_int64(st, 0),
+      .hold_ms = sqlite3_column_int64(st, 1),
+      .from_ms = sqlite3_column_int64(st, 2),
+      .to_ms = sqlite3_column_int64(st, 3),
+      .billed_ms = sqlite3_column_int64(st, 4),
+      .open = sqlite3_column_int(st, 5),
+      .day = db__col_borrow(st, 6),
+      .project = db__col_borrow(st, 7),
+      .site = db__col_borrow(st, 8),
+      .gpu_type = db__col_borrow(st, 9),
+      .gpus = sqlite3_column_int64(st, 10),
+      .kind = db__col_borrow(st, 11),
+      .billed_rate = col_rate(st, 12),
+      .sunk_rate = col_rate(st, 13),
+      .marginal_rate = col_rate(st, 14),
+      .billed_micro = sqlite3_column_int64(st, 15),
+      .sunk_micro = sqlite3_column_int64(st, 16),
+      .marginal_micro = sqlite3_column_int64(st, 17),
+      .outcome = db__col_borrow(st, 18)};
+
+  (void)e;
+  return v->cb(&u, v->arg);
+}
+
+int
+db_usage_open(struct db *db, db_usage_cb cb, void *arg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_OPEN);
+  struct visit v = {.cb = cb, .arg = arg};
+  int ret = db__take_for_callbacks(st, "db_usage_open", e);
+
+  if (ret < 0)
+    return ret;
+  return db__each_row(db, st, SQLITE_OK, "listing open holds", visit_usage,
+                      &v, e);
+}
+
+int
+db_usage_of_job(struct db *db, int64_t job_id, db_usage_cb cb, void *arg,
+                struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_OF_JOB);
+  struct visit v = {.cb = cb, .arg = arg};
+  int rc = SQLITE_OK;
+  int ret = db__take_for_callbacks(st, "db_usage_of_job", e);
+
+  if (ret < 0)
+    return ret;
+  db__bind_int64(st, 1, job_id, &rc);
+  return db__each_row(db, st, rc, "reading a job's usage", visit_usage, &v,
+                      e);
+}
+
+/* A report line: columns 0-3 the keys (NULL when not grouped by), then
+ * the sums in struct db_usage_sum's order. */
+static int
+visit_sum(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct visit *v = arg;
+  struct db_usage_sum s = {
+      .project = db__col_borrow(st, 0),
+      .site = db__col_borrow(st, 1),
+      .gpu_type = db__col_borrow(st, 2),
+      .day = db__col_borrow(st, 3),
+      .gpu_ms = sqlite3_column_int64(st, 4),
+      .failed_gpu_ms = sqlite3_column_int64(st, 5),
+      .jobs = sqlite3_column_int64(st, 6),
+      .billed_micro = sqlite3_column_int64(st, 7),
+      .sunk_micro = sqlite3_column_int64(st, 8),
+      .marginal_micro = sqlite3_column_int64(st, 9),
+      .egress_bytes = sqlite3_column_int64(st, 10),
+      .egress_micro = sqlite3_column_int64(st, 11)};
+
+  (void)e;
+  return v->sum_cb(&s, v->arg);
+}
+
+static const char *const by_cols[] = {"project", "site", "gpu_type", "day"};
+
+/* The report's statement for grouping by into sql. */
+static int
+report_sql(unsigned by, int scoped, struct buf *sql)
+{
+  static const char scope[] =
+      " AND project IN (SELECT value FROM json_each(?3))";
+  int ret = buf_adds(sql, "SELECT ");
+
+  for (unsigned k = 0; k < 4; k++)
+    ret |= buf_addf(sql, "%s, ", (by & (1u << k)) ? by_cols[k] : "NULL");
+  ret |= buf_addf(
+      sql,
+      "SUM(gpu_ms), SUM(failed_ms), COUNT(DISTINCT job_id), SUM(billed), "
+      "SUM(sunk), SUM(marginal), SUM(ebytes), SUM(ecost) FROM ("
+      "SELECT project, site, gpu_type, day, job_id, "
+      "(to_ms - from_ms) * gpus AS gpu_ms, CASE WHEN outcome IN ('failed', "
+      "'cancelled', 'lost') THEN (to_ms - from_ms) * gpus ELSE 0 END AS "
+      "failed_ms, billed_micro AS billed, sunk_micro AS sunk, "
+      "marginal_micro AS marginal, 0 AS ebytes, 0 AS ecost FROM usage "
+      "WHERE day BETWEEN ?1 AND ?2%s UNION ALL "
+      "SELECT project, site, '', day, NULL, 0, 0, 0, 0, 0, bytes, "
+      "cost_micro FROM egress WHERE day BETWEEN ?1 AND ?2%s)",
+      scoped ? scope : "", scoped ? scope : "");
+  for (unsigned k = 0, first = 1; k < 4; k++) {
+    if (by & (1u << k)) {
+      ret |= buf_addf(sql, "%s%s", first ? " GROUP BY " : ", ", by_cols[k]);
+      first = 0;
+    }
+  }
+  for (unsigned k = 0, first = 1; k < 4; k++) {
+    if (by & (1u << k)) {
+      ret |= buf_addf(sql, "%s%s", first ? " ORDER BY " : ", ", by_cols[k]);
+      first = 0;
+    }
+  }
+  return ret;
+}
+
+int
+db_usage_report(struct db *db, const char *from_day, const char *to_day,
+                unsigned by, char *const *projects, db_usage_sum_cb cb,
+                void *arg, struct err *e)
+{
+  struct buf sql, allow;
+  struct visit v = {.sum_cb = cb, .arg = arg};
+  sqlite3_stmt *st = NULL;
+  int rc = SQLITE_OK;
+  int ret;
+
+  buf_init(&sql, 4096);
+  buf_init(&allow, 1 << 20);
+  if (report_sql(by & 15u, projects != NULL, &sql) != 0) {
+    ret = err_set(e, ERR_NOMEM, "report query");
+    goto out;
+  }
+  ret = db__prepare(db, buf_str(&sql), &st, e);
+  if (ret == 0 && projects != NULL)
+    ret = db__allow_list_json(projects, &allow, e);
+  if (ret < 0)
+    goto out;
+  db__bind_text(st, 1, from_day, &rc);
+  db__bind_text(st, 2, to_day, &rc);
+  if (projects != NULL && rc == SQLITE_OK)
+    rc = sqlite3_bind_text(st, 3, buf_str(&allow), (int)allow.len,
+                           SQLITE_TRANSIENT);
+  ret = db__each_row(db, st, rc, "summing the ledger", visit_sum, &v, e);
+out:
+  sqlite3_finalize(st);
+  buf_release(&sql);
+  buf_release(&allow);
+  return ret;
+}
+
+static int
+visit_total(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct visit *v = arg;
+  struct db_usage_sum s = {.project = db__col_borrow(st, 0),
+                           .site = db__col_borrow(st, 1),
+                           .gpu_type = db__col_borrow(st, 2),
+                           .kind = db__col_borrow(st, 3),
+                           .gpu_ms = sqlite3_column_int64(st, 4),
+                           .billed_micro = sqlite3_column_int64(st, 5),
+                           .sunk_micro = sqlite3_column_int64(st, 6),
+                           .marginal_micro = sqlite3_column_int64(st, 7)};
+
+  (void)e;
+  return v->sum_cb(&s, v->arg);
+}
+
+int
+db_usage_totals(struct db *db, db_usage_sum_cb cb, void *arg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_TOTALS);
+  struct visit v = {.sum_cb = cb, .arg = arg};
+  int ret = db__take_for_callbacks(st, "db_usage_totals", e);
+
+  if (ret < 0)
+    return ret;
+  return db__each_row(db, st, SQLITE_OK, "reading cost totals", visit_total,
+                      &v, e);
+}
+
+int
+db_egress_insert(struct db *db, const struct db_egress *eg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_EGRESS);
+  int rc = SQLITE_OK;
+
+  db__bind_int64(st, 1, eg->transfer_id, &rc);
+  db__bind_int64(st, 2, eg->at_ms, &rc);
+  db__bind_text(st, 3, eg->day, &rc);
+  db__bind_text(st, 4, eg->project, &rc);
+  db__bind_text(st, 5, eg->site, &rc);
+  db__bind_text(st, 6, eg->to_site, &rc);
+  db__bind_text(st, 7, eg->dataset, &rc);
+  db__bind_int64(st, 8, eg->bytes, &rc);
+  bind_rate(st, 9, eg->rate_micro, &rc);
+  db__bind_int64(st, 10, eg->cost_micro, &rc);
+  return db__step_write(db, st, rc, "recording egress", e);
+}
