@@ -550,6 +550,10 @@ enum {
   OPT_DATASET,
   OPT_PER_GPU_HOUR,
   OPT_SPOT,
+  OPT_FROM,
+  OPT_TO,
+  OPT_BY,
+  OPT_CSV,
 };
 
 /* One submit option into body (or env/params/key); 0 or ERR_INVALID. */
@@ -996,6 +1000,66 @@ cli_jobs_path(const struct cli_jobs *o, const char *cursor, struct buf *out)
   if (rc == 0)
     rc = cli_url_add_query(out, "cursor", cursor);
   return rc;
+}
+
+static const struct option report_opts[] = {
+    {"from", required_argument, NULL, OPT_FROM},
+    {"to", required_argument, NULL, OPT_TO},
+    {"by", required_argument, NULL, OPT_BY},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_report_arity(const char *word)
+{
+  return getopt_arity(report_opts, 0, word);
+}
+
+int
+cli_report_parse(int argc, char **argv, int *csv, struct buf *path,
+                 struct err *e)
+{
+  const char *from = NULL, *to = NULL, *by = NULL;
+  int rc;
+
+  *csv = 0;
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", report_opts, NULL);
+
+    if (c == -1)
+      break;
+    if (c == 'h')
+      return CLI_HELP;
+    if (c == OPT_FROM)
+      from = optarg;
+    else if (c == OPT_TO)
+      to = optarg;
+    else if (c == OPT_BY)
+      by = optarg;
+    else if (c == OPT_CSV)
+      *csv = 1;
+    else
+      return opt_error(c, argv, e);
+  }
+  if (optind < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind]);
+  /* The server checks the days and the groupings, naming what is wrong;
+   * here they only travel, escaped. */
+  rc = buf_adds(path, "/v1/reports/usage");
+  if (rc == 0)
+    rc = cli_url_add_query(path, "from", from);
+  if (rc == 0)
+    rc = cli_url_add_query(path, "to", to);
+  if (rc == 0)
+    rc = cli_url_add_query(path, "by", by != NULL ? by : "project,site");
+  if (rc == 0 && *csv)
+    rc = cli_url_add_query(path, "format", "csv");
+  if (rc < 0)
+    return err_set(e, ERR_INVALID, "options too long");
+  return 0;
 }
 
 int

@@ -171,6 +171,17 @@ int cli_jobs_parse(int argc, char **argv, struct cli_jobs *o,
 int cli_jobs_path(const struct cli_jobs *o, const char *cursor,
                   struct buf *out) WARN_UNUSED;
 
+/* ---- report ---- */
+
+/*
+ * 'report [--from D] [--to D] [--by KEYS] [--csv]' into the request path
+ * "/v1/reports/usage?..." appended to path (values escaped; by defaults
+ * to "project,site"); *csv set for --csv.
+ */
+int cli_report_parse(int argc, char **argv, int *csv, struct buf *path,
+                     struct err *e) WARN_UNUSED;
+int cli_report_arity(const char *word);
+
 /* ---- logs ---- */
 
 extern const char cli_logs_usage[];

@@ -405,9 +405,35 @@ job_command(const json_t *job, struct buf *out, const char **label)
   return buf_adds(out, text);
 }
 
+/* A job's "cost" (from the ledger) as one line: what a rented site
+ * billed, or an owned site's sunk and marginal cost; NULL without. */
+static const char *
+job_cost(const json_t *job, char *out, size_t len)
+{
+  const json_t *c = json_object_get(job, "cost");
+  char billed[40], sunk[40], marginal[40];
+
+  if (!json_is_object(c) ||
+      (json_integer_value(json_object_get(c, "gpu_ms")) <= 0 &&
+       json_integer_value(json_object_get(c, "billed_micro")) <= 0))
+    return NULL;
+  cli_fmt_micro_dollars(json_integer_value(json_object_get(c, "billed_micro")),
+                        billed, sizeof(billed));
+  cli_fmt_micro_dollars(json_integer_value(json_object_get(c, "sunk_micro")),
+                        sunk, sizeof(sunk));
+  cli_fmt_micro_dollars(
+      json_integer_value(json_object_get(c, "marginal_micro")), marginal,
+      sizeof(marginal));
+  snprintf(out, len, "%.3f GPU-hours; $%s billed, $%s sunk, $%s marginal",
+           (double)json_integer_value(json_object_get(c, "gpu_ms")) / 3.6e6,
+           billed, sunk, marginal);
+  return out;
+}
+
 static int
 show_job(const json_t *job)
 {
+  char cost[256];
   char id[32], gpus[CLI_FMT_SIZE], elapsed[CLI_FMT_SIZE];
   char created[96], started[96], ended[96], exit_code[32], sig[48];
   const json_t *spec = json_object_get(job, "spec");
@@ -471,6 +497,7 @@ show_job(const json_t *job)
   if (log == NULL)
     log = jsonx_str(spec, "output");
   cli_table_add_kv(&t, "log", log);
+  cli_table_add_kv(&t, "cost", job_cost(job, cost, sizeof(cost)));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   /* All of it: a script's first line is only its interpreter. */
   if (rc == CLI_EXIT_OK && label != NULL && strcmp(label, "script") == 0) {

@@ -39,6 +39,8 @@ static const struct cmd commands[] = {
     {"site", cli_cmd_site, NULL, "show NAME"},
     {"prices", cli_cmd_prices, NULL,
      "list the rates in force | set SITE (admin)"},
+    {"report", cli_cmd_report, cli_report_arity,
+     "GPU-hours and cost by project, site, GPU type, day"},
     {"datasets", cli_cmd_datasets, NULL, "list datasets"},
     {"dataset", cli_cmd_dataset, NULL, "add | publish | sync | ls | show"},
 };

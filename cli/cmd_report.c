@@ -1,0 +1,141 @@
+/*
+ * 'tenbin report [--from D] [--to D] [--by KEYS] [--csv|--json]': what
+ * the GPU-hours in the usage ledger cost, grouped by project, site, GPU
+ * type and day, with a total line; --csv is the server's CSV verbatim
+ * (safe to open in a spreadsheet).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/table.h"
+#include "util/jsonx.h"
+
+static const char report_usage[] =
+    "usage: tenbin report [--from YYYY-MM-DD] [--to YYYY-MM-DD]\n"
+    "                     [--by project,site,gpu-type,day] [--csv|--json]\n\n"
+    "GPU-hours, jobs and cost from the usage ledger over a range of days\n"
+    "(default: this month so far, by project and site): what rented sites\n"
+    "billed, owned sites' sunk and marginal cost, egress, and the share of\n"
+    "GPU-hours in jobs that failed or were cancelled.  Days are in the\n"
+    "server's report time zone; jobs still running count up to now.\n";
+
+/* Whole dollars and cents, rounded to the nearest cent. */
+static void
+fmt_cents(int64_t micro, char *out, size_t len)
+{
+  long long cents = (long long)((micro + 5000) / 10000);
+
+  snprintf(out, len, "%lld.%02lld", cents / 100, cents % 100);
+}
+
+/* The cells of one line (keys of by first) into cells; text is room. */
+static void
+line_cells(const json_t *l, const json_t *by, const char **cells,
+           char text[][32])
+{
+  static const char *const money[] = {"billed_micro", "sunk_micro",
+                                      "marginal_micro", "egress_micro"};
+  size_t n = 0, i;
+  const json_t *k;
+
+  json_array_foreach(by, i, k) {
+    const char *v = jsonx_str(l, json_string_value(k));
+
+    cells[n++] = v != NULL && v[0] != '\0' ? v : "-";
+  }
+  snprintf(text[0], 32, "%.1f",
+           json_number_value(json_object_get(l, "gpu_hours")));
+  snprintf(text[1], 32, "%lld",
+           (long long)json_integer_value(json_object_get(l, "jobs")));
+  for (int m = 0; m < 4; m++)
+    fmt_cents(json_integer_value(json_object_get(l, money[m])), text[2 + m],
+              32);
+  snprintf(text[6], 32, "%.1f%%",
+           100.0 * json_number_value(json_object_get(l, "failed_share")));
+  for (int c = 0; c < 7; c++)
+    cells[n++] = text[c];
+}
+
+static int
+print_report(const json_t *reply)
+{
+  static const char *const sums[] = {"GPU-H",    "JOBS",     "BILLED $",
+                                     "SUNK $",   "MARGIN $", "EGRESS $",
+                                     "FAILED"};
+  const json_t *by = json_object_get(reply, "by");
+  const char *head[11], *cells[11];
+  char text[7][32];
+  struct cli_table t;
+  size_t nby = json_array_size(by), i;
+  const json_t *l;
+  int rc;
+
+  if (nby > 4)
+    nby = 4;
+  for (i = 0; i < nby; i++) {
+    const char *k = json_string_value(json_array_get(by, i));
+
+    head[i] = k != NULL && strcmp(k, "gpu_type") == 0 ? "GPU TYPE"
+              : k != NULL && strcmp(k, "project") == 0 ? "PROJECT"
+              : k != NULL && strcmp(k, "site") == 0    ? "SITE"
+                                                       : "DAY";
+  }
+  for (int c = 0; c < 7; c++)
+    head[nby + (size_t)c] = sums[c];
+  cli_table_init(&t, head, nby + 7);
+  for (size_t c = nby; c < nby + 7; c++)
+    cli_table_set_right(&t, c);
+  json_array_foreach(json_object_get(reply, "lines"), i, l) {
+    line_cells(l, by, cells, text);
+    cli_table_add(&t, cells);
+  }
+  line_cells(json_object_get(reply, "total"), NULL, cells + nby,
+             text);
+  for (i = 0; i < nby; i++)
+    cells[i] = i == 0 ? "TOTAL" : "";
+  cli_table_add(&t, cells);
+  printf("%s to %s\n", jsonx_str(reply, "from"), jsonx_str(reply, "to"));
+  rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  cli_table_release(&t);
+  return rc;
+}
+
+int
+cli_cmd_report(struct cli *cli, int argc, char **argv)
+{
+  struct cli_response r;
+  struct err e = {0};
+  struct buf path;
+  json_t *reply = NULL;
+  int status = CLI_EXIT_OK, csv;
+
+  buf_init(&path, 4096);
+  if (!cli_parsed(cli_report_parse(argc, argv, &csv, &path, &e),
+                  report_usage, &e, &status)) {
+    buf_release(&path);
+    return status;
+  }
+  cli_response_init(&r);
+  if (csv) {
+    if (cli_client_call(&cli->client, "GET", buf_str(&path), NULL, NULL, &r,
+                        &e) < 0 ||
+        cli_response_check(&r, &e) < 0)
+      status = cli_fail(&e);
+    else
+      cli_print_raw(&r);
+  } else if (cli_request(cli, "GET", buf_str(&path), NULL, &r, &reply, &e) <
+             0) {
+    status = cli_fail(&e);
+  } else if (cli->json) {
+    cli_print_raw(&r);
+  } else {
+    status = print_report(reply);
+  }
+  json_decref(reply);
+  cli_response_release(&r);
+  buf_release(&path);
+  return status;
+}
