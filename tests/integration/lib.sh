@@ -127,11 +127,13 @@ t_expect() {
   fi
 }
 
-# t_wait_state ID STATE-REGEX [seconds]: poll until the job's state matches.
+# t_wait_state ID STATE-REGEX [seconds]: poll until the job's state matches
+# (as $TENBIN_TOKEN, when set).
 t_wait_state() {
-  local id=$1 want=$2 secs=${3:-30} state=""
+  local id=$1 want=$2 secs=${3:-30} state="" auth=()
+  [ -z "${TENBIN_TOKEN:-}" ] || auth=(-H "Authorization: Bearer $TENBIN_TOKEN")
   for _ in $(seq 1 $((secs * 10))); do
-    state=$(curl -fsS "$T_URL/v1/jobs/$id" | jq -r .state)
+    state=$(curl -fsS "${auth[@]}" "$T_URL/v1/jobs/$id" | jq -r .state)
     if printf '%s' "$state" | grep -Eq "^($want)\$"; then
       echo "$state"
       return 0
