@@ -130,8 +130,9 @@ broker__ledger_hold(struct broker *b, const struct db_job *j,
     goto out;
   for (size_t k = 0; k < nseries; k++)
     ps[k] = (struct price_series){series[k].p, series[k].n};
-  /* An open hold of no length yet still needs its piece: bill a
-   * millisecond for the shape, then make the piece empty. */
+  /* A hold of no length (just opened, or a job that ended in the
+   * millisecond it started) still has its piece: cut a millisecond for
+   * the rates, then bill the piece as long as it was, or the minimum. */
   ncuts = midnights(hold_ms, end, b->tz_offset_min, &cuts);
   n = price_bill_hold(ps, nseries, cuts, ncuts, hold_ms, end, j->gpus,
                       min_ms, NULL, 0);
@@ -140,8 +141,10 @@ broker__ledger_hold(struct broker *b, const struct db_job *j,
                   bills, n);
   if (to_ms <= hold_ms && n > 0) {
     bills[n - 1].to_ms = hold_ms;
-    bills[n - 1].billed_ms = 0;
-    memset(bills[n - 1].cost_micro, 0, sizeof(bills[n - 1].cost_micro));
+    bills[n - 1].billed_ms = min_ms;
+    for (size_t k = 0; k < PRICE_SERIES_MAX; k++)
+      bills[n - 1].cost_micro[k] =
+          price_charge(bills[n - 1].rate_micro[k], j->gpus, min_ms);
   }
   rows = xcalloc(n, sizeof(*rows));
   days = xcalloc(n, sizeof(*days));
