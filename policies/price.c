@@ -118,6 +118,17 @@ price_charge(int64_t rate_micro, int64_t gpus, int64_t ms)
   return c > INT64_MAX ? INT64_MAX : (int64_t)c;
 }
 
+int64_t
+price_egress(int64_t rate_micro, int64_t bytes)
+{
+  __int128 c;
+
+  if (rate_micro <= 0 || bytes <= 0)
+    return 0;
+  c = (__int128)rate_micro * bytes / 1000000000;
+  return c > INT64_MAX ? INT64_MAX : (int64_t)c;
+}
+
 /* The rate of series at t (-1 when it has none), and in *next the
  * first change after t, if it is before *next. */
 static int64_t

@@ -80,6 +80,10 @@ int price_dollars_to_micro(double dollars, int64_t max_micro, int64_t *out);
  */
 int64_t price_charge(int64_t rate_micro, int64_t gpus, int64_t ms);
 
+/* The charge of bytes of egress at rate_micro per GB (10^9 bytes),
+ * rounded down (INT64_MAX past it); 0 for a negative input. */
+int64_t price_egress(int64_t rate_micro, int64_t bytes);
+
 /* A rate in force from a time on (milliseconds), until the next one;
  * a negative rate_micro: no price from then on. */
 struct price_period {

@@ -164,6 +164,18 @@ bill1(const struct price_period *p, size_t n, int64_t t0, int64_t t1,
 }
 
 static void
+test_egress_is_charged_per_gb_rounded_down(void **state)
+{
+  (void)state;
+  assert_int_equal(price_egress(90000, 1000000000), 90000); /* $0.09 */
+  assert_int_equal(price_egress(90000, 1500000000), 135000);
+  assert_int_equal(price_egress(90000, 11111), 0);      /* 0.99 micro */
+  assert_int_equal(price_egress(90000, 11112), 1);
+  assert_int_equal(price_egress(-1, 5), 0);
+  assert_int_equal(price_egress(PRICE_MAX_MICRO, INT64_MAX), INT64_MAX);
+}
+
+static void
 test_a_hold_is_cut_where_the_price_changes(void **state)
 {
   static const struct price_period p[] = {
@@ -277,6 +289,7 @@ main(void)
       cmocka_unit_test(test_each_unusable_owned_input_is_named),
       cmocka_unit_test(test_dollars_become_micro_dollars_within_the_bound),
       cmocka_unit_test(test_charges_round_down_and_steps_add_up_to_the_whole),
+      cmocka_unit_test(test_egress_is_charged_per_gb_rounded_down),
       cmocka_unit_test(test_a_hold_is_cut_where_the_price_changes),
       cmocka_unit_test(
           test_a_hold_is_billed_piecewise_and_at_least_the_minimum),
