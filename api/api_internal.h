@@ -13,7 +13,7 @@
 
 /* Statuses counted per route for /metrics; anything else counts as the
  * last slot. */
-#define API_STATUS_SLOTS 17
+#define API_STATUS_SLOTS 18
 
 struct api {
   struct broker *broker;
@@ -92,6 +92,9 @@ void api__prices_list(struct api_call *call);
 void api__prices_set(struct api_call *call);
 /* h_reports.c */
 void api__reports_usage(struct api_call *call);
+void api__budgets_list(struct api_call *call);
+void api__budgets_get(struct api_call *call);
+void api__budgets_set(struct api_call *call);
 void api__datasets_create(struct api_call *call);
 void api__datasets_list(struct api_call *call);
 void api__datasets_get(struct api_call *call);

@@ -283,6 +283,37 @@ metrics_costs(const struct metrics_view *m, struct buf *out)
   return rc;
 }
 
+/* Budgets: the limit and what was spent this month, per project. */
+static int
+metrics_budgets(const struct metrics_view *m, struct buf *out)
+{
+  static const char *const fams[] = {"limit", "spent"};
+  int rc = 0;
+
+  for (int f = 0; rc == 0 && f < 2; f++) {
+    rc = buf_addf(out, "# HELP tenbin_budget_%s_dollars A project's "
+                  "monthly budget%s.\n# TYPE tenbin_budget_%s_dollars "
+                  "gauge\n", fams[f], f ? ": spent this month" : "",
+                  fams[f]);
+    for (size_t i = 0; rc == 0 && i < m->nbudgets; i++) {
+      int64_t v = f ? m->budgets[i].spent_micro : m->budgets[i].limit_micro;
+
+      rc = buf_addf(out, "tenbin_budget_%s_dollars{project=\"%s\"} "
+                    "%s%lld.%06lld\n", fams[f], m->budgets[i].project,
+                    v < 0 ? "-" : "", (long long)(v < 0 ? -v : v) / 1000000,
+                    (long long)(v < 0 ? -v : v) % 1000000);
+    }
+  }
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_budget_warned_percent The budget "
+                       "warning given this month (0, 80 or 100).\n"
+                       "# TYPE tenbin_budget_warned_percent gauge\n");
+  for (size_t i = 0; rc == 0 && i < m->nbudgets; i++)
+    rc = buf_addf(out, "tenbin_budget_warned_percent{project=\"%s\"} %d\n",
+                  m->budgets[i].project, m->budgets[i].warned_pct);
+  return rc;
+}
+
 /* The broker's metrics (jobs by site and state, sites, agents, GPUs by
  * site and type) in Prometheus text. */
 static int
@@ -306,6 +337,8 @@ metrics_text(const struct metrics_view *m, struct buf *out)
     rc = metrics_sites(m, out);
   if (rc == 0)
     rc = metrics_costs(m, out);
+  if (rc == 0)
+    rc = metrics_budgets(m, out);
   return rc;
 }
 

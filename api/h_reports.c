@@ -1,15 +1,18 @@
 /*
- * GET /v1/reports/usage: GPU-hours, jobs and money from the usage
+ * Spending.  GET /v1/reports/usage: GPU-hours, jobs and money from the usage
  * ledger over a range of days, grouped as asked, as JSON (money in
  * integer micro-dollars) or CSV (dollars, safe to open in a
  * spreadsheet).  A caller sees the lines of the projects its token may
- * read, and nothing else.
+ * read, and nothing else.  GET /v1/budgets[/{project}] and PUT
+ * /v1/budgets/{project} (admins): a project's monthly budget and what it
+ * spent of it.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api_internal.h"
+#include "policies/price.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
 
@@ -207,5 +210,87 @@ api__reports_usage(struct api_call *call)
 fail:
   json_decref(lines);
   json_decref(total);
+  api__reply_err(call, &e);
+}
+
+/* ---- budgets ---- */
+
+static int
+budget_cb(const struct budget_view *v, void *arg)
+{
+  json_t *o = json_pack(
+      "{s:s, s:I, s:b, s:s, s:s, s:I, s:I, s:I, s:i}", "project", v->project,
+      "monthly_micro", (json_int_t)v->monthly_micro, "hard", v->hard,
+      "counts", v->counts, "month", v->month, "spent_micro",
+      (json_int_t)v->spent_micro, "left_micro", (json_int_t)v->left_micro,
+      "forecast_micro", (json_int_t)v->forecast_micro, "warned_pct",
+      v->warned_pct);
+
+  json_array_append_new(arg, o);
+  return 0;
+}
+
+static void
+reply_budgets(struct api_call *call, const char *project)
+{
+  json_t *arr = json_array();
+  struct err e = {0};
+
+  if (broker_budget_list(call->api->broker, &call->who, project, budget_cb,
+                         arr, &e) < 0) {
+    json_decref(arr);
+    api__reply_err(call, &e);
+    return;
+  }
+  if (project != NULL)
+    api__reply_json(call, 200, json_incref(json_array_get(arr, 0)));
+  else
+    api__reply_json(call, 200, json_pack("{s:o}", "budgets", json_incref(arr)));
+  json_decref(arr);
+}
+
+void
+api__budgets_list(struct api_call *call)
+{
+  reply_budgets(call, NULL);
+}
+
+void
+api__budgets_get(struct api_call *call)
+{
+  reply_budgets(call, call->params[0]);
+}
+
+void
+api__budgets_set(struct api_call *call)
+{
+  static const struct jsonx_field fields[] = {
+      {"monthly", JX_NUMBER}, {"hard", JX_BOOL}, {"counts", JX_STRING},
+      {NULL, 0}};
+  const json_t *monthly;
+  json_t *body = NULL;
+  struct err e = {0};
+  int64_t micro;
+
+  if (api__body_json(call, &body, &e) < 0 ||
+      jsonx_check(body, fields, "", &e) < 0)
+    goto fail;
+  monthly = json_object_get(body, "monthly");
+  if (monthly == NULL || json_is_null(monthly) ||
+      price_dollars_to_micro(json_number_value(monthly), BUDGET_MAX_MICRO,
+                             &micro) < 0) {
+    err_set(&e, ERR_INVALID, "field 'monthly': required, a number of "
+            "dollars from 0 to 100000000");
+    goto fail;
+  }
+  if (broker_budget_set(call->api->broker, &call->who, call->params[0],
+                        micro, jsonx_bool(body, "hard", 0),
+                        jsonx_str(body, "counts"), &e) < 0)
+    goto fail;
+  json_decref(body);
+  reply_budgets(call, call->params[0]);
+  return;
+fail:
+  json_decref(body);
   api__reply_err(call, &e);
 }

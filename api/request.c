@@ -97,6 +97,18 @@ api__job_text(const struct job_view *j, const json_t *extra, struct buf *out)
                   (json_int_t)j->billed_micro, "sunk_micro",
                   (json_int_t)j->sunk_micro, "marginal_micro",
                   (json_int_t)j->marginal_micro));
+  if (j->has_forecast) {
+    json_t *f = json_pack(
+        "{s:I, s:s, s:I, s:o}", "runtime_ms", (json_int_t)j->runtime_ms,
+        "runtime_basis", j->runtime_basis, "expected_micro",
+        (json_int_t)j->expected_micro, "upper_micro",
+        j->upper_micro >= 0 ? json_integer(j->upper_micro) : json_null());
+
+    if (j->has_budget)
+      json_object_set_new(f, "budget_left_micro",
+                          json_integer(j->budget_left_micro));
+    json_object_set_new(v, "forecast", f);
+  }
   if (extra != NULL)
     json_object_update(v, (json_t *)extra);
   rc = jsonx_dump_buf(v, out);

@@ -29,6 +29,9 @@ const struct api_route api_routes[] = {
     {{"GET", "/v1/sites/{name}", ROLE_VIEWER, 0}, api__sites_get},
     {{"GET", "/v1/prices", ROLE_VIEWER, 0}, api__prices_list},
     {{"GET", "/v1/reports/usage", ROLE_VIEWER, 0}, api__reports_usage},
+    {{"GET", "/v1/budgets", ROLE_VIEWER, 0}, api__budgets_list},
+    {{"GET", "/v1/budgets/{project}", ROLE_VIEWER, 0}, api__budgets_get},
+    {{"PUT", "/v1/budgets/{project}", ROLE_ADMIN, 0}, api__budgets_set},
     {{"PUT", "/v1/prices/{site}/{gpu_type}", ROLE_ADMIN, 0},
      api__prices_set},
     {{"POST", "/v1/datasets", ROLE_SUBMITTER, 0}, api__datasets_create},
@@ -45,8 +48,8 @@ const struct api_route api_routes[] = {
 const size_t api_route_count = sizeof(api_routes) / sizeof(api_routes[0]);
 
 static const int status_slots[API_STATUS_SLOTS - 1] = {
-    200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 422, 500, 502,
-    503, 504};
+    200, 201, 202, 204, 400, 401, 402, 403, 404, 405, 409, 413, 422, 500,
+    502, 503, 504};
 
 int
 api_new(struct broker *b, const struct api_config *cfg, struct api **out,

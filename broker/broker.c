@@ -293,6 +293,21 @@ load_workloads(struct broker *b, const json_t *workloads, struct err *e)
   return 0;
 }
 
+int
+broker__project_allowed(struct broker *b, const char *project)
+{
+  size_t i;
+  json_t *v;
+
+  if (b->projects == NULL)
+    return 1;
+  json_array_foreach(b->projects, i, v) {
+    if (strcmp(json_string_value(v), project) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 /* Every open hold as its job stands: a price the config changed, or a
  * crash, may have left one behind. */
 static int
@@ -352,6 +367,10 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   rc = load_workloads(b, cfg->workloads, e);
   if (rc == 0)
     rc = ledger_catch_up(b, e);
+  if (rc == 0)
+    rc = broker__budgets_load(b, e);
+  if (rc == 0)
+    rc = broker__runtimes_load(b, e);
   if (rc < 0)
     goto fail;
   rc = open_agents(b, cfg, e);
@@ -380,6 +399,8 @@ fail:
   if (b->agent_http != NULL)
     http_client_close(b->agent_http, NULL, NULL);
   sites_free(b);
+  broker__budgets_free(b);
+  broker__runtimes_free(b);
   db_close(b->db);
   json_decref(b->projects);
   free(b->state_dir);
@@ -397,6 +418,8 @@ broker_finish(struct broker *b)
 
   broker__stager_free(b);
   sites_free(b);
+  broker__budgets_free(b);
+  broker__runtimes_free(b);
   db_close(b->db);
   json_decref(b->projects);
   free(b->state_dir);
@@ -668,7 +691,21 @@ metrics_view_release(struct metrics_view *m)
     free(m->costs[i].gpu_type);
   }
   free(m->costs);
+  for (size_t i = 0; i < m->nbudgets; i++)
+    free(m->budgets[i].project);
+  free(m->budgets);
   metrics_view_init(m);
+}
+
+static int
+budget_metric_cb(const struct budget_view *v, void *arg)
+{
+  struct metrics_view *m = arg;
+
+  m->budgets = xrealloc(m->budgets, (m->nbudgets + 1) * sizeof(*m->budgets));
+  m->budgets[m->nbudgets++] = (struct budget_metric){
+      xstrdup(v->project), v->monthly_micro, v->spent_micro, v->warned_pct};
+  return 0;
 }
 
 int
@@ -689,6 +726,9 @@ broker_metrics_get(struct broker *b, struct metrics_view *out,
     out->nsites++;
   }
   rc = broker__cost_totals(b, out, e);
+  if (rc == 0)
+    rc = broker_budget_list(b, &(struct principal){.role = ROLE_ADMIN},
+                            NULL, budget_metric_cb, out, e);
 out:
   free(c.by_site);
   return rc;

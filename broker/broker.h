@@ -140,6 +140,16 @@ struct job_view {
   int has_cost;
   int64_t cost_gpu_ms;
   int64_t billed_micro, sunk_micro, marginal_micro;
+  /* At submit (the 201 answer only; has_forecast): how long it should
+   * run and on what grounds, and what it should cost and could cost at
+   * most (-1: no bound, it has no time limit) as its project's budget
+   * counts money; what is left of that budget when has_budget. */
+  int has_forecast;
+  int64_t runtime_ms;
+  const char *runtime_basis;  /* static */
+  int64_t expected_micro, upper_micro;
+  int has_budget;
+  int64_t budget_left_micro;
 };
 
 void job_view_init(struct job_view *v);
@@ -565,6 +575,42 @@ int broker_usage_report(struct broker *b, const struct principal *p,
                         struct usage_query *q, usage_line_cb cb,
                         void *arg, struct err *e) WARN_UNUSED;
 
+/* ---- budgets (budgets.c) ---- */
+
+/* The most a monthly budget may be: $100 million. */
+#define BUDGET_MAX_MICRO (100000000LL * 1000000)
+
+/* A project's budget this month (strings borrowed for the callback). */
+struct budget_view {
+  const char *project;
+  int64_t monthly_micro;
+  int hard;               /* refuses jobs, keeps them off rented sites */
+  const char *counts;     /* "rented" or "all" */
+  const char *month;      /* "YYYY-MM" in the report zone */
+  int64_t spent_micro;    /* this month, jobs still running up to now */
+  int64_t left_micro;     /* monthly - spent; negative when over */
+  int64_t forecast_micro; /* at the month's pace so far, to its end */
+  int warned_pct;         /* 0, 80 or 100: warned this month at */
+};
+typedef int (*budget_view_cb)(const struct budget_view *v, void *arg);
+
+/*
+ * Set project's monthly budget (admins only: ERR_FORBIDDEN): hard or
+ * soft, counting "rented" spending (NULL: the default) or "all".
+ * ERR_INVALID naming 'project', 'monthly' or 'counts' for a malformed
+ * value, ERR_UNPROCESSABLE naming 'project' for one the config does not
+ * allow.
+ */
+int broker_budget_set(struct broker *b, const struct principal *p,
+                      const char *project, int64_t monthly_micro, int hard,
+                      const char *counts, struct err *e) WARN_UNUSED;
+/* The budgets of the projects p may read, by project, or project's only
+ * (ERR_NOT_FOUND when it has none).  Returns what cb returned to stop,
+ * 0, or a negative code with e set. */
+int broker_budget_list(struct broker *b, const struct principal *p,
+                       const char *project, budget_view_cb cb, void *arg,
+                       struct err *e) WARN_UNUSED;
+
 /* ---- metrics ---- */
 
 /*
@@ -587,6 +633,12 @@ struct metrics_view {
   int64_t unplaced[JOB_STATE_COUNT];
   struct cost_total_view *costs;
   size_t ncosts;
+  struct budget_metric {
+    char *project;
+    int64_t limit_micro, spent_micro;
+    int warned_pct;
+  } *budgets;
+  size_t nbudgets;
 };
 
 void metrics_view_init(struct metrics_view *m);

@@ -84,6 +84,7 @@ struct pending_submit {
   char *detail;                   /* text of the creation event */
   broker_submit_cb cb;
   void *cb_arg;
+  struct job_view forecast;       /* its forecast fields only */
 };
 
 struct broker {
@@ -124,6 +125,12 @@ struct broker {
   /* the ledger: its timer, and the report zone's offset in minutes */
   uv_timer_t ledger_timer;
   int tz_offset_min;
+  /* budgets by project, as stored, with what each spent (budgets.c) */
+  struct budget *budgets;
+  size_t nbudgets, budgets_cap;
+  /* past run times by project and workload or name (runtimes.c) */
+  struct runtime_hist *runtimes;
+  size_t nruntimes, runtimes_cap;
 
   int closing;
   /* Handles and parts closing: one per broker__close_handle and per
@@ -229,6 +236,46 @@ int broker__egress_bill(struct broker *b, int64_t transfer_id,
                         const char *dataset, const char *version,
                         const char *from, const char *to, int64_t bytes,
                         int64_t now, struct err *e) WARN_UNUSED;
+
+/* ---- budgets.c ---- */
+
+struct budget;
+/* Whether the config's project list (if any) has project. */
+int broker__project_allowed(struct broker *b, const char *project);
+/* Read the budgets from the database (at start and after a change). */
+int broker__budgets_load(struct broker *b, struct err *e) WARN_UNUSED;
+void broker__budgets_free(struct broker *b);
+/* Read every budget's spending again and warn where it crossed 80 % or
+ * 100 % (the ledger's timer). */
+int broker__budgets_tick(struct broker *b, int64_t now, struct err *e)
+    WARN_UNUSED;
+/* 1 when project has a hard budget it has spent: its jobs keep off
+ * rented sites. */
+int broker__budget_blocks_rented(struct broker *b, const char *project);
+/* 1 and what is left of project's budget, whether it is hard and counts
+ * all spending, when it has one; 0 when it has none. */
+int broker__budget_left(struct broker *b, const char *project,
+                        int64_t *left, int *hard, int *all, struct err *e)
+    WARN_UNUSED;
+
+/* ---- runtimes.c ---- */
+
+/* Runs a prediction is the median of, and what is predicted of work
+ * never seen without a time limit. */
+#define RUNTIME_SAMPLES 16
+#define RUNTIME_DEFAULT_MS (3600LL * 1000)
+
+struct runtime_hist;
+int broker__runtimes_load(struct broker *b, struct err *e) WARN_UNUSED;
+void broker__runtimes_free(struct broker *b);
+/* A successful run of key (a workload, else a job name) in project. */
+void broker__runtime_add(struct broker *b, const char *project,
+                         const char *key, int64_t ms);
+/* How long such a job will run, ms, and in *how on what grounds
+ * ("median of past runs", "time limit" or "default"; static). */
+int64_t broker__runtime_predict(struct broker *b, const char *project,
+                                const char *key, int64_t time_limit_s,
+                                const char **how);
 
 /* ---- datasets.c ---- */
 

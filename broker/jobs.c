@@ -110,6 +110,10 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
                              e);
   if (rc < 0)
     return rc;
+  if (to == JOB_SUCCEEDED && j->started_ms > 0)
+    broker__runtime_add(b, j->project,
+                        j->workload != NULL ? j->workload : j->name,
+                        now - j->started_ms);
   rc = db_event_append(b->db, j->id, now, job_state_name(from),
                        job_state_name(to), detail, e);
   if (rc < 0)
@@ -176,6 +180,7 @@ job_view_release(struct job_view *v)
 void
 broker__job_view_borrow(struct job_view *v, const struct db_job *j)
 {
+  memset(v, 0, sizeof(*v));
   v->id = j->id;
   v->state = j->state;
   v->name = j->name;

@@ -281,6 +281,8 @@ tick_cb(uv_timer_t *t)
   if (rc == 0)
     rc = broker__ledger_catch_up(b, time_now_ms(), 0, &e);
   if (rc == 0)
+    rc = broker__budgets_tick(b, time_now_ms(), &e);
+  if (rc == 0)
     rc = db_commit(b->db, &e);
   if (rc < 0) {
     db_rollback(b->db);

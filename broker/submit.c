@@ -60,39 +60,127 @@ broker__submit_close(struct broker *b)
   broker__close_handle(b, (uv_handle_t *)&b->flush_idle);
 }
 
+/* 422 when no configured site could ever run spec; else the policy's
+ * decision about it now into d. */
 static int
-project_allowed(struct broker *b, const char *project)
-{
-  size_t i;
-  json_t *v;
-
-  if (b->projects == NULL)
-    return 1;
-  json_array_foreach(b->projects, i, v) {
-    if (strcmp(json_string_value(v), project) == 0)
-      return 1;
-  }
-  return 0;
-}
-
-/* 422 when no configured site could ever run spec. */
-static int
-check_feasible(struct broker *b, const struct job_spec *spec, struct err *e)
+check_feasible(struct broker *b, const struct job_spec *spec,
+               struct placement_decision *d, struct err *e)
 {
   struct placement_site sites[PLACEMENT_MAX_SITES];
   struct adapter_capacity caps[PLACEMENT_MAX_SITES];
   struct placement_request req;
-  struct placement_decision d;
 
   if (spec->site != NULL && broker__site(b, spec->site) == NULL)
     return err_set(e, ERR_UNPROCESSABLE, "field 'site': unknown site '%s'",
                    spec->site);
   broker__snapshot(b, sites, caps);
   broker__placement_request(spec, &req);
-  b->policy->decide(&req, sites, b->nsites, &d);
-  if (d.verdict == PLACEMENT_NEVER)
-    return err_set(e, ERR_UNPROCESSABLE, "%s", d.reason);
+  b->policy->decide(&req, sites, b->nsites, d);
+  if (d->verdict == PLACEMENT_NEVER)
+    return err_set(e, ERR_UNPROCESSABLE, "%s", d->reason);
   return 0;
+}
+
+/* What a GPU-hour of spec costs at s as a budget counts money: a rented
+ * site's price (the dearest of the types it rents when spec names
+ * none), an owned site's sunk cost when the budget counts all. */
+static int64_t
+budget_rate(const struct site *s, const struct job_spec *spec, int all)
+{
+  const struct site_cost *c = &s->cost;
+  const struct site_rate *r;
+  int64_t max = 0;
+
+  if (c->kind == SITE_OWNED)
+    return all ? c->rates.sunk_micro : 0;
+  if (c->kind != SITE_RENTED)
+    return 0;
+  if (spec->gpu_type != NULL) {
+    r = broker__site_rate(c, spec->gpu_type);
+    return r != NULL ? r->per_gpu_hour_micro : 0;
+  }
+  for (size_t k = 0; k < c->nrented; k++) {
+    if (c->rented[k].per_gpu_hour_micro > max)
+      max = c->rented[k].per_gpu_hour_micro;
+  }
+  return max;
+}
+
+static void
+fmt_dollars(int64_t micro, char *out, size_t len)
+{
+  snprintf(out, len, "$%lld.%02lld", (long long)(micro / 1000000),
+           (long long)(micro % 1000000 / 10000));
+}
+
+/*
+ * The forecast of spec given the policy's decision d: expected cost at
+ * the site it would run at now (or the first it would wait for), upper
+ * bound at the dearest site it may run at for its whole time limit.  A
+ * hard budget refuses a job whose bound does not fit what is left
+ * (ERR_OVER_BUDGET, with the numbers).
+ */
+static int
+forecast(struct broker *b, const struct job_spec *spec,
+         const struct placement_decision *d, struct job_view *f,
+         struct err *e)
+{
+  const struct site *pick = NULL, *dearest = NULL;
+  int64_t left = 0, rate, max = 0;
+  int hard = 0, all = 0, has;
+  char a[32], c[32];
+
+  has = broker__budget_left(b, spec->project, &left, &hard, &all, e);
+  if (has < 0)
+    return has;
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    const struct placement_candidate *cand = &d->candidates[i];
+    const struct site *s = broker__site(b, cand->site);
+
+    if (s == NULL || cand->verdict == PLACEMENT_NEVER)
+      continue;
+    if (pick == NULL && cand->verdict == d->verdict)
+      pick = s;
+    rate = budget_rate(s, spec, all);
+    if (dearest == NULL || rate > max) {
+      dearest = s;
+      max = rate;
+    }
+  }
+  if (d->verdict == PLACEMENT_NOW && d->site >= 0)
+    pick = &b->sites[d->site];
+  f->has_forecast = 1;
+  f->runtime_ms = broker__runtime_predict(
+      b, spec->project, spec->workload != NULL ? spec->workload : spec->name,
+      spec->time_limit_s, &f->runtime_basis);
+  f->expected_micro = pick != NULL ? price_charge(budget_rate(pick, spec,
+                                                              all),
+                                                  spec->gpus, f->runtime_ms)
+                                   : 0;
+  f->upper_micro = max == 0                ? 0
+                   : spec->time_limit_s > 0 ? price_charge(max, spec->gpus,
+                                                           spec->time_limit_s *
+                                                               1000)
+                                            : -1;
+  f->has_budget = has;
+  f->budget_left_micro = left;
+  if (!has || !hard || (f->upper_micro >= 0 && f->upper_micro <= left))
+    return 0;
+  fmt_dollars(left > 0 ? left : 0, a, sizeof(a));
+  if (f->upper_micro < 0)
+    return err_set(e, ERR_OVER_BUDGET, "project '%s' has %s left of its "
+                   "hard budget this month, and this job has no time limit "
+                   "at '%s' ($%lld.%02lld per GPU-hour), so its cost has no "
+                   "bound: give it a time limit, or pin it to an owned site",
+                   spec->project, a, dearest->name,
+                   (long long)(max / 1000000),
+                   (long long)(max % 1000000 / 10000));
+  fmt_dollars(f->upper_micro, c, sizeof(c));
+  return err_set(e, ERR_OVER_BUDGET, "project '%s' has %s left of its hard "
+                 "budget this month; this job could cost up to %s (%lld "
+                 "GPUs for %lld s at '%s')", spec->project, a, c,
+                 (long long)spec->gpus, (long long)spec->time_limit_s,
+                 dearest->name);
 }
 
 /* 422 when a job pinned to a site names a dataset that site can neither
@@ -192,6 +280,7 @@ broker_submit(struct broker *b, const struct principal *p,
 {
   struct pending_submit *ps = NULL;
   struct job_spec spec;
+  struct placement_decision d;
   json_t *expanded = NULL;
   json_t *warnings = NULL;
   json_t *specj = NULL;
@@ -255,12 +344,14 @@ broker_submit(struct broker *b, const struct principal *p,
                  spec.project);
     goto out;
   }
-  if (!project_allowed(b, spec.project)) {
+  if (!broker__project_allowed(b, spec.project)) {
     rc = err_set(e, ERR_UNPROCESSABLE, "field 'project': unknown project "
                  "'%s'", spec.project);
     goto out;
   }
-  rc = check_feasible(b, &spec, e);
+  rc = check_feasible(b, &spec, &d, e);
+  if (rc == 0)
+    rc = forecast(b, &spec, &d, &ps->forecast, e);
   if (rc < 0)
     goto out;
   /* Stored resolved: "latest" means the latest at submit time. */
@@ -352,6 +443,15 @@ broker__submit_flush(struct broker *b)
     struct job_view v;
 
     broker__job_view_borrow(&v, &src->row);
+    if (src->forecast.has_forecast && rc == 0) {
+      v.has_forecast = 1;
+      v.runtime_ms = src->forecast.runtime_ms;
+      v.runtime_basis = src->forecast.runtime_basis;
+      v.expected_micro = src->forecast.expected_micro;
+      v.upper_micro = src->forecast.upper_micro;
+      v.has_budget = src->forecast.has_budget;
+      v.budget_left_micro = src->forecast.budget_left_micro;
+    }
     ps->cb(ps->cb_arg, rc, rc == 0 ? &v : NULL, src->warnings,
            replayed, rc == 0 ? NULL : &e);
   }

@@ -554,6 +554,10 @@ enum {
   OPT_TO,
   OPT_BY,
   OPT_CSV,
+  OPT_MONTHLY,
+  OPT_HARD,
+  OPT_SOFT,
+  OPT_COUNTS,
 };
 
 /* One submit option into body (or env/params/key); 0 or ERR_INVALID. */
@@ -1386,10 +1390,10 @@ cli_usage_error(const char *usage, const struct err *e)
   return CLI_EXIT_USAGE;
 }
 
-/* A price in dollars from an option: a plain decimal, 0 to 10000. */
+/* An amount in dollars from an option: a plain decimal, 0 to max. */
 static int
 dollars_arg(json_t *body, const char *key, const char *opt, const char *arg,
-            struct err *e)
+            double max, struct err *e)
 {
   char *end;
   double v;
@@ -1397,9 +1401,9 @@ dollars_arg(json_t *body, const char *key, const char *opt, const char *arg,
   errno = 0;
   v = strtod(arg, &end);
   if (arg[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
-      v < 0 || v > 10000)
-    return err_set(e, ERR_INVALID, "option '%s': '%.32s' is not a price in "
-                   "dollars (0 to 10000)", opt, arg);
+      v < 0 || v > max)
+    return err_set(e, ERR_INVALID, "option '%s': '%.32s' is not an amount "
+                   "in dollars (0 to %.0f)", opt, arg, max);
   json_object_set_new(body, key, json_real(v));
   return 0;
 }
@@ -1433,9 +1437,10 @@ cli_prices_set_parse(int argc, char **argv, const char **site,
     if (c == OPT_GPU_TYPE)
       *gpu_type = optarg;
     else if (c == OPT_PER_GPU_HOUR)
-      rc = dollars_arg(b, "per_gpu_hour", "--per-gpu-hour", optarg, e);
+      rc = dollars_arg(b, "per_gpu_hour", "--per-gpu-hour", optarg, 10000,
+                       e);
     else if (c == OPT_SPOT)
-      rc = dollars_arg(b, "spot_per_gpu_hour", "--spot", optarg, e);
+      rc = dollars_arg(b, "spot_per_gpu_hour", "--spot", optarg, 10000, e);
     else
       rc = opt_error(c, argv, e);
     if (rc < 0)
@@ -1457,6 +1462,70 @@ cli_prices_set_parse(int argc, char **argv, const char **site,
   }
   if (json_object_get(b, "per_gpu_hour") == NULL) {
     err_set(e, ERR_INVALID, "option '--per-gpu-hour' is needed");
+    goto out;
+  }
+  *body = b;
+  b = NULL;
+  rc = 0;
+out:
+  json_decref(b);
+  return rc;
+}
+
+int
+cli_budget_set_parse(int argc, char **argv, const char **project,
+                     json_t **body, struct err *e)
+{
+  static const struct option opts[] = {
+      {"monthly", required_argument, NULL, OPT_MONTHLY},
+      {"hard", no_argument, NULL, OPT_HARD},
+      {"soft", no_argument, NULL, OPT_SOFT},
+      {"counts", required_argument, NULL, OPT_COUNTS},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  json_t *b = json_object();
+  int rc = 0;
+
+  *body = NULL;
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", opts, NULL);
+
+    if (c == -1)
+      break;
+    if (c == 'h') {
+      rc = CLI_HELP;
+      goto out;
+    }
+    if (c == OPT_MONTHLY) {
+      rc = dollars_arg(b, "monthly", "--monthly", optarg, 1e8, e);
+    } else if (c == OPT_HARD || c == OPT_SOFT) {
+      json_object_set_new(b, "hard", json_boolean(c == OPT_HARD));
+    } else if (c == OPT_COUNTS) {
+      if (strcmp(optarg, "rented") != 0 && strcmp(optarg, "all") != 0)
+        rc = err_set(e, ERR_INVALID, "option '--counts': '%.16s' is not "
+                     "rented or all", optarg);
+      else
+        json_object_set_new(b, "counts", json_string(optarg));
+    } else {
+      rc = opt_error(c, argv, e);
+    }
+    if (rc < 0)
+      goto out;
+  }
+  rc = ERR_INVALID;
+  if (optind >= argc) {
+    err_set(e, ERR_INVALID, "a PROJECT is needed");
+    goto out;
+  }
+  if (optind + 1 < argc) {
+    err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind + 1]);
+    goto out;
+  }
+  *project = argv[optind];
+  if (json_object_get(b, "monthly") == NULL) {
+    err_set(e, ERR_INVALID, "option '--monthly' is needed");
     goto out;
   }
   *body = b;

@@ -181,6 +181,13 @@ int cli_jobs_path(const struct cli_jobs *o, const char *cursor,
 int cli_report_parse(int argc, char **argv, int *csv, struct buf *path,
                      struct err *e) WARN_UNUSED;
 int cli_report_arity(const char *word);
+/*
+ * 'budget set PROJECT --monthly X [--hard|--soft] [--counts rented|all]'
+ * (argv from "set"): *project borrowed, *body the PUT
+ * /v1/budgets/{project} body (new reference; NULL unless 0 is returned).
+ */
+int cli_budget_set_parse(int argc, char **argv, const char **project,
+                         json_t **body, struct err *e) WARN_UNUSED;
 
 /* ---- logs ---- */
 

@@ -77,6 +77,37 @@ print_warnings(const json_t *warnings, const json_t *skip)
   }
 }
 
+/* The 201's cost forecast as a note on stderr (stdout is the id alone,
+ * for scripts), when money is involved. */
+static void
+print_forecast(const json_t *job)
+{
+  const json_t *f = json_object_get(job, "forecast");
+  const json_t *upper = json_object_get(f, "upper_micro");
+  const json_t *left = json_object_get(f, "budget_left_micro");
+  char runtime[CLI_FMT_SIZE], exp[40], up[40], lft[40];
+  int64_t expected = json_integer_value(json_object_get(f, "expected_micro"));
+
+  if (!json_is_object(f) ||
+      (expected == 0 && json_is_integer(upper) &&
+       json_integer_value(upper) == 0 && left == NULL))
+    return;
+  time_format_duration(
+      json_integer_value(json_object_get(f, "runtime_ms")) / 1000, runtime,
+      sizeof(runtime));
+  cli_fmt_micro_dollars(expected, exp, sizeof(exp));
+  if (json_is_integer(upper))
+    cli_fmt_micro_dollars(json_integer_value(upper), up, sizeof(up));
+  if (left != NULL)
+    cli_fmt_micro_dollars(json_integer_value(left), lft, sizeof(lft));
+  fprintf(stderr, "tenbin: forecast: about %s (%s), $%s expected, %s%s%s%s\n",
+          runtime, jsonx_str(f, "runtime_basis"), exp,
+          json_is_integer(upper) ? "at most $" : "no upper bound (no time "
+                                                 "limit)",
+          json_is_integer(upper) ? up : "",
+          left != NULL ? "; budget left $" : "", left != NULL ? lft : "");
+}
+
 /*
  * POST /v1/jobs with body, retried with the same key on connection errors
  * and 5xx; prints the id (or the JSON) and the server's warnings but
@@ -136,6 +167,7 @@ post_job(struct cli *cli, const json_t *body, const char *user_key,
   } else {
     printf("%lld\n", (long long)json_integer_value(json_object_get(job, "id")));
     print_warnings(json_object_get(job, "warnings"), printed);
+    print_forecast(job);
     if (r.replayed && user_key != NULL)
       fprintf(stderr, "tenbin: note: job %lld was already submitted with "
                       "this idempotency key\n",

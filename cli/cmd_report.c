@@ -2,7 +2,8 @@
  * 'tenbin report [--from D] [--to D] [--by KEYS] [--csv|--json]': what
  * the GPU-hours in the usage ledger cost, grouped by project, site, GPU
  * type and day, with a total line; --csv is the server's CSV verbatim
- * (safe to open in a spreadsheet).
+ * (safe to open in a spreadsheet).  'tenbin budgets' and 'tenbin budget
+ * set': the monthly budgets and what each project spent of its own.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/format.h"
 #include "cli/table.h"
 #include "util/jsonx.h"
 
@@ -136,6 +138,135 @@ cli_cmd_report(struct cli *cli, int argc, char **argv)
   }
   json_decref(reply);
   cli_response_release(&r);
+  buf_release(&path);
+  return status;
+}
+
+/* ---- budgets ---- */
+
+static const char budgets_usage[] =
+    "usage: tenbin budgets\n"
+    "       tenbin budget set PROJECT --monthly DOLLARS [--hard|--soft]\n"
+    "                         [--counts rented|all]\n\n"
+    "List the monthly budgets with what each project spent this month and\n"
+    "where that pace ends the month, or, as an admin, set one.  A hard\n"
+    "budget refuses jobs that could exceed what is left and, once spent,\n"
+    "keeps the project's queued jobs off rented sites; a soft one (the\n"
+    "default) warns at 80 % and 100 %.  Budgets count rented sites' bills\n"
+    "and egress, plus owned sites' sunk cost with --counts all.\n";
+
+static int
+print_budgets(const json_t *reply)
+{
+  static const char *const head[] = {"PROJECT", "MONTH",   "BUDGET $",
+                                     "SPENT $", "LEFT $",  "FORECAST $",
+                                     "KIND",    "COUNTS",  "WARNED"};
+  const json_t *list = json_object_get(reply, "budgets");
+  struct cli_table t;
+  const json_t *v;
+  size_t i;
+  int rc;
+
+  cli_table_init(&t, head, 9);
+  for (size_t c = 2; c < 6; c++)
+    cli_table_set_right(&t, c);
+  /* one budget (set, or GET of a project) or the list */
+  if (list == NULL)
+    list = reply;
+  for (i = 0; i < (json_is_array(list) ? json_array_size(list) : 1); i++) {
+    static const char *const money[] = {"monthly_micro", "spent_micro",
+                                        "left_micro", "forecast_micro"};
+    char text[5][32];
+    const char *row[9];
+
+    v = json_is_array(list) ? json_array_get(list, i) : list;
+    for (int m = 0; m < 4; m++)
+      fmt_cents(json_integer_value(json_object_get(v, money[m])), text[m],
+                32);
+    snprintf(text[4], 32, "%lld%%",
+             (long long)json_integer_value(json_object_get(v, "warned_pct")));
+    row[0] = jsonx_str(v, "project");
+    row[1] = jsonx_str(v, "month");
+    for (int m = 0; m < 4; m++)
+      row[2 + m] = text[m];
+    row[6] = jsonx_bool(v, "hard", 0) ? "hard" : "soft";
+    row[7] = jsonx_str(v, "counts");
+    row[8] = json_integer_value(json_object_get(v, "warned_pct")) ? text[4]
+                                                                   : "-";
+    cli_table_add(&t, row);
+  }
+  rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  cli_table_release(&t);
+  return rc;
+}
+
+/* GET or PUT path (with body), then the budgets as a table. */
+static int
+budgets_call(struct cli *cli, const char *method, const char *path,
+             const struct buf *body)
+{
+  struct cli_response r;
+  struct err e = {0};
+  json_t *reply = NULL;
+  int status = CLI_EXIT_OK;
+
+  cli_response_init(&r);
+  if (cli_request(cli, method, path, body, &r, &reply, &e) < 0)
+    status = cli_fail(&e);
+  else if (cli->json)
+    cli_print_raw(&r);
+  else
+    status = print_budgets(reply);
+  json_decref(reply);
+  cli_response_release(&r);
+  return status;
+}
+
+int
+cli_cmd_budgets(struct cli *cli, int argc, char **argv)
+{
+  struct err e = {0};
+  int status = CLI_EXIT_OK, first;
+
+  if (!cli_parsed(cli_args_positional(argc, argv, 0, 0, &first, &e),
+                  budgets_usage, &e, &status))
+    return status;
+  return budgets_call(cli, "GET", "/v1/budgets", NULL);
+}
+
+int
+cli_cmd_budget(struct cli *cli, int argc, char **argv)
+{
+  struct err e = {0};
+  struct buf path, text;
+  const char *project = NULL;
+  json_t *body = NULL;
+  int status = CLI_EXIT_OK;
+
+  if (argc < 2 || strcmp(argv[1], "set") != 0) {
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 ||
+                     strcmp(argv[1], "-h") == 0)) {
+      fputs(budgets_usage, stdout);
+      return CLI_EXIT_OK;
+    }
+    fputs(budgets_usage, stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (!cli_parsed(cli_budget_set_parse(argc - 1, argv + 1, &project, &body,
+                                       &e),
+                  budgets_usage, &e, &status))
+    return status;
+  buf_init(&path, 4096);
+  buf_init(&text, 4096);
+  if (cli_url_add_segment(&path, "/v1/budgets/", project) < 0 ||
+      jsonx_dump_buf(body, &text) < 0) {
+    err_set(&e, ERR_INVALID, "project name too long");
+    status = cli_fail(&e);
+  } else {
+    status = budgets_call(cli, "PUT", buf_str(&path), &text);
+  }
+  json_decref(body);
+  buf_release(&text);
   buf_release(&path);
   return status;
 }

@@ -41,6 +41,8 @@ static const struct cmd commands[] = {
      "list the rates in force | set SITE (admin)"},
     {"report", cli_cmd_report, cli_report_arity,
      "GPU-hours and cost by project, site, GPU type, day"},
+    {"budgets", cli_cmd_budgets, NULL, "list monthly budgets and spending"},
+    {"budget", cli_cmd_budget, NULL, "set PROJECT --monthly X (admin)"},
     {"datasets", cli_cmd_datasets, NULL, "list datasets"},
     {"dataset", cli_cmd_dataset, NULL, "add | publish | sync | ls | show"},
 };

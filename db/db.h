@@ -474,4 +474,38 @@ struct db_egress {
 int db_egress_insert(struct db *db, const struct db_egress *eg,
                      struct err *e) WARN_UNUSED;
 
+/* ---- budgets (006_ledger.sql; ledger.c) ---- */
+
+/* A project's monthly budget; rows read are borrowed by the callback. */
+struct db_budget {
+  const char *project;
+  int64_t monthly_micro;
+  int hard;               /* refuse what could exceed it, else warn */
+  const char *counts;     /* "rented" or "all" */
+  int64_t updated_ms;
+  int warned_pct;         /* 0, 80 or 100: the last warning given, */
+  const char *warned_month; /* in that month ("YYYY-MM"), or NULL */
+};
+typedef int (*db_budget_cb)(const struct db_budget *b, void *arg);
+
+/* Insert or replace project's budget; a new limit warns afresh. */
+int db_budget_put(struct db *db, const struct db_budget *b, struct err *e)
+    WARN_UNUSED;
+/* Every budget, by project. */
+int db_budget_list(struct db *db, db_budget_cb cb, void *arg,
+                   struct err *e) WARN_UNUSED;
+/* Record that project was warned at pct of its budget in month. */
+int db_budget_warned(struct db *db, const char *project, int pct,
+                     const char *month, struct err *e) WARN_UNUSED;
+
+/* ---- run times (ledger.c) ---- */
+
+/* One successful run: its project, workload (else name) and how long it
+ * ran; strings borrowed for the callback. */
+typedef int (*db_runtime_cb)(const char *project, const char *key,
+                             int64_t ms, void *arg);
+/* The newest limit successful runs, newest first. */
+int db_job_runtimes(struct db *db, int limit, db_runtime_cb cb, void *arg,
+                    struct err *e) WARN_UNUSED;
+
 #endif

@@ -89,7 +89,7 @@ int db__pr_prepare(struct db *db, struct err *e) WARN_UNUSED;
 int db__allow_list_json(char *const *projects, struct buf *b,
                         struct err *e) WARN_UNUSED;
 /* And for ledger.c. */
-#define DB__LG_MAX 8
+#define DB__LG_MAX 16
 struct sqlite3_stmt **db__lg_stmts(struct db *db);
 int db__lg_prepare(struct db *db, struct err *e) WARN_UNUSED;
 /* db.c's helpers, described there (prepare, fail, step_write, finish,

@@ -1,5 +1,6 @@
 /*
- * The usage ledger and egress charges (db.h; schema in 006_ledger.sql).
+ * The usage ledger, egress charges and budgets (db.h; schema in
+ * 006_ledger.sql).
  * Same rules as prices.c: statements prepared once at open into this
  * file's slots, values always bound, rows handed to callbacks borrowed.
  * A report's statement depends on its grouping and is prepared per
@@ -25,6 +26,10 @@ enum lg_stmt {
   LG_OF_JOB,
   LG_TOTALS,
   LG_EGRESS,
+  LG_BUDGET_PUT,
+  LG_BUDGET_LIST,
+  LG_BUDGET_WARNED,
+  LG_RUNTIMES,
   LG_COUNT
 };
 
@@ -46,6 +51,18 @@ static const char *const lg_sql[LG_COUNT] = {
                   "project, site, to_site, dataset, bytes, rate_micro, "
                   "cost_micro) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
                   "?10)",
+    [LG_BUDGET_PUT] = "INSERT OR REPLACE INTO budgets (project, "
+                      "monthly_micro, hard, counts, updated_ms, warned_pct, "
+                      "warned_month) VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL)",
+    [LG_BUDGET_LIST] = "SELECT project, monthly_micro, hard, counts, "
+                       "updated_ms, warned_pct, warned_month FROM budgets "
+                       "ORDER BY project",
+    [LG_BUDGET_WARNED] = "UPDATE budgets SET warned_pct = ?2, "
+                         "warned_month = ?3 WHERE project = ?1",
+    [LG_RUNTIMES] = "SELECT project, coalesce(workload, name), "
+                    "ended_ms - started_ms FROM jobs WHERE state = "
+                    "'succeeded' AND started_ms > 0 ORDER BY id DESC "
+                    "LIMIT ?1",
 };
 
 static sqlite3_stmt *
@@ -129,6 +146,8 @@ db_usage_replace(struct db *db, int64_t job_id, int64_t hold_ms,
 struct visit {
   db_usage_cb cb;
   db_usage_sum_cb sum_cb;
+  db_budget_cb budget_cb;
+  db_runtime_cb runtime_cb;
   void *arg;
 };
 
@@ -336,4 +355,86 @@ db_egress_insert(struct db *db, const struct db_egress *eg, struct err *e)
   bind_rate(st, 9, eg->rate_micro, &rc);
   db__bind_int64(st, 10, eg->cost_micro, &rc);
   return db__step_write(db, st, rc, "recording egress", e);
+}
+
+int
+db_budget_put(struct db *db, const struct db_budget *b, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_BUDGET_PUT);
+  int rc = SQLITE_OK;
+
+  db__bind_text(st, 1, b->project, &rc);
+  db__bind_int64(st, 2, b->monthly_micro, &rc);
+  db__bind_int64(st, 3, b->hard ? 1 : 0, &rc);
+  db__bind_text(st, 4, b->counts, &rc);
+  db__bind_int64(st, 5, b->updated_ms, &rc);
+  return db__step_write(db, st, rc, "storing a budget", e);
+}
+
+static int
+visit_budget(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+  struct db_budget b = {.project = db__col_borrow(st, 0),
+                        .monthly_micro = sqlite3_column_int64(st, 1),
+                        .hard = sqlite3_column_int(st, 2),
+                        .counts = db__col_borrow(st, 3),
+                        .updated_ms = sqlite3_column_int64(st, 4),
+                        .warned_pct = sqlite3_column_int(st, 5),
+                        .warned_month = db__col_borrow(st, 6)};
+
+  (void)e;
+  return v->budget_cb(&b, v->arg);
+}
+
+int
+db_budget_list(struct db *db, db_budget_cb cb, void *arg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_BUDGET_LIST);
+  struct visit v = {.budget_cb = cb, .arg = arg};
+  int ret = db__take_for_callbacks(st, "db_budget_list", e);
+
+  if (ret < 0)
+    return ret;
+  return db__each_row(db, st, SQLITE_OK, "listing budgets", visit_budget,
+                      &v, e);
+}
+
+int
+db_budget_warned(struct db *db, const char *project, int pct,
+                 const char *month, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_BUDGET_WARNED);
+  int rc = SQLITE_OK;
+
+  db__bind_text(st, 1, project, &rc);
+  db__bind_int64(st, 2, pct, &rc);
+  db__bind_text(st, 3, month, &rc);
+  return db__step_write(db, st, rc, "recording a budget warning", e);
+}
+
+static int
+visit_runtime(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+
+  (void)e;
+  return v->runtime_cb(db__col_borrow(st, 0), db__col_borrow(st, 1),
+                       sqlite3_column_int64(st, 2), v->arg);
+}
+
+int
+db_job_runtimes(struct db *db, int limit, db_runtime_cb cb, void *arg,
+                struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_RUNTIMES);
+  struct visit v = {.runtime_cb = cb, .arg = arg};
+  int rc = SQLITE_OK;
+  int ret = db__take_for_callbacks(st, "db_job_runtimes", e);
+
+  if (ret < 0)
+    return ret;
+  db__bind_int64(st, 1, limit, &rc);
+  return db__each_row(db, st, rc, "reading run times", visit_runtime, &v,
+                      e);
 }

@@ -37,7 +37,8 @@
   XX(TIMEOUT, -14, 504, "timed out")                                        \
   XX(CONFIG, -15, 500, "bad configuration")                                 \
   XX(SITE, -16, 502, "site error")                                          \
-  XX(BAD_STATE, -17, 409, "not allowed in the current state")
+  XX(BAD_STATE, -17, 409, "not allowed in the current state")              \
+  XX(OVER_BUDGET, -18, 402, "over budget")
 
 enum err_code {
   ERR_OK = 0,

@@ -72,7 +72,7 @@ t_expect "tenbin prices set answers the rates in force, the admin's among them" 
   "$(printf '%s\n' "$out" | grep '^cloud *h100 *on_demand')" '6\.500000 .* admin$'
 t_expect "tenbin prices set refuses a price that is not one" \
   "$({ "$TENBIN" prices set cloud --gpu-type h100 --per-gpu-hour six 2>&1 | head -1; echo "rc=${PIPESTATUS[0]}"; } | tr '\n' ' ')" \
-  "'--per-gpu-hour': 'six' is not a price.*rc=[1-9]"
+  "'--per-gpu-hour': 'six' is not an amount in dollars.*rc=[1-9]"
 t_stop
 t_start --config "$T_DIR/config.json"
 t_expect "the admin's price holds across a restart with the same config" \

@@ -1104,6 +1104,76 @@ test_dataset_names_follow_the_contract(void **state)
 }
 
 static void
+test_report_options_travel_escaped_with_a_default_grouping(void **state)
+{
+  char *plain[] = {"report", NULL};
+  char *full[] = {"report", "--from", "2026-11-01", "--to", "2026 x",
+                  "--by", "site,day", "--csv", NULL};
+  char *extra[] = {"report", "now", NULL};
+  struct buf path;
+  struct err e = {0};
+  int csv = -1;
+
+  (void)state;
+  buf_init(&path, 4096);
+  assert_int_equal(cli_report_parse(ARGC(plain), plain, &csv, &path, &e), 0);
+  assert_string_equal(buf_str(&path), "/v1/reports/usage?by=project%2Csite");
+  assert_int_equal(csv, 0);
+  buf_reset(&path);
+  assert_int_equal(cli_report_parse(ARGC(full), full, &csv, &path, &e), 0);
+  assert_string_equal(buf_str(&path),
+                      "/v1/reports/usage?from=2026-11-01&to=2026%20x&"
+                      "by=site%2Cday&format=csv");
+  assert_int_equal(csv, 1);
+  buf_reset(&path);
+  assert_int_equal(cli_report_parse(ARGC(extra), extra, &csv, &path, &e),
+                   ERR_INVALID);
+  assert_string_equal(e.msg, "unexpected argument 'now'");
+  assert_int_equal(cli_report_arity("--by"), 1);
+  assert_int_equal(cli_report_arity("--csv"), 0);
+  buf_release(&path);
+}
+
+static void
+test_budget_set_builds_the_body_and_names_what_is_wrong(void **state)
+{
+  char *good[] = {"set", "vision", "--monthly", "5000", "--hard",
+                  "--counts", "all", NULL};
+  char *no_amount[] = {"set", "vision", "--soft", NULL};
+  char *bad_counts[] = {"set", "vision", "--monthly", "1", "--counts",
+                        "owned", NULL};
+  char *negative[] = {"set", "vision", "--monthly", "-5", NULL};
+  char *no_project[] = {"set", "--monthly", "5", NULL};
+  const char *project = NULL;
+  json_t *body = NULL;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(cli_budget_set_parse(ARGC(good), good, &project, &body,
+                                        &e), 0);
+  assert_string_equal(project, "vision");
+  assert_true(json_number_value(json_object_get(body, "monthly")) == 5000);
+  assert_true(json_is_true(json_object_get(body, "hard")));
+  assert_string_equal(json_string_value(json_object_get(body, "counts")),
+                      "all");
+  json_decref(body);
+  assert_int_equal(cli_budget_set_parse(ARGC(no_amount), no_amount, &project,
+                                        &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--monthly' is needed");
+  assert_int_equal(cli_budget_set_parse(ARGC(bad_counts), bad_counts,
+                                        &project, &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "option '--counts': 'owned' is not rented or "
+                             "all");
+  assert_int_equal(cli_budget_set_parse(ARGC(negative), negative, &project,
+                                        &body, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'-5' is not an amount in dollars"));
+  assert_int_equal(cli_budget_set_parse(ARGC(no_project), no_project,
+                                        &project, &body, &e), ERR_INVALID);
+  assert_string_equal(e.msg, "a PROJECT is needed");
+  assert_null(body);
+}
+
+static void
 test_prices_set_builds_the_body_and_names_what_is_missing(void **state)
 {
   char *good[] = {"set", "--per-gpu-hour", "6.5", "cloud", "--gpu-type",
@@ -1142,7 +1212,7 @@ test_prices_set_builds_the_body_and_names_what_is_missing(void **state)
   assert_string_equal(e.msg, "a SITE is needed");
   assert_int_equal(cli_prices_set_parse(ARGC(bad), bad, &site, &type, &body,
                                         &e), ERR_INVALID);
-  assert_non_null(strstr(e.msg, "'1e9' is not a price"));
+  assert_non_null(strstr(e.msg, "'1e9' is not an amount in dollars"));
   assert_int_equal(cli_prices_set_parse(ARGC(nan), nan, &site, &type, &body,
                                         &e), ERR_INVALID);
   assert_null(body);
@@ -1698,6 +1768,10 @@ main(void)
       cmocka_unit_test(test_dataset_add_needs_name_site_and_path),
       cmocka_unit_test(
           test_prices_set_builds_the_body_and_names_what_is_missing),
+      cmocka_unit_test(
+          test_report_options_travel_escaped_with_a_default_grouping),
+      cmocka_unit_test(
+          test_budget_set_builds_the_body_and_names_what_is_wrong),
       cmocka_unit_test(test_dataset_name_commands_take_one_valid_name),
       cmocka_unit_test(test_dataset_sync_splits_name_and_version),
       cmocka_unit_test(
