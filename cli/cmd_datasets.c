@@ -592,9 +592,9 @@ copy_time(const json_t *rep, int64_t *ms)
   int64_t from;
   int64_t to;
 
-  if (cli_parse_iso(jsonx_str(rep, "started"), &from) < 0)
+  if (time_parse_iso(jsonx_str(rep, "started"), &from) < 0)
     return ERR_INVALID;
-  if (cli_parse_iso(jsonx_str(rep, "finished"), &to) < 0)
+  if (time_parse_iso(jsonx_str(rep, "finished"), &to) < 0)
     to = time_now_ms();
   *ms = to > from ? to - from : 0;
   return 0;
@@ -717,7 +717,7 @@ show_waiting(struct watch *w, const json_t *rep)
   if (strcmp(key, w->waiting) == 0)
     return;
   snprintf(w->waiting, sizeof(w->waiting), "%s", key);
-  if (cli_parse_iso(next_try, &next) == 0) {
+  if (time_parse_iso(next_try, &next) == 0) {
     left = next - time_now_ms();
     cli_fmt_duration(left > 0 ? (left + 999) / 1000 : 0, when,
                      sizeof(when));

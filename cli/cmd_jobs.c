@@ -391,7 +391,7 @@ when(const json_t *job, const char *key, int64_t now, char *out,
 
   if (iso == NULL)
     return NULL;
-  if (cli_parse_iso(iso, &ms) < 0)
+  if (time_parse_iso(iso, &ms) < 0)
     return iso;
   cli_fmt_duration((now - ms) / 1000, ago, sizeof(ago));
   snprintf(out, outlen, "%s (%s ago)", iso, ago);
@@ -502,8 +502,8 @@ show_job(const json_t *job)
                    when(job, "started_at", now, started, sizeof(started)));
   cli_table_add_kv(&t, "ended",
                    when(job, "ended_at", now, ended, sizeof(ended)));
-  if (cli_parse_iso(jsonx_str(job, "started_at"), &from) == 0) {
-    if (cli_parse_iso(jsonx_str(job, "ended_at"), &to) < 0)
+  if (time_parse_iso(jsonx_str(job, "started_at"), &from) == 0) {
+    if (time_parse_iso(jsonx_str(job, "ended_at"), &to) < 0)
       to = now;
     time_format_duration(to > from ? (to - from) / 1000 : 0, elapsed,
                          sizeof(elapsed));

@@ -35,83 +35,6 @@ cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
     snprintf(out, outlen, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
 }
 
-/* Read exactly n digits at *p into *out; advances *p. */
-static int
-read_digits(const char **p, int n, int *out)
-{
-  int v = 0;
-
-  for (int i = 0; i < n; i++) {
-    if (!isdigit((unsigned char)(*p)[i]))
-      return ERR_INVALID;
-    v = v * 10 + ((*p)[i] - '0');
-  }
-  *p += n;
-  *out = v;
-  return 0;
-}
-
-/* Expect the character c at *p; advances *p. */
-static int
-expect(const char **p, char c)
-{
-  if (**p != c)
-    return ERR_INVALID;
-  (*p)++;
-  return 0;
-}
-
-int
-cli_parse_iso(const char *s, int64_t *ms)
-{
-  struct tm tm;
-  const char *p = s;
-  int year, mon, day, hour, min, sec;
-  int frac = 0;
-  int digits = 0;
-  time_t t;
-
-  if (s == NULL)
-    return ERR_INVALID;
-  if (read_digits(&p, 4, &year) < 0 || expect(&p, '-') < 0 ||
-      read_digits(&p, 2, &mon) < 0 || expect(&p, '-') < 0 ||
-      read_digits(&p, 2, &day) < 0 || expect(&p, 'T') < 0 ||
-      read_digits(&p, 2, &hour) < 0 || expect(&p, ':') < 0 ||
-      read_digits(&p, 2, &min) < 0 || expect(&p, ':') < 0 ||
-      read_digits(&p, 2, &sec) < 0)
-    return ERR_INVALID;
-  if (*p == '.') {
-    p++;
-    /* Keep milliseconds; finer digits are read and dropped. */
-    while (isdigit((unsigned char)*p)) {
-      if (digits < 3) {
-        frac = frac * 10 + (*p - '0');
-        digits++;
-      }
-      p++;
-    }
-    if (digits == 0)
-      return ERR_INVALID;
-    for (; digits < 3; digits++)
-      frac *= 10;
-  }
-  if (expect(&p, 'Z') < 0 || *p != '\0')
-    return ERR_INVALID;
-  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 ||
-      min > 59 || sec > 60)
-    return ERR_INVALID;
-  memset(&tm, 0, sizeof(tm));
-  tm.tm_year = year - 1900;
-  tm.tm_mon = mon - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = min;
-  tm.tm_sec = sec;
-  t = timegm(&tm);
-  *ms = (int64_t)t * 1000 + frac;
-  return 0;
-}
-
 void
 cli_fmt_job_time(const json_t *job, int64_t now_ms, char *out,
                  size_t outlen)
@@ -122,10 +45,10 @@ cli_fmt_job_time(const json_t *job, int64_t now_ms, char *out,
   int64_t from;
   int64_t to = now_ms;
 
-  if (started != NULL && cli_parse_iso(started, &from) == 0) {
-    if (ended != NULL && cli_parse_iso(ended, &to) < 0)
+  if (started != NULL && time_parse_iso(started, &from) == 0) {
+    if (ended != NULL && time_parse_iso(ended, &to) < 0)
       to = now_ms;
-  } else if (created == NULL || cli_parse_iso(created, &from) < 0) {
+  } else if (created == NULL || time_parse_iso(created, &from) < 0) {
     snprintf(out, outlen, "-");
     return;
   }

@@ -25,11 +25,6 @@ void cli_fmt_duration(int64_t seconds, char *out, size_t outlen);
  * integer micro-dollars end to end; the CLI neither rounds nor adds). */
 void cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen);
 /*
- * Parse "2026-11-21T14:00:00.123Z" (fraction optional, 'Z' required)
- * into milliseconds since the epoch.  ERR_INVALID on anything else.
- */
-int cli_parse_iso(const char *s, int64_t *ms) WARN_UNUSED;
-/*
  * The AGE/ELAPSED cell of a job object: the run time (ended_at or now
  * minus started_at) once it started, else the time since created_at;
  * "-" when the times are missing or malformed.

@@ -18,6 +18,11 @@ int64_t time_mono_ms(void);
 /* Format ms since the epoch as "2026-11-21T14:00:00.123Z" into out. */
 void time_format_iso(int64_t ms, char *out, size_t outlen);
 /*
+ * Parse "2026-11-21T14:00:00.123Z" (fraction optional, 'Z' required)
+ * into milliseconds since the epoch.  ERR_INVALID on anything else.
+ */
+int time_parse_iso(const char *s, int64_t *ms) WARN_UNUSED;
+/*
  * Parse a Slurm time limit ("minutes", "minutes:seconds",
  * "hours:minutes:seconds", "days-hours", "days-hours:minutes",
  * "days-hours:minutes:seconds", or "UNLIMITED"/"INFINITE" = 0) into

@@ -1568,29 +1568,6 @@ test_micro_dollars_print_with_all_six_decimals(void **state)
 }
 
 static void
-test_iso_times_parse_to_milliseconds(void **state)
-{
-  int64_t ms = 0;
-
-  (void)state;
-  assert_int_equal(cli_parse_iso("1970-01-01T00:00:01.5Z", &ms), 0);
-  assert_int_equal(ms, 1500);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.123Z", &ms), 0);
-  assert_int_equal(ms, 1795269600123LL);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00Z", &ms), 0);
-  assert_int_equal(ms, 1795269600000LL);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.123456Z", &ms), 0);
-  assert_int_equal(ms, 1795269600123LL);
-  assert_int_equal(cli_parse_iso("2026-11-21 14:00:00Z", &ms), ERR_INVALID);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00", &ms), ERR_INVALID);
-  assert_int_equal(cli_parse_iso("2026-13-21T14:00:00Z", &ms), ERR_INVALID);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00.Z", &ms), ERR_INVALID);
-  assert_int_equal(cli_parse_iso("2026-11-21T14:00:00Zjunk", &ms),
-                   ERR_INVALID);
-  assert_int_equal(cli_parse_iso(NULL, &ms), ERR_INVALID);
-}
-
-static void
 test_job_time_is_age_until_started_then_elapsed(void **state)
 {
   /* now = 2026-11-21T14:10:00Z */
@@ -1784,7 +1761,6 @@ main(void)
       cmocka_unit_test(test_table_key_value_rows_skip_absent_values),
       cmocka_unit_test(test_durations_are_compact),
       cmocka_unit_test(test_micro_dollars_print_with_all_six_decimals),
-      cmocka_unit_test(test_iso_times_parse_to_milliseconds),
       cmocka_unit_test(test_job_time_is_age_until_started_then_elapsed),
       cmocka_unit_test(test_gpus_and_exit_cells),
       cmocka_unit_test(test_time_limits_print_in_slurm_form),

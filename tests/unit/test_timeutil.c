@@ -228,10 +228,34 @@ test_days_and_months_start_at_local_midnight(void **state)
   assert_int_equal(time_parse_day("2026-11-270", 0, &ms), ERR_INVALID);
 }
 
+static void
+test_iso_times_parse_to_milliseconds(void **state)
+{
+  int64_t ms = 0;
+
+  (void)state;
+  assert_int_equal(time_parse_iso("1970-01-01T00:00:01.5Z", &ms), 0);
+  assert_int_equal(ms, 1500);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00.123Z", &ms), 0);
+  assert_int_equal(ms, 1795269600123LL);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00Z", &ms), 0);
+  assert_int_equal(ms, 1795269600000LL);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00.123456Z", &ms), 0);
+  assert_int_equal(ms, 1795269600123LL);
+  assert_int_equal(time_parse_iso("2026-11-21 14:00:00Z", &ms), ERR_INVALID);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00", &ms), ERR_INVALID);
+  assert_int_equal(time_parse_iso("2026-13-21T14:00:00Z", &ms), ERR_INVALID);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00.Z", &ms), ERR_INVALID);
+  assert_int_equal(time_parse_iso("2026-11-21T14:00:00Zjunk", &ms),
+                   ERR_INVALID);
+  assert_int_equal(time_parse_iso(NULL, &ms), ERR_INVALID);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_iso_times_parse_to_milliseconds),
       cmocka_unit_test(test_zones_are_fixed_offsets_and_nothing_else),
       cmocka_unit_test(test_days_and_months_start_at_local_midnight),
     cmocka_unit_test(test_bare_number_is_minutes),
