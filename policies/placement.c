@@ -5,7 +5,9 @@
  * allocation, no clock, so every decision is a unit test.
  *
  * "first-fit" walks the sites in the order given (the configuration's
- * order, on-prem first) and takes the first that fits right now.
+ * order, on-prem first) and takes the first that fits right now.  It
+ * asks placement__judge, below, whether a site fits; so will every
+ * policy.
  *
  * Per site, the verdict is
  *   NEVER  the request cannot fit even on an idle site: more nodes than
@@ -17,21 +19,14 @@
  *   NOW    otherwise.
  * NEVER is decided from the snapshot's totals before reachability, so an
  * unreachable site keeps the capacity the snapshot last knew for it.
+ * The judgement is numbers (struct placement__fit); its words are
+ * written only when asked for (placement__fit_reason).
  */
-#include "placement.h"
+#include "placement_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-
-/* GPUs of one type summed over the pools of a site that carry it. */
-struct type_total {
-  const char *type;
-  int64_t total;
-  int64_t free;
-  int64_t per_node; /* the largest per-node count among those pools */
-};
 
 static void
 reason_set(char *out, const char *fmt, ...)
@@ -47,13 +42,8 @@ reason_set(char *out, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Append to a decision's reason; what does not fit is cut. */
-static void
-summary_add(char *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-summary_add(char *out, const char *fmt, ...)
+void
+placement__summary_add(char *out, const char *fmt, ...)
 {
   size_t used = strlen(out);
   va_list ap;
@@ -72,175 +62,235 @@ site_name(const struct placement_site *site)
   return site->name != NULL ? site->name : "?";
 }
 
-static int
-same_type(const char *a, const char *b)
-{
-  return a != NULL && b != NULL && strcasecmp(a, b) == 0;
-}
-
-/* Sum the pools of site that carry type (0 totals when none does). */
-static void
+/* Sum the pools of site that carry type into fit (0 when none does).
+ * Inline: it runs for every job and site of a pass. */
+static inline void
 type_sum(const struct placement_site *site, const char *type,
-         struct type_total *t)
+         struct placement__fit *fit)
 {
-  int i;
+  /* Equal in any case means equal with bit 5 set: most pools differ in
+   * their first letter, and are passed over on that alone. */
+  unsigned char first = (unsigned char)(*type | 0x20);
 
-  t->type = type;
-  t->total = 0;
-  t->free = 0;
-  t->per_node = 0;
-  for (i = 0; i < site->npools && i < PLACEMENT_MAX_POOLS; i++) {
+  fit->type = type;
+  fit->pool = -1;
+  fit->total = 0;
+  fit->free = 0;
+  fit->node_max = 0;
+  for (int i = 0; i < site->npools && i < PLACEMENT_MAX_POOLS; i++) {
     const struct placement_pool *p = &site->pools[i];
 
-    if (!same_type(p->type, type))
+    if (p->type == NULL || (unsigned char)(*p->type | 0x20) != first ||
+        !placement__same_type(p->type, type))
       continue;
-    t->total += p->total;
-    t->free += p->free;
-    if (p->per_node > t->per_node)
-      t->per_node = p->per_node;
+    if (fit->pool < 0)
+      fit->pool = i;
+    fit->total += p->total;
+    fit->free += p->free;
+    if (p->per_node > fit->node_max)
+      fit->node_max = p->per_node;
   }
-}
-
-/* GPUs the job needs on its busiest node (the per-node request, or the
- * total spread over its nodes, rounded up). */
-static int64_t
-needed_per_node(const struct placement_request *req, int64_t gpus,
-                int64_t nodes)
-{
-  if (req->gpus_per_node > 0)
-    return req->gpus_per_node;
-  return (gpus + nodes - 1) / nodes;
 }
 
 /*
- * Can GPUs of type t ever hold the job?  0 and a reason when not.  A
- * per_node of 0 means the snapshot does not know, and is not checked.
+ * Can the type in fit ever hold the job?  FITS, or the reason it cannot.
+ * A node_max of 0 means the snapshot does not know, and is not checked.
+ */
+static enum placement__why
+type_can_fit(const struct placement__fit *fit)
+{
+  if (fit->total == 0)
+    return PLACEMENT__TYPE_NONE;
+  if (fit->gpus > fit->total)
+    return PLACEMENT__TYPE_TOTAL;
+  if (fit->node_max > 0 && fit->per_node > fit->node_max)
+    return PLACEMENT__PER_NODE;
+  return PLACEMENT__FITS;
+}
+
+static void
+fit_set(struct placement__fit *fit, enum placement_verdict verdict,
+        enum placement__why why)
+{
+  fit->verdict = verdict;
+  fit->why = why;
+}
+
+/*
+ * Any type will do, but all of one type: among the types that could ever
+ * hold the job, the one with the most GPUs free now.  0 when none can,
+ * with fit set to NEVER and its reason.
  */
 static int
-type_can_fit(const struct placement_request *req, int64_t gpus,
-             int64_t nodes, const struct type_total *t, char *why)
+best_type(const struct placement_site *site, struct placement__fit *fit)
 {
-  int64_t per_node = needed_per_node(req, gpus, nodes);
+  struct placement__fit t = *fit, no = *fit;
+  int have_best = 0, have_no = 0;
 
-  if (t->total == 0) {
-    reason_set(why, "needs %lld x %s GPUs, site has 0 %s", (long long)gpus,
-               t->type, t->type);
-    return 0;
-  }
-  if (gpus > t->total) {
-    reason_set(why, "needs %lld x %s GPUs, site has %lld %s in total",
-               (long long)gpus, t->type, (long long)t->total, t->type);
-    return 0;
-  }
-  if (t->per_node > 0 && per_node > t->per_node) {
-    reason_set(why,
-               "needs %lld %s GPUs per node, site has at most %lld per node",
-               (long long)per_node, t->type, (long long)t->per_node);
-    return 0;
-  }
-  return 1;
-}
+  fit->largest = 0;
+  for (int i = 0; i < site->npools && i < PLACEMENT_MAX_POOLS; i++) {
+    enum placement__why why;
 
-/* The verdict for one site, with its reason in c->reason. */
-static enum placement_verdict
-judge_site(const struct placement_request *req,
-           const struct placement_site *site, struct placement_candidate *c)
-{
-  int64_t nodes = req->nodes > 0 ? req->nodes : 1;
-  int64_t gpus = req->gpus;
-  struct type_total best;
-  int have_best = 0;
-
-  if (gpus <= 0 && req->gpus_per_node > 0)
-    gpus = req->gpus_per_node * nodes;
-  if (site->unknown) {
-    /* Not "never": what the site has is not known until it answers. */
-    reason_set(c->reason, "site not reached yet, its capacity is unknown");
-    return PLACEMENT_WAIT;
-  }
-  if (nodes > site->nodes) {
-    reason_set(c->reason, "needs %lld nodes, site has %lld", (long long)nodes,
-               (long long)site->nodes);
-    return PLACEMENT_NEVER;
-  }
-
-  if (gpus > 0 && req->gpu_type != NULL) {
-    type_sum(site, req->gpu_type, &best);
-    if (!type_can_fit(req, gpus, nodes, &best, c->reason))
-      return PLACEMENT_NEVER;
-    have_best = 1;
-  } else if (gpus > 0) {
-    /*
-     * Any type will do, but all of one type: among the types that could
-     * ever hold the job, prefer the one with the most GPUs free now.
-     */
-    char why[PLACEMENT_REASON_LEN] = "";
-    int64_t largest = 0;
-    int i;
-
-    for (i = 0; i < site->npools && i < PLACEMENT_MAX_POOLS; i++) {
-      struct type_total t;
-      char tmp[PLACEMENT_REASON_LEN];
-
-      if (site->pools[i].type == NULL)
-        continue;
-      type_sum(site, site->pools[i].type, &t);
-      if (t.total > largest)
-        largest = t.total;
-      if (!type_can_fit(req, gpus, nodes, &t, tmp)) {
-        if (why[0] == '\0' || t.total >= gpus)
-          memcpy(why, tmp, sizeof(why));
-        continue;
+    if (site->pools[i].type == NULL)
+      continue;
+    type_sum(site, site->pools[i].type, &t);
+    if (t.total > fit->largest)
+      fit->largest = t.total;
+    why = type_can_fit(&t);
+    if (why != PLACEMENT__FITS) {
+      /* Of the types that say no, the last one large enough speaks. */
+      if (!have_no || t.total >= t.gpus) {
+        no = t;
+        no.why = why;
       }
-      if (!have_best || t.free > best.free)
-        best = t;
-      have_best = 1;
+      have_no = 1;
+      continue;
     }
-    if (!have_best) {
-      if (largest == 0 && site->detail != NULL && site->detail[0] != '\0')
-        reason_set(c->reason, "needs %lld GPUs, site has none (%s)",
-                   (long long)gpus, site->detail);
-      else if (largest == 0)
-        reason_set(c->reason, "needs %lld GPUs, site has none",
-                   (long long)gpus);
-      else if (largest < gpus)
-        reason_set(c->reason,
-                   "needs %lld GPUs of one type, site has at most %lld of "
-                   "one type",
-                   (long long)gpus, (long long)largest);
-      else
-        memcpy(c->reason, why, sizeof(c->reason));
-      return PLACEMENT_NEVER;
+    if (!have_best || t.free > fit->free) {
+      fit->type = t.type;
+      fit->pool = t.pool;
+      fit->total = t.total;
+      fit->free = t.free;
+      fit->node_max = t.node_max;
     }
-  }
-
-  if (!site->reachable) {
-    reason_set(c->reason, "site unreachable");
-    return PLACEMENT_WAIT;
-  }
-  if (site->max_jobs > 0 && site->jobs_active >= site->max_jobs) {
-    reason_set(c->reason, "site runs %lld jobs, its limit is %lld",
-               (long long)site->jobs_active, (long long)site->max_jobs);
-    return PLACEMENT_WAIT;
-  }
-  if (have_best && best.free < gpus) {
-    reason_set(c->reason, "%lld of %lld %s free, needs %lld",
-               (long long)(best.free > 0 ? best.free : 0),
-               (long long)best.total, best.type, (long long)gpus);
-    return PLACEMENT_WAIT;
+    have_best = 1;
   }
   if (have_best)
-    reason_set(c->reason, "fits: %lld of %lld %s free, needs %lld",
-               (long long)best.free, (long long)best.total, best.type,
-               (long long)gpus);
-  else
-    reason_set(c->reason, "fits: needs no GPUs");
-  return PLACEMENT_NOW;
+    return 1;
+  if (fit->largest == 0) {
+    fit_set(fit, PLACEMENT_NEVER, PLACEMENT__NO_GPUS);
+  } else if (fit->largest < fit->gpus) {
+    fit_set(fit, PLACEMENT_NEVER, PLACEMENT__ONE_TYPE);
+  } else {
+    no.largest = fit->largest;
+    *fit = no;
+    fit->verdict = PLACEMENT_NEVER;
+  }
+  return 0;
 }
 
-/* "2 x a10g GPUs", "16 GPUs on 2 nodes", "4 nodes without GPUs". */
-static void
-describe_request(const struct placement_request *req, char *out, size_t len)
+void
+placement__fit_init(const struct placement_request *req,
+                    struct placement__fit *fit)
+{
+  fit->nodes = req->nodes > 0 ? req->nodes : 1;
+  fit->gpus = req->gpus;
+  if (fit->gpus <= 0 && req->gpus_per_node > 0)
+    fit->gpus = req->gpus_per_node * fit->nodes;
+  if (req->gpus_per_node > 0)
+    fit->per_node = req->gpus_per_node;
+  else
+    fit->per_node = (fit->gpus + fit->nodes - 1) / fit->nodes;
+  fit->verdict = PLACEMENT_NEVER;
+  fit->why = PLACEMENT__NODES;
+}
+
+void
+placement__judge(const struct placement_request *req,
+                 const struct placement_site *site,
+                 struct placement__fit *fit)
+{
+  fit->type = NULL;
+  fit->pool = -1;
+  fit->total = fit->free = fit->node_max = fit->largest = 0;
+
+  if (site->unknown) {
+    /* Not "never": what the site has is not known until it answers. */
+    fit_set(fit, PLACEMENT_WAIT, PLACEMENT__UNKNOWN);
+    return;
+  }
+  if (fit->nodes > site->nodes) {
+    fit_set(fit, PLACEMENT_NEVER, PLACEMENT__NODES);
+    return;
+  }
+  if (fit->gpus > 0 && req->gpu_type != NULL) {
+    enum placement__why why;
+
+    type_sum(site, req->gpu_type, fit);
+    why = type_can_fit(fit);
+    if (why != PLACEMENT__FITS) {
+      fit_set(fit, PLACEMENT_NEVER, why);
+      return;
+    }
+  } else if (fit->gpus > 0 && !best_type(site, fit)) {
+    return;
+  }
+
+  if (!site->reachable)
+    fit_set(fit, PLACEMENT_WAIT, PLACEMENT__UNREACHABLE);
+  else if (site->max_jobs > 0 && site->jobs_active >= site->max_jobs)
+    fit_set(fit, PLACEMENT_WAIT, PLACEMENT__JOB_CAP);
+  else if (fit->gpus > 0 && fit->free < fit->gpus)
+    fit_set(fit, PLACEMENT_WAIT, PLACEMENT__BUSY);
+  else
+    fit_set(fit, PLACEMENT_NOW, PLACEMENT__FITS);
+}
+
+void
+placement__fit_reason(const struct placement_site *site,
+                      const struct placement__fit *fit, char *out)
+{
+  long long gpus = (long long)fit->gpus;
+  const char *type = fit->type != NULL ? fit->type : "?";
+
+  switch (fit->why) {
+  case PLACEMENT__UNKNOWN:
+    reason_set(out, "site not reached yet, its capacity is unknown");
+    break;
+  case PLACEMENT__NODES:
+    reason_set(out, "needs %lld nodes, site has %lld",
+               (long long)fit->nodes, (long long)site->nodes);
+    break;
+  case PLACEMENT__TYPE_NONE:
+    reason_set(out, "needs %lld x %s GPUs, site has 0 %s", gpus, type, type);
+    break;
+  case PLACEMENT__TYPE_TOTAL:
+    reason_set(out, "needs %lld x %s GPUs, site has %lld %s in total", gpus,
+               type, (long long)fit->total, type);
+    break;
+  case PLACEMENT__PER_NODE:
+    reason_set(out,
+               "needs %lld %s GPUs per node, site has at most %lld per node",
+               (long long)fit->per_node, type, (long long)fit->node_max);
+    break;
+  case PLACEMENT__NO_GPUS:
+    if (site->detail != NULL && site->detail[0] != '\0')
+      reason_set(out, "needs %lld GPUs, site has none (%s)", gpus,
+                 site->detail);
+    else
+      reason_set(out, "needs %lld GPUs, site has none", gpus);
+    break;
+  case PLACEMENT__ONE_TYPE:
+    reason_set(out,
+               "needs %lld GPUs of one type, site has at most %lld of one "
+               "type",
+               gpus, (long long)fit->largest);
+    break;
+  case PLACEMENT__UNREACHABLE:
+    reason_set(out, "site unreachable");
+    break;
+  case PLACEMENT__JOB_CAP:
+    reason_set(out, "site runs %lld jobs, its limit is %lld",
+               (long long)site->jobs_active, (long long)site->max_jobs);
+    break;
+  case PLACEMENT__BUSY:
+    reason_set(out, "%lld of %lld %s free, needs %lld",
+               (long long)(fit->free > 0 ? fit->free : 0),
+               (long long)fit->total, type, gpus);
+    break;
+  case PLACEMENT__FITS:
+    if (fit->type != NULL)
+      reason_set(out, "fits: %lld of %lld %s free, needs %lld",
+                 (long long)fit->free, (long long)fit->total, type, gpus);
+    else
+      reason_set(out, "fits: needs no GPUs");
+    break;
+  }
+}
+
+void
+placement__describe(const struct placement_request *req, char *out,
+                     size_t len)
 {
   int64_t nodes = req->nodes > 0 ? req->nodes : 1;
   int64_t gpus = req->gpus;
@@ -262,34 +312,60 @@ describe_request(const struct placement_request *req, char *out, size_t len)
 }
 
 /*
- * Append ": 'a': why; 'b', 'c': why" to out->reason: every candidate
- * with its reason, in order, sites that say the same thing together, so
- * that a job nobody runs says why of each site and not of the first.
+ * Append ": 'a': why; 'b', 'c': why" to d->reason: every candidate with
+ * its reason, in order, sites that say the same thing together, so that
+ * a job nobody runs says why of each site and not of the first.
  */
-static void
-add_site_reasons(struct placement_decision *out)
+void
+placement__add_site_reasons(struct placement_decision *d)
 {
   const char *sep = ": ";
 
-  for (size_t i = 0; i < out->ncandidates; i++) {
-    const struct placement_candidate *c = &out->candidates[i];
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    const struct placement_candidate *c = &d->candidates[i];
     size_t k;
 
     for (k = 0; k < i; k++) {
-      if (strcmp(out->candidates[k].reason, c->reason) == 0)
+      if (strcmp(d->candidates[k].reason, c->reason) == 0)
         break;
     }
     if (k < i)
       continue; /* named with the first site that said it */
-    summary_add(out->reason, "%s'%s'", sep, c->site != NULL ? c->site : "?");
-    for (k = i + 1; k < out->ncandidates; k++) {
-      const struct placement_candidate *o = &out->candidates[k];
+    placement__summary_add(d->reason, "%s'%s'", sep,
+                           c->site != NULL ? c->site : "?");
+    for (k = i + 1; k < d->ncandidates; k++) {
+      const struct placement_candidate *o = &d->candidates[k];
 
       if (strcmp(o->reason, c->reason) == 0)
-        summary_add(out->reason, ", '%s'", o->site != NULL ? o->site : "?");
+        placement__summary_add(d->reason, ", '%s'",
+                               o->site != NULL ? o->site : "?");
     }
-    summary_add(out->reason, ": %s", c->reason);
+    placement__summary_add(d->reason, ": %s", c->reason);
     sep = "; ";
+  }
+}
+
+void
+placement__explain_none(const struct placement_request *req,
+                        struct placement_decision *d)
+{
+  char what[PLACEMENT_REASON_LEN];
+
+  placement__describe(req, what, sizeof(what));
+  d->reason[0] = '\0';
+  if (req->site != NULL && d->ncandidates == 0) {
+    reason_set(d->reason, "no site named '%s'", req->site);
+  } else if (d->verdict == PLACEMENT_WAIT) {
+    reason_set(d->reason, "no site can run %s now", what);
+    placement__add_site_reasons(d);
+  } else if (d->ncandidates == 0) {
+    reason_set(d->reason, "no sites to place %s on", what);
+  } else if (req->site != NULL) {
+    reason_set(d->reason, "site '%s' can never run %s: %s", req->site, what,
+               d->candidates[0].reason);
+  } else {
+    reason_set(d->reason, "no site can run %s", what);
+    placement__add_site_reasons(d);
   }
 }
 
@@ -298,59 +374,44 @@ first_fit_decide(const struct placement_request *req,
                  const struct placement_site *sites, size_t nsites,
                  struct placement_decision *out)
 {
-  char what[PLACEMENT_REASON_LEN];
-  size_t first_wait = (size_t)-1;
-  size_t i;
+  struct placement__fit fit;
+  int waits = 0;
 
   memset(out, 0, sizeof(*out));
   out->verdict = PLACEMENT_NEVER;
   out->site = -1;
-  describe_request(req, what, sizeof(what));
+  out->pick = -1;
   /* A snapshot is bounded by the candidates array; the rest is unseen. */
   if (nsites > PLACEMENT_MAX_SITES)
     nsites = PLACEMENT_MAX_SITES;
 
-  for (i = 0; i < nsites; i++) {
+  placement__fit_init(req, &fit);
+  for (size_t i = 0; i < nsites; i++) {
     struct placement_candidate *c;
 
-    if (req->site != NULL &&
-        (sites[i].name == NULL || strcmp(sites[i].name, req->site) != 0))
+    if (placement__pinned_out(req, &sites[i]))
       continue;
     c = &out->candidates[out->ncandidates++];
     c->site = sites[i].name;
+    c->index = (int)i;
     c->score = -(double)i;
-    c->verdict = judge_site(req, &sites[i], c);
+    placement__judge(req, &sites[i], &fit);
+    placement__fit_reason(&sites[i], &fit, c->reason);
+    c->verdict = fit.verdict;
     if (c->verdict == PLACEMENT_NOW && out->verdict != PLACEMENT_NOW) {
       out->verdict = PLACEMENT_NOW;
-      out->site = (int)i;
+      out->site = out->pick = (int)i;
       reason_set(out->reason, "first site that fits is '%s': %s",
                  site_name(&sites[i]), c->reason);
-    } else if (c->verdict == PLACEMENT_WAIT && first_wait == (size_t)-1) {
-      first_wait = out->ncandidates - 1;
+    } else if (c->verdict == PLACEMENT_WAIT) {
+      waits = 1;
     }
   }
-
   if (out->verdict == PLACEMENT_NOW)
     return;
-  if (req->site != NULL && out->ncandidates == 0) {
-    reason_set(out->reason, "no site named '%s'", req->site);
-    return;
-  }
-  if (first_wait != (size_t)-1) {
+  if (waits)
     out->verdict = PLACEMENT_WAIT;
-    reason_set(out->reason, "no site can run %s now", what);
-    add_site_reasons(out);
-    return;
-  }
-  if (out->ncandidates == 0) {
-    reason_set(out->reason, "no sites to place %s on", what);
-  } else if (req->site != NULL) {
-    reason_set(out->reason, "site '%s' can never run %s: %s", req->site,
-               what, out->candidates[0].reason);
-  } else {
-    reason_set(out->reason, "no site can run %s", what);
-    add_site_reasons(out);
-  }
+  placement__explain_none(req, out);
 }
 
 static const struct placement_policy policies[] = {
@@ -360,11 +421,9 @@ static const struct placement_policy policies[] = {
 const struct placement_policy *
 placement_policy_find(const char *name)
 {
-  size_t i;
-
   if (name == NULL)
     return NULL;
-  for (i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+  for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
     if (strcmp(policies[i].name, name) == 0)
       return &policies[i];
   }

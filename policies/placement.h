@@ -7,7 +7,10 @@
  * verdict and a reason for every candidate site so that "why is my job
  * still queued" has an answer.
  *
- * Policies sit behind struct placement_policy; "first-fit" is the first.
+ * Policies sit behind struct placement_policy: "first-fit" takes the
+ * first site in order that fits now.  Everything here is borrowed from
+ * the caller for the length of one call: no policy keeps a pointer,
+ * allocates, or reads a clock.
  */
 #ifndef TENBIN_POLICIES_PLACEMENT_H
 #define TENBIN_POLICIES_PLACEMENT_H
@@ -15,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PLACEMENT_MAX_SITES 32
+/* 50 sites (a few regions of three clouds, and on-prem) must fit. */
+#define PLACEMENT_MAX_SITES 64
 #define PLACEMENT_MAX_POOLS 8
 #define PLACEMENT_REASON_LEN 160
 /* A decision's reason names every site with its own. */
@@ -55,12 +59,15 @@ struct placement_candidate {
   const char *site;      /* borrowed from the snapshot */
   enum placement_verdict verdict;
   double score;          /* higher is better among NOW candidates */
+  int index;             /* of the site in the snapshot */
   char reason[PLACEMENT_REASON_LEN];
 };
 
 struct placement_decision {
   enum placement_verdict verdict;
   int site;              /* index into the snapshot when NOW, else -1 */
+  int pick;              /* index of the site it runs at or waits for,
+                            -1 when none; first-fit: as site */
   char reason[PLACEMENT_SUMMARY_LEN];
   size_t ncandidates;
   struct placement_candidate candidates[PLACEMENT_MAX_SITES];

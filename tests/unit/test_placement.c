@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "policies/placement.h"
@@ -102,6 +103,53 @@ test_first_fit_takes_the_first_site_that_fits_in_order(void **state)
   /* First fit ranks by position: earlier is better. */
   assert_true(d.candidates[0].score > d.candidates[1].score);
   assert_true(d.candidates[1].score > d.candidates[2].score);
+}
+
+static void
+test_first_fit_names_each_candidates_site_index_and_its_pick(void **state)
+{
+  struct placement_site s[3];
+  struct placement_request r = request(4, "h100");
+  struct placement_decision d;
+
+  (void)state;
+  s[0] = site("onprem", 1);
+  add_pool(&s[0], "h100", 8, 0, 8);
+  s[1] = site("aws", 1);
+  add_pool(&s[1], "h100", 8, 8, 8);
+  s[2] = site("gcp", 1);
+  add_pool(&s[2], "h100", 8, 8, 8);
+  decide(&r, s, 3, &d);
+  assert_int_equal(d.pick, 1);
+  assert_int_equal(d.site, 1);
+  r.site = "gcp";
+  decide(&r, s, 3, &d);
+  assert_int_equal(d.ncandidates, 1);
+  assert_int_equal(d.candidates[0].index, 2);
+  assert_int_equal(d.pick, 2);
+  r.site = NULL;
+  r.gpus = 12;
+  decide(&r, s, 3, &d);
+  assert_int_equal(d.pick, -1);
+}
+
+static void
+test_fifty_sites_are_all_candidates(void **state)
+{
+  struct placement_site s[50];
+  struct placement_request r = request(1, "h100");
+  struct placement_decision d;
+
+  (void)state;
+  for (int i = 0; i < 50; i++) {
+    s[i] = site("busy", 1);
+    add_pool(&s[i], "h100", 8, 0, 8);
+  }
+  s[49].name = "last";
+  s[49].pools[0].free = 1;
+  decide(&r, s, 50, &d);
+  assert_int_equal(d.ncandidates, 50);
+  assert_int_equal(d.site, 49);
 }
 
 static void
@@ -413,11 +461,7 @@ test_wait_names_every_site_not_only_the_first(void **state)
 static void
 test_a_summary_too_long_is_cut_not_overrun(void **state)
 {
-  static const char *const names[PLACEMENT_MAX_SITES] = {
-      "s00", "s01", "s02", "s03", "s04", "s05", "s06", "s07",
-      "s08", "s09", "s10", "s11", "s12", "s13", "s14", "s15",
-      "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23",
-      "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31"};
+  char names[PLACEMENT_MAX_SITES][8];
   struct placement_site s[PLACEMENT_MAX_SITES];
   struct placement_request r = request(2, "h100");
   struct placement_decision d;
@@ -425,6 +469,7 @@ test_a_summary_too_long_is_cut_not_overrun(void **state)
   (void)state;
   /* Every site busy with a reason of its own. */
   for (int i = 0; i < PLACEMENT_MAX_SITES; i++) {
+    snprintf(names[i], sizeof(names[i]), "s%02d", i);
     s[i] = site(names[i], 4);
     add_pool(&s[i], "h100", 8 + i, 1, 8);
   }
@@ -601,6 +646,9 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_policy_is_found_by_name),
     cmocka_unit_test(test_first_fit_takes_the_first_site_that_fits_in_order),
+    cmocka_unit_test(
+        test_first_fit_names_each_candidates_site_index_and_its_pick),
+    cmocka_unit_test(test_fifty_sites_are_all_candidates),
     cmocka_unit_test(test_busy_first_site_falls_through_to_the_next),
     cmocka_unit_test(test_pinned_site_is_the_only_one_considered),
     cmocka_unit_test(test_unknown_pinned_site_is_never),
