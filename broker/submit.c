@@ -349,6 +349,10 @@ broker_submit(struct broker *b, const struct principal *p,
                  "'%s'", spec.project);
     goto out;
   }
+  if (spec.deadline_ms > 0 && spec.deadline_ms <= now) {
+    rc = err_set(e, ERR_UNPROCESSABLE, "field 'deadline': it has passed");
+    goto out;
+  }
   rc = check_feasible(b, &spec, &d, e);
   if (rc == 0)
     rc = forecast(b, &spec, &d, &ps->forecast, e);

@@ -38,6 +38,8 @@ const char cli_submit_usage[] =
     "  --nodes N             nodes (1..1024)\n"
     "  --gpus-per-node N     GPUs on each node\n"
     "  --time LIMIT          time limit: minutes or [D-]HH:MM:SS\n"
+    "  --deadline T          start by T (2026-11-28T18:00:00Z, or +LIMIT\n"
+    "                        from now): sites that cannot are left out\n"
     "  --site S              run on this site only\n"
     "  --env K=V             environment variable (repeatable)\n"
     "  --chdir D             working directory\n"
@@ -269,6 +271,26 @@ set_time(json_t *body, const char *s, struct err *e)
   if (parse_int("--time", s, 0, INT64_MAX, &minutes, NULL) == 0)
     return json_object_set_new(body, "time_limit", json_integer(minutes));
   return set_str(body, "time_limit", "--time", s, e);
+}
+
+/* --deadline: an ISO 8601 time as is, or "+LIMIT" (a time limit's
+ * syntax) after now, into body's "deadline". */
+static int
+set_deadline(json_t *body, const char *s, int64_t now, struct err *e)
+{
+  char iso[40];
+  int64_t ms, secs;
+
+  if (s[0] == '+' && time_parse_slurm_duration(s + 1, &secs) == 0 &&
+      secs > 0) {
+    ms = now + secs * 1000;
+  } else if (time_parse_iso(s, &ms) < 0) {
+    return err_set(e, ERR_INVALID, "option '--deadline': '%.40s' is not a "
+                   "time (2026-11-28T18:00:00Z) or +LIMIT from now", s);
+  }
+  time_format_iso(ms, iso, sizeof(iso));
+  json_object_set_new(body, "deadline", json_string(iso));
+  return 0;
 }
 
 /* A key that fits the header: 1..128 visible ASCII characters. */
@@ -532,6 +554,7 @@ enum {
   OPT_NODES,
   OPT_GPUS_PER_NODE,
   OPT_TIME,
+  OPT_DEADLINE,
   OPT_SITE,
   OPT_ENV,
   OPT_CHDIR,
@@ -592,6 +615,8 @@ submit_option(int c, const char *arg, struct cli_submit *s, json_t **env,
     return rc;
   case OPT_TIME:
     return set_time(s->body, arg, e);
+  case OPT_DEADLINE:
+    return set_deadline(s->body, arg, time_now_ms(), e);
   case OPT_SITE:
     return set_str(s->body, "site", "--site", arg, e);
   case OPT_ENV:
@@ -627,6 +652,7 @@ static const struct option submit_opts[] = {
     {"nodes", required_argument, NULL, OPT_NODES},
     {"gpus-per-node", required_argument, NULL, OPT_GPUS_PER_NODE},
     {"time", required_argument, NULL, OPT_TIME},
+    {"deadline", required_argument, NULL, OPT_DEADLINE},
     {"site", required_argument, NULL, OPT_SITE},
     {"env", required_argument, NULL, OPT_ENV},
     {"chdir", required_argument, NULL, OPT_CHDIR},

@@ -22,6 +22,7 @@
 #include "util/jsonx.h"
 #include "util/strv.h"
 #include "util/timeutil.h"
+#include "util/timeutil.h"
 #include "util/utf8.h"
 
 /* A year of minutes: a longer limit is a typo, not a plan. */
@@ -627,6 +628,7 @@ static const struct jsonx_field spec_fields[] = {
   {"output", JX_STRING},
   {"error", JX_STRING},
   {"hold", JX_BOOL},
+  {"deadline", JX_STRING},
   {"dataset", JX_STRING},
   {"sbatch_extra", JX_ARRAY},
   {NULL, 0},
@@ -732,6 +734,10 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
   v = field(obj, "hold");
   if (v != NULL)
     s->hold = json_is_true(v);
+  v = field(obj, "deadline");
+  if (v != NULL && time_parse_iso(json_string_value(v), &s->deadline_ms) < 0)
+    return err_set(e, ERR_INVALID, "field 'deadline': '%.40s' is not a time "
+                   "such as 2026-11-28T18:00:00Z", json_string_value(v));
   v = field(obj, "sbatch_extra");
   if (v != NULL) {
     char **from_script = s->sbatch_extra;
@@ -877,6 +883,8 @@ jobspec_to_json(const struct job_spec *s)
     jsonx_set_str(o, "error", s->stderr_path);
   if (all || s->hold)
     json_object_set_new(o, "hold", json_boolean(s->hold));
+  if (s->deadline_ms > 0)
+    jsonx_set_time(o, "deadline", s->deadline_ms);
   if (s->dataset != NULL)
     jsonx_set_str(o, "dataset", s->dataset);
   if (all || s->sbatch_extra != NULL)

@@ -55,6 +55,9 @@ struct job_spec {
   char *stderr_path;   /* sbatch --error pattern, or NULL = with stdout */
   char **sbatch_extra; /* directives tenbin does not interpret, verbatim */
   int hold;            /* stays queued until released */
+  int64_t deadline_ms; /* latest start it is placed for (wall clock), or
+                          0: sites that cannot start it by then are left
+                          out while one can */
   char *dataset;       /* "NAME", "NAME@latest" or "NAME@VERSION" as
                           given; the broker stores it resolved to
                           "NAME@VERSION" (docs/SYNC.md); or NULL */

@@ -675,6 +675,27 @@ test_time_limit_out_of_range_or_garbage_is_rejected(void **state)
 }
 
 static void
+test_deadline_is_an_iso_time_kept_to_the_millisecond(void **state)
+{
+  struct job_spec s;
+  json_t *back;
+
+  (void)state;
+  expect_valid("{\"command\":[\"x\"],"
+               "\"deadline\":\"2026-11-28T18:00:00.250Z\"}", &s);
+  assert_int_equal(s.deadline_ms, 1795888800250LL);
+  back = jobspec_to_json(&s);
+  assert_string_equal(json_string_value(json_object_get(back, "deadline")),
+                      "2026-11-28T18:00:00.250Z");
+  json_decref(back);
+  jobspec_release(&s);
+  expect_invalid("{\"command\":[\"x\"],\"deadline\":\"tomorrow\"}",
+                 "field 'deadline': 'tomorrow' is not a time");
+  expect_invalid("{\"command\":[\"x\"],\"deadline\":1796061600}",
+                 "field 'deadline'");
+}
+
+static void
 test_export_forms_set_mode_names_and_env(void **state)
 {
   struct job_spec s;
@@ -1082,6 +1103,7 @@ main(void)
         test_gpus_per_node_times_nodes_over_the_limit_is_rejected),
     cmocka_unit_test(test_time_limit_accepts_minutes_and_slurm_durations),
     cmocka_unit_test(test_time_limit_out_of_range_or_garbage_is_rejected),
+    cmocka_unit_test(test_deadline_is_an_iso_time_kept_to_the_millisecond),
     cmocka_unit_test(test_export_forms_set_mode_names_and_env),
     cmocka_unit_test(test_bad_export_strings_are_rejected),
     cmocka_unit_test(test_env_object_overrides_an_export_value),
