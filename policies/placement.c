@@ -5,9 +5,9 @@
  * allocation, no clock, so every decision is a unit test.
  *
  * "first-fit" walks the sites in the order given (the configuration's
- * order, on-prem first) and takes the first that fits right now.  It
- * asks placement__judge, below, whether a site fits; so will every
- * policy.
+ * order, on-prem first) and takes the first that fits right now.  The
+ * "cost" policy (cost.c) ranks the same sites by money; both ask
+ * placement__judge, below, whether a site fits.
  *
  * Per site, the verdict is
  *   NEVER  the request cannot fit even on an idle site: more nodes than
@@ -415,7 +415,8 @@ first_fit_decide(const struct placement_request *req,
 }
 
 static const struct placement_policy policies[] = {
-  {"first-fit", first_fit_decide},
+  {"first-fit", first_fit_decide, NULL},
+  {"cost", placement__cost_decide_plain, placement__cost_decide_full},
 };
 
 const struct placement_policy *

@@ -1,7 +1,7 @@
 /*
  * What the placement policies share inside policies/, not for callers:
- * the one judgement of whether a site fits a job (placement.c), and the
- * words the policies print.  The judgement is
+ * the one judgement of whether a site fits a job (placement.c), used by
+ * first-fit and by cost, and the words both print.  The judgement is
  * numbers first and words on demand, so that a pass over many jobs can
  * rank sites without formatting a reason per site.
  */
@@ -99,5 +99,16 @@ placement__pinned_out(const struct placement_request *req,
 /* Append to a decision's reason; what does not fit is cut. */
 void placement__summary_add(char *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The cost policy's entries in the policy table (cost.c). */
+void placement__cost_decide_plain(const struct placement_request *req,
+                                  const struct placement_site *sites,
+                                  size_t nsites,
+                                  struct placement_decision *out);
+void placement__cost_decide_full(const struct placement_request *req,
+                                 const struct placement_site *sites,
+                                 size_t nsites,
+                                 const struct placement_cost *cost,
+                                 struct placement_decision *out);
 
 #endif

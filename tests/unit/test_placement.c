@@ -1,6 +1,7 @@
 /*
  * Tests for policies/placement.c: the first-fit policy's verdicts and the
- * reasons it gives for every site.
+ * reasons it gives for every site (the fit judgement they rest on is the
+ * cost policy's too; test_cost_placement.c tests that policy).
  */
 #include <setjmp.h>
 #include <stdarg.h>
