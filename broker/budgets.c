@@ -275,6 +275,7 @@ broker_budget_list(struct broker *b, const struct principal *p,
         !principal_has_project(p, bud->project))
       continue;
     seen = 1;
+    bud->spent_at = 0; /* a reader is shown the ledger as it is */
     rc = refresh(b, bud, now, e);
     if (rc < 0)
       break;

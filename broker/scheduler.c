@@ -427,6 +427,42 @@ out:
  * Decide for one queued job inside the pass's transaction.  Returns 1 when
  * the job was placed (and should be dispatched), 0 otherwise.
  */
+/*
+ * The policy's decision for a job whose project spent its hard budget:
+ * rented sites are taken as unreachable for it (they keep what they
+ * could ever run, so nothing becomes impossible), and their reasons and
+ * the decision's say why.
+ */
+static void
+decide_owned_only(struct broker *b, const struct db_job *j,
+                  const struct placement_request *req,
+                  const struct placement_site *snap,
+                  struct placement_decision *d)
+{
+  struct placement_site only[PLACEMENT_MAX_SITES];
+
+  memcpy(only, snap, sizeof(only[0]) * b->nsites);
+  for (size_t i = 0; i < b->nsites; i++) {
+    if (b->sites[i].cost.kind == SITE_RENTED)
+      only[i].reachable = 0;
+  }
+  b->policy->decide(req, only, b->nsites, d);
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    struct placement_candidate *c = &d->candidates[i];
+    const struct site *s = broker__site(b, c->site);
+
+    if (s != NULL && s->cost.kind == SITE_RENTED &&
+        c->verdict == PLACEMENT_WAIT)
+      snprintf(c->reason, sizeof(c->reason), "project '%s' spent its hard "
+               "budget this month: no rented site until it is raised",
+               j->project);
+  }
+  if (d->verdict == PLACEMENT_WAIT)
+    snprintf(d->reason, sizeof(d->reason), "waits for owned capacity: "
+             "project '%s' spent its hard budget this month (no rented "
+             "site until it is raised or the month turns)", j->project);
+}
+
 static int
 decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
            struct err *e)
@@ -446,7 +482,10 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
     goto out;
   }
   broker__placement_request(&spec, &req);
-  b->policy->decide(&req, snap, b->nsites, &d);
+  if (broker__budget_blocks_rented(b, j->project))
+    decide_owned_only(b, j, &req, snap, &d);
+  else
+    b->policy->decide(&req, snap, b->nsites, &d);
   if (spec.dataset != NULL && d.verdict != PLACEMENT_NEVER) {
     rc = decide_data(b, j, &spec, snap, &d, e);
     if (rc > 0)

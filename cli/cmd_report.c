@@ -28,9 +28,11 @@ static const char report_usage[] =
 static void
 fmt_cents(int64_t micro, char *out, size_t len)
 {
-  long long cents = (long long)((micro + 5000) / 10000);
+  long long cents = (long long)(((micro < 0 ? -micro : micro) + 5000) /
+                                10000);
 
-  snprintf(out, len, "%lld.%02lld", cents / 100, cents % 100);
+  snprintf(out, len, "%s%lld.%02lld", micro < 0 && cents > 0 ? "-" : "",
+           cents / 100, cents % 100);
 }
 
 /* The cells of one line (keys of by first) into cells; text is room. */
