@@ -4,11 +4,15 @@
 # site's reason instead of staying placed; a held job, once released, runs
 # in Slurm (never held there); a job that ends between two polls has a
 # start, an end after it, and events in order; a request no site can run
-# names every site with its reason; and a project becomes the Slurm
-# account when the site has no accounts map.
+# names every site with its reason; such a job's GPU time is billed from
+# Slurm's own start and end; and a project becomes the Slurm account when
+# the site has no accounts map.
 . "$(dirname "$0")/lib.sh"
 t_slurm_start
-t_start --config "$T_DIR/slurm.json"
+# The on-prem cluster is owned: its GPU-hours are billed at its rates.
+jq '.sites |= map(if .name == "onprem" then . + {cost: {owned: {capex_per_node: 350000, nodes: 12, years: 4, power_kw_busy: 7.0, power_kw_idle: 2.0, dollars_per_kwh: 0.09}}} else . end)' \
+  "$T_DIR/slurm.json" >"$T_DIR/priced.json"
+t_start --config "$T_DIR/priced.json"
 
 for _ in $(seq 1 50); do
   up=$(curl -fsS "$T_URL/v1/sites" | jq '[.sites[] | select(.reachable)] | length')
@@ -57,7 +61,8 @@ t_expect "its output is there" "$("$TENBIN" logs "$h")" '^released$'
 cat >"$T_DIR/fast.sh" <<'SCRIPT'
 #!/bin/bash
 #SBATCH --begin=now+3
-true
+#SBATCH --gpus=1
+sleep 1
 SCRIPT
 f=$("$TENBIN" sbatch --project demo --site onprem "$T_DIR/fast.sh" 2>/dev/null)
 t_expect "a job waiting for its begin time is submitted" \
@@ -82,6 +87,11 @@ ev=$(curl -fsS "$T_URL/v1/jobs/$f/events")
 t_expect "its events are in time order" "$(jq '[.events[].at] | . == sort' <<<"$ev")" '^true$'
 t_expect "and it ran before it succeeded" "$(jq -r '[.events[].to] | join(" ")' <<<"$ev")" \
   'running succeeded$'
+sj=$(t_slurmrest onprem GET "/job/$frid" | jq -c '.jobs[0] | [.start_time, .end_time]')
+sunk=$(curl -fsS "$T_URL/v1/sites/onprem" | jq .cost.sunk_per_gpu_hour_micro)
+t_expect "its GPU time is billed from Slurm's own start and end, at the owned rate" \
+  "$(jq -c --argjson s "$sj" --argjson r "$sunk" '[.cost.gpu_ms == ($s[1] - $s[0]) * 1000, .cost.sunk_micro == (($r * .cost.gpu_ms / 3600000) | floor), .cost.gpu_ms > 0]' <<<"$jf")" \
+  '^\[true,true,true\]$'
 
 # Refusals name every site with its reason.
 out=$(t_http POST /v1/jobs -H 'Content-Type: application/json' \
