@@ -215,9 +215,9 @@ void broker__ledger_close(struct broker *b);
 int broker__ledger_hold(struct broker *b, const struct db_job *j,
                         int64_t hold_ms, int64_t to_ms, const char *outcome,
                         struct err *e) WARN_UNUSED;
-/* Rewrite the open holds whose open piece reached midnight (every open
- * hold when all), as their jobs stand at now; in the caller's
- * transaction. */
+/* Rewrite the open holds whose open piece reached midnight, a batch of
+ * them (every open hold when all), as their jobs stand at now; in the
+ * caller's transaction.  1 when some are left for the next call. */
 int broker__ledger_catch_up(struct broker *b, int64_t now, int all,
                             struct err *e) WARN_UNUSED;
 /* What open piece u accrued since it was written, up to now (no further

@@ -26,8 +26,12 @@
 #include "util/log.h"
 #include "util/timeutil.h"
 
-/* How often open holds are looked at for a midnight to cut at. */
+/* How often open holds are looked at for a midnight to cut at; at
+ * midnight, how many are cut per loop turn, and how soon the next turn
+ * comes while some are left (every running job's hold is cut at once). */
 #define LEDGER_TICK_MS 60000
+#define LEDGER_CUT_BATCH 500
+#define LEDGER_CUT_AGAIN_MS 200
 
 /* A rate history read from the database. */
 struct periods {
@@ -209,15 +213,12 @@ broker__usage_accrued(const struct db_usage *u, int64_t now, int tz,
                         u->marginal_micro;
 }
 
-/* The open holds to rewrite: (job, hold) pairs. */
+/* The open holds to rewrite: (job, hold) pairs, at most max. */
 struct open_holds {
   struct {
     int64_t job_id, hold_ms;
   } *h;
-  size_t n, cap;
-  int64_t now;
-  int tz;
-  int all;
+  size_t n, cap, max;
 };
 
 static int
@@ -225,9 +226,8 @@ open_cb(const struct db_usage *u, void *arg)
 {
   struct open_holds *o = arg;
 
-  if (!o->all &&
-      time_day_start(u->from_ms, o->tz) + TIME_DAY_MS > o->now)
-    return 0;
+  if (o->n == o->max)
+    return 1; /* more than a batch: the rest next turn */
   GROW(o->h, o->n + 1, o->cap);
   o->h[o->n].job_id = u->job_id;
   o->h[o->n].hold_ms = u->hold_ms;
@@ -262,13 +262,20 @@ int
 broker__ledger_catch_up(struct broker *b, int64_t now, int all,
                         struct err *e)
 {
-  struct open_holds o = {.now = now, .tz = b->tz_offset_min, .all = all};
-  int rc = db_usage_open(b->db, open_cb, &o, e);
+  struct open_holds o = {.max = all ? SIZE_MAX : LEDGER_CUT_BATCH};
+  char today[11];
+  int more, rc;
 
+  time_format_day(now, b->tz_offset_min, today);
+  /* Open pieces of days before today have reached midnight. */
+  rc = db_usage_open(b->db, all ? NULL : today, open_cb, &o, e);
+  more = rc == 1;
+  if (rc == 1)
+    rc = 0;
   for (size_t i = 0; rc == 0 && i < o.n; i++)
     rc = catch_up_one(b, o.h[i].job_id, o.h[i].hold_ms, now, e);
   free(o.h);
-  return rc;
+  return rc < 0 ? rc : more;
 }
 
 static void
@@ -276,14 +283,18 @@ tick_cb(uv_timer_t *t)
 {
   struct broker *b = t->data;
   struct err e = {0};
+  int more = 0;
   int rc = db_begin(b->db, &e);
 
   if (rc == 0)
-    rc = broker__ledger_catch_up(b, time_now_ms(), 0, &e);
-  if (rc == 0)
+    rc = more = broker__ledger_catch_up(b, time_now_ms(), 0, &e);
+  if (rc >= 0 && !more)
     rc = broker__budgets_tick(b, time_now_ms(), &e);
-  if (rc == 0)
+  if (rc >= 0)
     rc = db_commit(b->db, &e);
+  if (rc >= 0 && more)
+    uv_timer_start(&b->ledger_timer, tick_cb, LEDGER_CUT_AGAIN_MS,
+                   LEDGER_TICK_MS);
   if (rc < 0) {
     db_rollback(b->db);
     log_error("ledger: %s", err_msg(&e));

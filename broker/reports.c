@@ -194,7 +194,7 @@ broker_usage_report(struct broker *b, const struct principal *p,
     rc = db_usage_report(b->db, q->from_day, q->to_day, q->by, p->projects,
                          line_cb, &ls, e);
   if (rc == 0)
-    rc = db_usage_open(b->db, accrue_cb, &a, e);
+    rc = db_usage_open(b->db, NULL, accrue_cb, &a, e);
   for (size_t i = 0; rc == 0 && i < ls.n; i++)
     rc = cb(&ls.l[i], arg);
   for (size_t i = 0; i < ls.n; i++) {
@@ -313,6 +313,6 @@ broker__cost_totals(struct broker *b, struct metrics_view *m, struct err *e)
   int rc = db_usage_totals(b->db, stored_total_cb, &t, e);
 
   if (rc == 0)
-    rc = db_usage_open(b->db, open_total_cb, &t, e);
+    rc = db_usage_open(b->db, NULL, open_total_cb, &t, e);
   return rc;
 }

@@ -411,9 +411,10 @@ typedef int (*db_usage_cb)(const struct db_usage *u, void *arg);
 int db_usage_replace(struct db *db, int64_t job_id, int64_t hold_ms,
                      const struct db_usage *pieces, size_t n, struct err *e)
     WARN_UNUSED;
-/* Every open piece, by job. */
-int db_usage_open(struct db *db, db_usage_cb cb, void *arg, struct err *e)
-    WARN_UNUSED;
+/* The open pieces of days before before_day ("YYYY-MM-DD"; NULL: all),
+ * by job. */
+int db_usage_open(struct db *db, const char *before_day, db_usage_cb cb,
+                  void *arg, struct err *e) WARN_UNUSED;
 /* The pieces of one job, by hold and time. */
 int db_usage_of_job(struct db *db, int64_t job_id, db_usage_cb cb,
                     void *arg, struct err *e) WARN_UNUSED;
@@ -433,7 +434,8 @@ struct db_usage_sum {
   int64_t gpu_ms;          /* GPU-milliseconds held */
   int64_t failed_gpu_ms;   /* of them, in jobs that failed, were
                               cancelled or lost */
-  int64_t jobs;            /* distinct jobs */
+  int64_t jobs;            /* holds begun in the group: jobs that
+                              started holding GPUs then */
   int64_t billed_micro, sunk_micro, marginal_micro;
   int64_t egress_bytes, egress_micro;
 };

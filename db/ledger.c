@@ -41,7 +41,8 @@ static const char *const lg_sql[LG_COUNT] = {
                   "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
                   "?16, ?17, ?18, ?19)",
     [LG_OPEN] = "SELECT " USAGE_COLS " FROM usage INDEXED BY usage_open "
-                "WHERE open = 1 ORDER BY job_id, hold_ms, from_ms",
+                "WHERE open = 1 AND day < ?1 ORDER BY job_id, hold_ms, "
+                "from_ms",
     [LG_OF_JOB] = "SELECT " USAGE_COLS " FROM usage WHERE job_id = ?1 "
                   "ORDER BY hold_ms, from_ms",
     [LG_TOTALS] = "SELECT project, site, gpu_type, kind, gpu_ms, "
@@ -181,16 +182,20 @@ visit_usage(sqlite3_stmt *st, void *arg, struct err *e)
 }
 
 int
-db_usage_open(struct db *db, db_usage_cb cb, void *arg, struct err *e)
+db_usage_open(struct db *db, const char *before_day, db_usage_cb cb,
+              void *arg, struct err *e)
 {
   sqlite3_stmt *st = stmt(db, LG_OPEN);
   struct visit v = {.cb = cb, .arg = arg};
+  int rc = SQLITE_OK;
   int ret = db__take_for_callbacks(st, "db_usage_open", e);
 
   if (ret < 0)
     return ret;
-  return db__each_row(db, st, SQLITE_OK, "listing open holds", visit_usage,
-                      &v, e);
+  /* every day sorts before this one */
+  db__bind_text(st, 1, before_day != NULL ? before_day : "~", &rc);
+  return db__each_row(db, st, rc, "listing open holds", visit_usage, &v,
+                      e);
 }
 
 int
@@ -247,15 +252,13 @@ report_sql(unsigned by, int scoped, struct buf *sql)
     ret |= buf_addf(sql, "%s, ", (by & (1u << k)) ? by_cols[k] : "NULL");
   ret |= buf_addf(
       sql,
-      "SUM(gpu_ms), SUM(failed_ms), COUNT(DISTINCT job_id), SUM(billed), "
-      "SUM(sunk), SUM(marginal), SUM(ebytes), SUM(ecost) FROM ("
-      "SELECT project, site, gpu_type, day, job_id, "
-      "(to_ms - from_ms) * gpus AS gpu_ms, CASE WHEN outcome IN ('failed', "
-      "'cancelled', 'lost') THEN (to_ms - from_ms) * gpus ELSE 0 END AS "
-      "failed_ms, billed_micro AS billed, sunk_micro AS sunk, "
-      "marginal_micro AS marginal, 0 AS ebytes, 0 AS ecost FROM usage "
-      "WHERE day BETWEEN ?1 AND ?2%s UNION ALL "
-      "SELECT project, site, '', day, NULL, 0, 0, 0, 0, 0, bytes, "
+      "SUM(gpu_ms), SUM(failed_ms), SUM(holds), SUM(billed), SUM(sunk), "
+      "SUM(marginal), SUM(ebytes), SUM(ecost) FROM ("
+      "SELECT project, site, gpu_type, day, gpu_ms, failed_gpu_ms AS "
+      "failed_ms, holds, billed_micro AS billed, sunk_micro AS sunk, "
+      "marginal_micro AS marginal, 0 AS ebytes, 0 AS ecost FROM "
+      "usage_daily WHERE day BETWEEN ?1 AND ?2%s UNION ALL "
+      "SELECT project, site, '', day, 0, 0, 0, 0, 0, 0, bytes, "
       "cost_micro FROM egress WHERE day BETWEEN ?1 AND ?2%s)",
       scoped ? scope : "", scoped ? scope : "");
   for (unsigned k = 0, first = 1; k < 4; k++) {

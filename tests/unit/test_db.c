@@ -2331,7 +2331,7 @@ test_ledger_replaces_holds_whole_and_sums_them_by_any_grouping(
 
   assert_int_equal(db_usage_replace(fx->db, 1, 100, two, 2, &e), 0);
   assert_int_equal(db_usage_replace(fx->db, 2, 0, &nlp, 1, &e), 0);
-  assert_int_equal(db_usage_open(fx->db, open_line, out, &e), 0);
+  assert_int_equal(db_usage_open(fx->db, NULL, open_line, out, &e), 0);
   assert_string_equal(out, "1@200+150;");
   /* the hold rewritten through later: its old pieces are gone */
   two[1].to_ms = 400;
@@ -2340,7 +2340,7 @@ test_ledger_replaces_holds_whole_and_sums_them_by_any_grouping(
   two[1].outcome = "succeeded";
   assert_int_equal(db_usage_replace(fx->db, 1, 100, two, 2, &e), 0);
   out[0] = '\0';
-  assert_int_equal(db_usage_open(fx->db, open_line, out, &e), 0);
+  assert_int_equal(db_usage_open(fx->db, NULL, open_line, out, &e), 0);
   assert_string_equal(out, "");
   assert_int_equal(db_egress_insert(fx->db,
                                     &(struct db_egress){9, 300, "2026-11-27",
@@ -2357,13 +2357,14 @@ test_ledger_replaces_holds_whole_and_sums_them_by_any_grouping(
                                                         90000, 180},
                                     &e),
                    0);
+  /* by day: the hold begun on the 26th counts as a job that day */
   assert_int_equal(db_usage_report(fx->db, "2026-11-01", "2026-11-30",
                                    DB_BY_PROJECT | DB_BY_DAY, NULL,
                                    sum_line, out, &e), 0);
   assert_string_equal(out, "nlp/-/-/2026-11-27:100,1,7,0,0,0,0;"
                            "vision/-/-/2026-11-26:200,1,10,0,0,0,0;"
-                           "vision/-/-/2026-11-27:400,1,20,0,0,2000,180;");
-  /* no grouping: one line, a job on two days counted once */
+                           "vision/-/-/2026-11-27:400,0,20,0,0,2000,180;");
+  /* a job counts where its hold began: once, whatever it spans */
   out[0] = '\0';
   assert_int_equal(db_usage_report(fx->db, "2026-11-01", "2026-11-30", 0,
                                    NULL, sum_line, out, &e), 0);
