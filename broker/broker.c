@@ -308,6 +308,54 @@ broker__project_allowed(struct broker *b, const char *project)
   return 0;
 }
 
+/*
+ * The placement policy the config names, else "cost" as soon as any site
+ * is priced (first-fit otherwise), and the projects' wait values
+ * ("policy": {"wait_value": {"default": D, "PROJECT": V}}, dollars per
+ * GPU-hour of waiting).
+ */
+static int
+choose_policy(struct broker *b, const struct broker_config *cfg,
+              struct err *e)
+{
+  const char *name = cfg->placement;
+  const char *key;
+  json_t *v;
+
+  for (size_t i = 0; name == NULL && i < b->nsites; i++) {
+    if (b->sites[i].cost.kind != SITE_UNPRICED)
+      name = "cost";
+  }
+  b->policy = placement_policy_find(name != NULL ? name : "first-fit");
+  if (b->policy == NULL)
+    return err_set(e, ERR_CONFIG, "field 'policy.placement': unknown "
+                   "policy '%s' (first-fit or cost)", name);
+  b->wait_value_micro = DEFAULT_WAIT_VALUE_MICRO;
+  if (cfg->wait_value == NULL || json_is_null(cfg->wait_value))
+    return 0;
+  if (!json_is_object(cfg->wait_value))
+    return err_set(e, ERR_CONFIG, "field 'policy.wait_value' must be an "
+                   "object of dollars per GPU-hour by project");
+  b->wait_values = json_object();
+  json_object_foreach((json_t *)cfg->wait_value, key, v) {
+    int64_t micro;
+
+    if (!json_is_number(v) ||
+        price_dollars_to_micro(json_number_value(v), PRICE_MAX_MICRO,
+                               &micro) < 0)
+      return err_set(e, ERR_CONFIG, "field 'policy.wait_value.%s': must be "
+                     "dollars per GPU-hour, 0 to 10000", key);
+    if (strcmp(key, "default") == 0)
+      b->wait_value_micro = micro;
+    else if (!broker__project_allowed(b, key))
+      return err_set(e, ERR_CONFIG, "field 'policy.wait_value.%s': unknown "
+                     "project", key);
+    else
+      json_object_set_new(b->wait_values, key, json_integer(micro));
+  }
+  return 0;
+}
+
 /* Every open hold as its job stands: a price the config changed, or a
  * crash, may have left one behind. */
 static int
@@ -340,13 +388,6 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
                                             : DEFAULT_STAGE_POLL_MS;
   if (cfg->projects != NULL && !json_is_null(cfg->projects))
     b->projects = json_incref((json_t *)cfg->projects);
-  b->policy = placement_policy_find(cfg->placement ? cfg->placement
-                                                   : "first-fit");
-  if (b->policy == NULL) {
-    rc = err_set(e, ERR_CONFIG, "field 'policy.placement': unknown policy "
-                 "'%s'", cfg->placement);
-    goto fail;
-  }
   rc = db_open(cfg->db_path, &b->db, e);
   if (rc < 0)
     goto fail;
@@ -360,6 +401,8 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
     goto fail;
   }
   rc = open_sites(b, cfg->sites, e);
+  if (rc == 0)
+    rc = choose_policy(b, cfg, e);
   if (rc == 0)
     rc = broker__prices_sync(b, time_now_ms(), e);
   if (rc < 0)
@@ -403,6 +446,7 @@ fail:
   broker__runtimes_free(b);
   db_close(b->db);
   json_decref(b->projects);
+  json_decref(b->wait_values);
   free(b->state_dir);
   free(b->self_exe);
   free(b->instance);
@@ -422,6 +466,7 @@ broker_finish(struct broker *b)
   broker__runtimes_free(b);
   db_close(b->db);
   json_decref(b->projects);
+  json_decref(b->wait_values);
   free(b->state_dir);
   free(b->self_exe);
   free(b->instance);

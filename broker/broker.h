@@ -30,7 +30,10 @@ struct broker_config {
   const char *state_dir;    /* logs and job directories live here */
   const char *db_path;      /* the SQLite file */
   const char *self_exe;     /* tenbind's executable, for the local shim */
-  const char *placement;    /* placement policy name, e.g. "first-fit" */
+  const char *placement;    /* placement policy name, "first-fit" or
+                               "cost"; NULL: cost when a site is priced */
+  const json_t *wait_value; /* {"default": D, "PROJECT": V}: dollars a
+                               GPU-hour of waiting is worth, or NULL */
   const json_t *sites;      /* array of site objects (borrowed) */
   const json_t *workloads;  /* array of workload objects, or NULL */
   const json_t *projects;   /* array of allowed project names, or NULL for

@@ -31,6 +31,13 @@ struct agent_seen {
   uint64_t next_probe;            /* uv_now() of the next one */
 };
 
+/* What a GPU-hour of waiting is worth when the config does not say:
+ * about half an on-demand H100 hour. */
+#define DEFAULT_WAIT_VALUE_MICRO 4000000
+
+/* Longest site name, NUL included. */
+#define SITE_NAME_LEN 65
+
 /* A configured site and its open adapter. */
 /* A site's price model (prices.c): its config's "cost" block. */
 enum site_pricing { SITE_UNPRICED = 0, SITE_OWNED, SITE_RENTED };
@@ -128,6 +135,10 @@ struct broker {
   /* budgets by project, as stored, with what each spent (budgets.c) */
   struct budget *budgets;
   size_t nbudgets, budgets_cap;
+  /* what an hour of a GPU waiting is worth, micro-dollars: per project
+   * (a JSON object of integers, owned, or NULL) and by default */
+  json_t *wait_values;
+  int64_t wait_value_micro;
   /* past run times by project and workload or name (runtimes.c) */
   struct runtime_hist *runtimes;
   size_t nruntimes, runtimes_cap;
@@ -257,6 +268,41 @@ int broker__budget_blocks_rented(struct broker *b, const char *project);
 int broker__budget_left(struct broker *b, const char *project,
                         int64_t *left, int *hard, int *all, struct err *e)
     WARN_UNUSED;
+
+/* ---- costing.c ---- */
+
+/* The cost policy's inputs over one pass (policies/placement.h). */
+#define PASS_MAX_RESERVATIONS 64
+struct pass_cost {
+  int64_t now;
+  struct placement_cost_site sites[PLACEMENT_MAX_SITES];
+  struct placement_end *ends;   /* owned; the pools' ends point in */
+  struct placement_reservation res[PASS_MAX_RESERVATIONS];
+  size_t nres;
+};
+
+/* Build pc (zeroed first) from the pass's snapshot and the jobs that
+ * hold GPUs.  Release with broker__pass_cost_release. */
+int broker__pass_cost_init(struct broker *b,
+                           const struct placement_site *snap,
+                           const struct adapter_capacity *caps, int64_t now,
+                           struct pass_cost *pc, struct err *e) WARN_UNUSED;
+void broker__pass_cost_release(struct pass_cost *pc);
+/* Job j's cost inputs into out (pointing into pc; data, nsites long, is
+ * filled when spec names a dataset). */
+int broker__pass_cost_job(struct broker *b, struct pass_cost *pc,
+                          const struct db_job *j, const struct job_spec *spec,
+                          struct placement_data *data,
+                          struct placement_cost *out, struct err *e)
+    WARN_UNUSED;
+/* After a decision d for req: a job that waits adds its GPUs ahead at
+ * its pick, and the oldest of its type reserves its start. */
+void broker__pass_cost_after(struct pass_cost *pc,
+                             const struct placement_request *req,
+                             const struct placement_site *snap,
+                             const struct placement_decision *d);
+/* What an hour of a GPU of project waiting is worth, micro-dollars. */
+int64_t broker__wait_value(const struct broker *b, const char *project);
 
 /* ---- runtimes.c ---- */
 

@@ -105,19 +105,37 @@ snapshot_reserve(struct placement_site *site, const struct job_spec *spec)
   }
 }
 
+/* Every candidate's verdict and reason, and with a cost decision its
+ * terms (money in micro-dollars, -1 where not estimated). */
 static json_t *
-candidates_json(const struct placement_decision *d)
+candidates_json(const struct placement_decision *d, int costed)
 {
   json_t *arr = json_array();
   static const char *const verdicts[] = {"now", "wait", "never"};
+  static const char *const excluded[] = {NULL, "site", "data", "deadline"};
 
   for (size_t i = 0; i < d->ncandidates; i++) {
     const struct placement_candidate *c = &d->candidates[i];
+    json_t *o = json_pack("{s:s, s:s, s:f, s:s}", "site", c->site,
+                          "verdict", verdicts[c->verdict], "score",
+                          c->score, "reason", c->reason);
 
-    json_array_append_new(
-        arr, json_pack("{s:s, s:s, s:f, s:s}", "site", c->site, "verdict",
-                       verdicts[c->verdict], "score", c->score, "reason",
-                       c->reason));
+    if (costed) {
+      jsonx_set_time(o, "start", c->start_ms);
+      json_object_set_new(o, "runtime_ms", json_integer(c->runtime_ms));
+      json_object_set_new(o, "compute_micro",
+                          json_integer(c->compute_micro));
+      json_object_set_new(o, "data_micro", json_integer(c->data_micro));
+      json_object_set_new(o, "waiting_micro",
+                          json_integer(c->waiting_micro));
+      json_object_set_new(o, "total_micro", json_integer(c->total_micro));
+      json_object_set_new(o, "priced", json_boolean(c->priced));
+      json_object_set_new(o, "held", json_boolean(c->held));
+      json_object_set_new(o, "picked", json_boolean(c->index == d->pick));
+      if ((unsigned)c->excluded < 4 && excluded[c->excluded] != NULL)
+        jsonx_set_str(o, "excluded", excluded[c->excluded]);
+    }
+    json_array_append_new(arr, o);
   }
   return arr;
 }
@@ -224,16 +242,29 @@ replica_complete(struct broker *b, const char *name, const char *version,
   return ok;
 }
 
-/* Store the decision for j: verdict and site, every candidate's say. */
+/* The predicted start of decision d: its pick's (0: not estimated). */
+static int64_t
+pick_start(const struct placement_decision *d)
+{
+  for (size_t i = 0; d->pick >= 0 && i < d->ncandidates; i++) {
+    if (d->candidates[i].index == d->pick)
+      return d->candidates[i].start_ms > 0 ? d->candidates[i].start_ms : 0;
+  }
+  return 0;
+}
+
+/* Store the decision for j: verdict and site, predicted start, reason,
+ * every candidate's say. */
 static int
 record_decision(struct broker *b, const struct db_job *j,
                 const struct placement_decision *d, const char *verdict,
                 const char *site, struct err *e)
 {
-  json_t *cands = candidates_json(d);
+  json_t *cands = candidates_json(d, b->policy->decide_cost != NULL);
   char *text = jsonx_dump(cands);
-  int rc = db_placement_put(b->db, j->id, time_now_ms(), verdict, site,
-                            text, e);
+  struct db_placement p = {j->id, time_now_ms(), verdict, site,
+                           pick_start(d), d->reason, text};
+  int rc = db_placement_put(b->db, &p, e);
 
   free(text);
   json_decref(cands);
@@ -275,6 +306,7 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
   struct site *s;
   int target = -1;
   int have = 0;
+  int weighed;
   int rc;
 
   rc = broker__dataset_split(spec->dataset, name, version, e);
@@ -287,9 +319,18 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
     return broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
   if (rc < 0)
     return rc;
-  /* Among the sites of the policy's verdict, in its order: the first
-   * that has the data, else the first that can get it. */
-  for (size_t k = 0; k < d->ncandidates; k++) {
+  /* The cost policy weighed the data already: its pick.  Else, among
+   * the sites of the policy's verdict, in its order: the first that has
+   * the data, else the first that can get it. */
+  weighed = b->policy->decide_cost != NULL && d->pick >= 0;
+  if (weighed) {
+    target = d->pick;
+    have = replica_complete(b, name, version, snap[target].name);
+    s = broker__site(b, snap[target].name);
+    if (!have && (s == NULL || s->agent == NULL))
+      target = -1;
+  }
+  for (size_t k = 0; !weighed && k < d->ncandidates; k++) {
     const struct placement_candidate *c = &d->candidates[k];
     int i = snap_index(snap, b->nsites, c->site);
 
@@ -423,30 +464,66 @@ out:
   return rc;
 }
 
-/*
- * Decide for one queued job inside the pass's transaction.  Returns 1 when
- * the job was placed (and should be dispatched), 0 otherwise.
- */
-/*
- * The policy's decision for a job whose project spent its hard budget:
- * rented sites are taken as unreachable for it (they keep what they
- * could ever run, so nothing becomes impossible), and their reasons and
- * the decision's say why.
- */
-static void
-decide_owned_only(struct broker *b, const struct db_job *j,
-                  const struct placement_request *req,
-                  const struct placement_site *snap,
-                  struct placement_decision *d)
-{
-  struct placement_site only[PLACEMENT_MAX_SITES];
+/* One job's decision and what it was decided from.  A pass has one and
+ * reuses it job after job: it is large. */
+struct decision {
+  struct placement_site only[PLACEMENT_MAX_SITES]; /* a spent budget's */
+  const struct placement_site *sites;              /* snap, or only */
+  struct placement_request req;
+  struct placement_cost cost;
+  struct placement_data data[PLACEMENT_MAX_SITES];
+  int costed;   /* decided by the cost policy, with its inputs */
+  int blocked;  /* the job's project spent its hard budget */
+  struct placement_decision d;
+};
 
-  memcpy(only, snap, sizeof(only[0]) * b->nsites);
-  for (size_t i = 0; i < b->nsites; i++) {
-    if (b->sites[i].cost.kind == SITE_RENTED)
-      only[i].reachable = 0;
+/*
+ * The policy's decision for j, numbers only (explain() writes the
+ * words).  A job whose project spent its hard budget sees the rented
+ * sites as unreachable: they keep what they could ever run, so nothing
+ * becomes impossible, and it waits for owned capacity.
+ */
+static int
+decide(struct broker *b, const struct db_job *j, const struct job_spec *spec,
+       const struct placement_site *snap, struct pass_cost *pc,
+       struct decision *x, struct err *e)
+{
+  int rc;
+
+  broker__placement_request(spec, &x->req);
+  x->sites = snap;
+  x->blocked = broker__budget_blocks_rented(b, j->project);
+  if (x->blocked) {
+    memcpy(x->only, snap, sizeof(x->only[0]) * b->nsites);
+    for (size_t i = 0; i < b->nsites; i++) {
+      if (b->sites[i].cost.kind == SITE_RENTED)
+        x->only[i].reachable = 0;
+    }
+    x->sites = x->only;
   }
-  b->policy->decide(req, only, b->nsites, d);
+  x->costed = b->policy->decide_cost != NULL && pc != NULL;
+  if (!x->costed) {
+    b->policy->decide(&x->req, x->sites, b->nsites, &x->d);
+    return 0;
+  }
+  rc = broker__pass_cost_job(b, pc, j, spec, x->data, &x->cost, e);
+  if (rc < 0)
+    return rc;
+  placement_cost_decide(&x->req, x->sites, b->nsites, &x->cost, &x->d);
+  return 0;
+}
+
+/* The words of x's decision: written only for a decision that is
+ * stored or shown (they cost more than the numbers). */
+static void
+explain(struct broker *b, const struct db_job *j, struct decision *x)
+{
+  struct placement_decision *d = &x->d;
+
+  if (x->costed)
+    placement_cost_explain(&x->req, x->sites, b->nsites, &x->cost, d);
+  if (!x->blocked)
+    return;
   for (size_t i = 0; i < d->ncandidates; i++) {
     struct placement_candidate *c = &d->candidates[i];
     const struct site *s = broker__site(b, c->site);
@@ -463,15 +540,74 @@ decide_owned_only(struct broker *b, const struct db_job *j,
              "site until it is raised or the month turns)", j->project);
 }
 
+/* What was stored of a job's last decision. */
+struct stored {
+  int found;
+  char verdict[8];
+  char site[SITE_NAME_LEN];
+  int64_t start_ms;
+};
+
+static int
+stored_cb(const struct db_placement *p, void *arg)
+{
+  struct stored *st = arg;
+
+  snprintf(st->verdict, sizeof(st->verdict), "%s", p->verdict);
+  snprintf(st->site, sizeof(st->site), "%s", p->site ? p->site : "");
+  st->start_ms = p->start_ms;
+  return 0;
+}
+
+/* A start predicted again within this much is the same decision. */
+#define START_MOVED_MS 60000
+
+/* 1 when the waiting decision x differs from the one stored for j (so
+ * that a job waiting for hours writes its decision only when it
+ * changes), else 0. */
+static int
+wait_changed(struct broker *b, const struct db_job *j,
+             const struct decision *x, const char *site, struct err *e)
+{
+  struct stored st = {0};
+  int64_t start = pick_start(&x->d), moved;
+  int rc = db_placement_get(b->db, j->id, stored_cb, &st, &st.found, e);
+
+  if (rc < 0)
+    return rc;
+  moved = start > st.start_ms ? start - st.start_ms : st.start_ms - start;
+  return !st.found || strcmp(st.verdict, "wait") != 0 ||
+         strcmp(st.site, site != NULL ? site : "") != 0 ||
+         moved >= START_MOVED_MS || j->reason == NULL;
+}
+
+/* The site x's waiting job waits for: its pick, else the first that
+ * could take it later. */
+static const char *
+waits_for(const struct decision *x)
+{
+  const struct placement_decision *d = &x->d;
+
+  if (d->pick >= 0)
+    return x->sites[d->pick].name;
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    if (d->candidates[i].verdict == PLACEMENT_WAIT)
+      return d->candidates[i].site;
+  }
+  return NULL;
+}
+
+/*
+ * Decide for one queued job inside the pass's transaction.  Returns 1 when
+ * the job was placed (and should be dispatched), 0 otherwise.
+ */
 static int
 decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
-           struct err *e)
+           struct pass_cost *pc, struct decision *x, struct err *e)
 {
-  struct placement_request req;
-  struct placement_decision d;
+  struct placement_decision *d = &x->d;
   struct job_spec spec;
-  json_t *cands = NULL;
-  char *cands_text = NULL;
+  const char *site;
   int placed = 0;
   int rc;
 
@@ -481,54 +617,44 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
     rc = broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
     goto out;
   }
-  broker__placement_request(&spec, &req);
-  if (broker__budget_blocks_rented(b, j->project))
-    decide_owned_only(b, j, &req, snap, &d);
-  else
-    b->policy->decide(&req, snap, b->nsites, &d);
-  if (spec.dataset != NULL && d.verdict != PLACEMENT_NEVER) {
-    rc = decide_data(b, j, &spec, snap, &d, e);
+  rc = decide(b, j, &spec, snap, pc, x, e);
+  if (rc < 0)
+    goto out;
+  if (spec.dataset != NULL && d->verdict != PLACEMENT_NEVER) {
+    explain(b, j, x);
+    rc = decide_data(b, j, &spec, snap, d, e);
     if (rc > 0)
       placed = 1;
-    goto out;
+    goto after;
   }
-  switch (d.verdict) {
+  switch (d->verdict) {
   case PLACEMENT_NOW:
-    cands = candidates_json(&d);
-    cands_text = jsonx_dump(cands);
-    rc = db_placement_put(b->db, j->id, time_now_ms(), "now",
-                          snap[d.site].name, cands_text, e);
-    if (rc < 0)
-      goto out;
-    free(j->site);
-    j->site = xstrdup(snap[d.site].name);
-    rc = broker__transition(b, j, JOB_PLACED, d.reason, 0, e);
-    if (rc < 0)
-      goto out;
-    snapshot_reserve(&snap[d.site], &spec);
-    placed = 1;
+    explain(b, j, x);
+    rc = place_at(b, j, &spec, d, snap, d->site, d->reason, e);
+    placed = rc > 0;
     break;
   case PLACEMENT_WAIT:
-    for (size_t i = 0; i < d.ncandidates; i++) {
-      if (d.candidates[i].verdict == PLACEMENT_WAIT) {
-        struct site *s = broker__site(b, d.candidates[i].site);
-
-        if (s != NULL)
-          s->waiting++;
-        break;
-      }
+    site = waits_for(x);
+    if (site != NULL && broker__site(b, site) != NULL)
+      broker__site(b, site)->waiting++;
+    rc = wait_changed(b, j, x, site, e);
+    if (rc > 0) {
+      explain(b, j, x);
+      rc = record_decision(b, j, d, "wait", site, e);
+      if (rc == 0)
+        rc = set_reason(b, j, d->reason, e);
     }
-    rc = set_reason(b, j, d.reason, e);
     break;
   case PLACEMENT_NEVER:
     /* Possible when the configuration changed since submission. */
-    rc = broker__transition(b, j, JOB_FAILED, d.reason, 0, e);
+    explain(b, j, x);
+    rc = broker__transition(b, j, JOB_FAILED, d->reason, 0, e);
     break;
   }
-
+after:
+  if (rc >= 0 && x->costed && !placed)
+    broker__pass_cost_after(pc, &x->req, x->sites, d);
 out:
-  free(cands_text);
-  json_decref(cands);
   jobspec_release(&spec);
   if (rc < 0)
     return rc;
@@ -590,6 +716,8 @@ schedule(struct broker *b)
   struct err e = {0};
   char *placed = NULL;
   char *st_placed = NULL;
+  struct pass_cost *pc = NULL;
+  struct decision *x = NULL;
   int rc;
 
   if (b->closing)
@@ -606,6 +734,13 @@ schedule(struct broker *b)
   if (l.n == 0 && st.n == 0)
     goto out;
   broker__snapshot(b, snap, caps);
+  x = xcalloc(1, sizeof(*x));
+  if (b->policy->decide_cost != NULL && l.n > 0) {
+    pc = xcalloc(1, sizeof(*pc));
+    rc = broker__pass_cost_init(b, snap, caps, time_now_ms(), pc, &e);
+    if (rc < 0)
+      goto fail;
+  }
   placed = xcalloc(l.n + 1, 1);
   st_placed = xcalloc(st.n + 1, 1);
   rc = db_begin(b->db, &e);
@@ -622,7 +757,7 @@ schedule(struct broker *b)
     st_placed[i] = (char)rc;
   }
   for (size_t i = 0; i < l.n; i++) {
-    rc = decide_one(b, &l.rows[i], snap, &e);
+    rc = decide_one(b, &l.rows[i], snap, pc, x, &e);
     if (rc < 0) {
       db_rollback(b->db);
       goto fail;
@@ -647,6 +782,10 @@ schedule(struct broker *b)
 fail:
   log_error("scheduler pass failed: %s", err_msg(&e));
 out:
+  if (pc != NULL)
+    broker__pass_cost_release(pc);
+  free(pc);
+  free(x);
   free(placed);
   free(st_placed);
   job_list_release(&l);

@@ -54,7 +54,6 @@
 #define STAGER_RETRY_ROUNDS 4u
 #define STAGER_BACKOFF_MIN_ROUNDS 2u
 #define STAGER_BACKOFF_MAX_MS 60000u
-#define SITE_NAME_LEN 65
 /* Every 4 rounds (2 s by default): a /healthz costs the agent nothing,
  * and a user who just started a sync should not wait long to see why it
  * does not move. */

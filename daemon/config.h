@@ -23,6 +23,7 @@ struct daemon_config {
   uint16_t port;
   int auth;                    /* 1 when tokens are required */
   const char *placement;       /* borrowed from root */
+  const json_t *wait_value;    /* borrowed from root, may be NULL */
   const char *time_zone;       /* borrowed from root, may be NULL */
   const json_t *sites;         /* borrowed from root */
   const json_t *workloads;     /* borrowed from root, may be NULL */

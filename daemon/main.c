@@ -231,6 +231,7 @@ serve(const struct daemon_config *cfg, const char *config_path,
   bc.db_path = dbpath;
   bc.self_exe = exe;
   bc.placement = cfg->placement;
+  bc.wait_value = cfg->wait_value;
   bc.sites = cfg->sites;
   bc.workloads = cfg->workloads;
   bc.projects = cfg->projects;

@@ -120,6 +120,7 @@ enum stmt_id {
   ST_EVENT_APPEND,
   ST_EVENT_LIST,
   ST_PLACEMENT_PUT,
+  ST_PLACEMENT_GET,
   ST_WORKLOAD_INSERT,
   ST_WORKLOAD_UPDATE,
   ST_WORKLOAD_GET,
@@ -190,10 +191,15 @@ static const char *const stmt_sql[ST_COUNT] = {
   [ST_EVENT_LIST] = "SELECT id, job_id, at_ms, from_state, to_state, detail"
                     " FROM job_events WHERE job_id = ?1 ORDER BY id",
   [ST_PLACEMENT_PUT] =
-      "INSERT INTO placements (job_id, at_ms, verdict, site, candidates) "
-      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job_id) DO UPDATE SET "
+      "INSERT INTO placements (job_id, at_ms, verdict, site, candidates, "
+      "start_ms, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+      "ON CONFLICT (job_id) DO UPDATE SET "
       "at_ms = excluded.at_ms, verdict = excluded.verdict, "
-      "site = excluded.site, candidates = excluded.candidates",
+      "site = excluded.site, candidates = excluded.candidates, "
+      "start_ms = excluded.start_ms, reason = excluded.reason",
+  [ST_PLACEMENT_GET] =
+      "SELECT job_id, at_ms, verdict, site, start_ms, reason, candidates "
+      "FROM placements WHERE job_id = ?1",
   /* Insert-if-absent first, so that changes() tells a new name from a
    * replaced one without a read beforehand. */
   [ST_WORKLOAD_INSERT] =
@@ -1138,19 +1144,24 @@ db_event_list(struct db *db, int64_t job_id, db_event_cb cb, void *arg,
 /* ---- placements ---- */
 
 int
-db_placement_put(struct db *db, int64_t job_id, int64_t at_ms,
-                 const char *verdict, const char *site,
-                 const char *candidates_json, struct err *e)
+db_placement_put(struct db *db, const struct db_placement *p, struct err *e)
 {
   sqlite3_stmt *st = db->st[ST_PLACEMENT_PUT];
+  int64_t job_id = p->job_id;
+  const char *verdict = p->verdict;
   int rc = SQLITE_OK;
   int ret;
 
   bind_int64(st, 1, job_id, &rc);
-  bind_int64(st, 2, at_ms, &rc);
+  bind_int64(st, 2, p->at_ms, &rc);
   bind_text(st, 3, verdict, &rc);
-  bind_text(st, 4, site, &rc);
-  bind_text(st, 5, candidates_json, &rc);
+  bind_text(st, 4, p->site, &rc);
+  bind_text(st, 5, p->candidates, &rc);
+  if (p->start_ms > 0)
+    bind_int64(st, 6, p->start_ms, &rc);
+  else if (rc == SQLITE_OK)
+    rc = sqlite3_bind_null(st, 6);
+  bind_text(st, 7, p->reason, &rc);
   ret = step_write(db, st, rc, "recording placement", e);
   if (ret == ERR_NOT_FOUND)
     return err_set(e, ret, "job %" PRId64 " not found", job_id);
@@ -1160,6 +1171,40 @@ db_placement_put(struct db *db, int64_t job_id, int64_t at_ms,
                    "must be now, wait or never", job_id,
                    verdict != NULL ? verdict : "(null)");
   return ret;
+}
+
+struct placement_read {
+  db_placement_cb cb;
+  void *arg;
+};
+
+static int
+read_placement(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct placement_read *r = arg;
+  struct db_placement p = {.job_id = sqlite3_column_int64(st, 0),
+                           .at_ms = sqlite3_column_int64(st, 1),
+                           .verdict = db__col_borrow(st, 2),
+                           .site = db__col_borrow(st, 3),
+                           .start_ms = sqlite3_column_int64(st, 4),
+                           .reason = db__col_borrow(st, 5),
+                           .candidates = db__col_borrow(st, 6)};
+
+  (void)e;
+  return r->cb(&p, r->arg);
+}
+
+int
+db_placement_get(struct db *db, int64_t job_id, db_placement_cb cb,
+                 void *arg, int *found, struct err *e)
+{
+  sqlite3_stmt *st = db->st[ST_PLACEMENT_GET];
+  struct placement_read r = {cb, arg};
+  int rc = SQLITE_OK;
+
+  bind_int64(st, 1, job_id, &rc);
+  return db__get_one(db, st, rc, "reading placement", read_placement, &r,
+                     found, e);
 }
 
 /* ---- workloads ---- */

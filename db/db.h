@@ -145,13 +145,27 @@ int db_event_list(struct db *db, int64_t job_id, db_event_cb cb, void *arg,
 
 /* ---- placement decisions (for "why is my job here / still queued") ---- */
 
-/* Record the decision for job: verdict "now", "wait" or "never", the
- * chosen site (or NULL) and every candidate's verdict and reason as JSON
- * text.  Only the latest decision per job is kept (a waiting job is
- * re-decided every tick; its history would be noise). */
-int db_placement_put(struct db *db, int64_t job_id, int64_t at_ms,
-                     const char *verdict, const char *site,
-                     const char *candidates_json, struct err *e) WARN_UNUSED;
+/* A job's latest placement decision; borrowed when read. */
+struct db_placement {
+  int64_t job_id;
+  int64_t at_ms;
+  const char *verdict;    /* "now", "wait" or "never" */
+  const char *site;       /* chosen or waited for, or NULL */
+  int64_t start_ms;       /* predicted start, 0: unknown */
+  const char *reason;     /* or NULL */
+  const char *candidates; /* JSON text: every candidate's verdict, terms
+                             and reason */
+};
+
+/* Record p as its job's decision.  Only the latest decision per job is
+ * kept (a waiting job is re-decided every pass; the broker writes only
+ * when the decision changes). */
+int db_placement_put(struct db *db, const struct db_placement *p,
+                     struct err *e) WARN_UNUSED;
+typedef int (*db_placement_cb)(const struct db_placement *p, void *arg);
+/* cb with job_id's decision, if it has one (*found says). */
+int db_placement_get(struct db *db, int64_t job_id, db_placement_cb cb,
+                     void *arg, int *found, struct err *e) WARN_UNUSED;
 
 /* ---- meta ---- */
 
@@ -509,5 +523,22 @@ typedef int (*db_runtime_cb)(const char *project, const char *key,
 /* The newest limit successful runs, newest first. */
 int db_job_runtimes(struct db *db, int limit, db_runtime_cb cb, void *arg,
                     struct err *e) WARN_UNUSED;
+
+/* A job placed at a site, submitted there or running: it holds GPUs
+ * (or will at once); strings borrowed for the callback. */
+struct db_holding {
+  int64_t id;
+  const char *project;
+  const char *key;        /* its workload, else its name */
+  const char *site;
+  int64_t gpus;
+  const char *gpu_type;   /* or NULL */
+  int64_t started_ms;     /* 0 until it runs */
+};
+typedef int (*db_holding_cb)(const struct db_holding *h, void *arg);
+/* Every job that holds GPUs at a site (the placement pass's running
+ * ends; served by the jobs_state index). */
+int db_job_list_holding(struct db *db, db_holding_cb cb, void *arg,
+                        struct err *e) WARN_UNUSED;
 
 #endif

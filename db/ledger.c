@@ -30,6 +30,7 @@ enum lg_stmt {
   LG_BUDGET_LIST,
   LG_BUDGET_WARNED,
   LG_RUNTIMES,
+  LG_HOLDING,
   LG_COUNT
 };
 
@@ -64,6 +65,10 @@ static const char *const lg_sql[LG_COUNT] = {
                     "ended_ms - started_ms FROM jobs WHERE state = "
                     "'succeeded' AND started_ms > 0 ORDER BY id DESC "
                     "LIMIT ?1",
+    [LG_HOLDING] = "SELECT id, project, coalesce(workload, name), site, "
+                   "gpus, gpu_type, started_ms FROM jobs WHERE state IN "
+                   "('placed', 'submitted', 'running') AND site IS NOT "
+                   "NULL AND gpus > 0",
 };
 
 static sqlite3_stmt *
@@ -149,6 +154,7 @@ struct visit {
   db_usage_sum_cb sum_cb;
   db_budget_cb budget_cb;
   db_runtime_cb runtime_cb;
+  db_holding_cb holding_cb;
   void *arg;
 };
 
@@ -440,4 +446,34 @@ db_job_runtimes(struct db *db, int limit, db_runtime_cb cb, void *arg,
   db__bind_int64(st, 1, limit, &rc);
   return db__each_row(db, st, rc, "reading run times", visit_runtime, &v,
                       e);
+}
+
+static int
+visit_holding(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  const struct visit *v = arg;
+  struct db_holding h = {.id = sqlite3_column_int64(st, 0),
+                         .project = db__col_borrow(st, 1),
+                         .key = db__col_borrow(st, 2),
+                         .site = db__col_borrow(st, 3),
+                         .gpus = sqlite3_column_int64(st, 4),
+                         .gpu_type = db__col_borrow(st, 5),
+                         .started_ms = sqlite3_column_int64(st, 6)};
+
+  (void)e;
+  return v->holding_cb(&h, v->arg);
+}
+
+int
+db_job_list_holding(struct db *db, db_holding_cb cb, void *arg,
+                    struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_HOLDING);
+  struct visit v = {.holding_cb = cb, .arg = arg};
+  int ret = db__take_for_callbacks(st, "db_job_list_holding", e);
+
+  if (ret < 0)
+    return ret;
+  return db__each_row(db, st, SQLITE_OK, "listing jobs that hold GPUs",
+                      visit_holding, &v, e);
 }

@@ -79,7 +79,7 @@ t_expect "every job's cost recomputed from its events is what the ledger billed,
 job=$(curl -fsS "${A[@]}" "$T_URL/v1/jobs/$long" | jq -c .cost)
 t_expect "the job across the price change was billed at both prices (more than at the new one alone)" \
   "$(jq -n --argjson c "$job" '$c.billed_micro > ($c.gpu_ms * 3440000 / 3600000)')" '^true$'
-t_expect "a failed job on a rented site is billed its minimum (60 s of 2 GPUs at $3.44)" \
+t_expect "a failed job on a rented site is billed its minimum (60 s of 2 GPUs at \$3.44)" \
   "$(curl -fsS "${A[@]}" "$T_URL/v1/jobs/${ids[3]}" | jq -c '[.state, .cost.billed_micro >= 114666]')" '^\["failed",true\]$'
 t_expect "a cancelled job is billed for the time it held its GPU" \
   "$(curl -fsS "${A[@]}" "$T_URL/v1/jobs/$cancelled" | jq -c '[.state, .cost.gpu_ms > 0, .cost.billed_micro > 0]')" '^\["cancelled",true,true\]$'

@@ -1395,43 +1395,48 @@ test_events_are_listed_in_order_per_job(void **state)
 
 /* ---- placements ---- */
 
+static int
+placement_line(const struct db_placement *p, void *arg)
+{
+  snprintf(arg, 256, "%s|%s|%lld|%lld|%s|%s", p->verdict,
+           p->site ? p->site : "-", (long long)p->at_ms,
+           (long long)p->start_ms, p->reason ? p->reason : "-",
+           p->candidates);
+  return 0;
+}
+
 static void
 test_placement_put_replaces_the_previous_decision(void **state)
 {
   struct fx *fx = *state;
   struct err e = {0};
   int64_t id = insert(fx->db, "a", "p", NULL, JOB_QUEUED, 0);
-  sqlite3 *h = raw_open(fx->path);
-  char sql[128];
-  char *s;
+  struct db_placement p = {id, 100, "wait", NULL, 5000, "aws is full",
+                           "[{\"site\":\"aws\",\"why\":\"it's full\"}]"};
+  char line[256] = "";
+  int found = 1;
 
-  assert_int_equal(db_placement_put(fx->db, id, 100, "wait", NULL,
-                                    "[{\"site\":\"aws\",\"why\":\"it's "
-                                    "full\"}]",
-                                    &e),
-                   0);
-  assert_int_equal(db_placement_put(fx->db, id, 200, "now", "local",
-                                    "[{\"site\":\"local\"}]", &e),
-                   0);
-  snprintf(sql, sizeof(sql),
-           "SELECT count(*) FROM placements WHERE job_id = %" PRId64, id);
-  assert_int_equal(raw_int(h, sql), 1);
-  snprintf(sql, sizeof(sql),
-           "SELECT verdict || '|' || site || '|' || at_ms || '|' || "
-           "candidates FROM placements WHERE job_id = %" PRId64,
-           id);
-  s = raw_text(h, sql);
-  assert_string_equal(s, "now|local|200|[{\"site\":\"local\"}]");
-  free(s);
-  sqlite3_close(h);
+  assert_int_equal(db_placement_get(fx->db, id, placement_line, line,
+                                    &found, &e), 0);
+  assert_false(found);
+  assert_int_equal(db_placement_put(fx->db, &p, &e), 0);
+  assert_int_equal(db_placement_get(fx->db, id, placement_line, line,
+                                    &found, &e), 0);
+  assert_true(found);
+  assert_string_equal(line, "wait|-|100|5000|aws is full|"
+                            "[{\"site\":\"aws\",\"why\":\"it's full\"}]");
+  p = (struct db_placement){id, 200, "now", "local", 0, NULL,
+                            "[{\"site\":\"local\"}]"};
+  assert_int_equal(db_placement_put(fx->db, &p, &e), 0);
+  assert_int_equal(db_placement_get(fx->db, id, placement_line, line,
+                                    &found, &e), 0);
+  assert_string_equal(line, "now|local|200|0|-|[{\"site\":\"local\"}]");
 
-  assert_int_equal(db_placement_put(fx->db, id, 300, "maybe", NULL, "[]",
-                                    &e),
-                   ERR_INVALID);
+  p = (struct db_placement){id, 300, "maybe", NULL, 0, NULL, "[]"};
+  assert_int_equal(db_placement_put(fx->db, &p, &e), ERR_INVALID);
   assert_non_null(strstr(e.msg, "'maybe'"));
-  assert_int_equal(db_placement_put(fx->db, 777, 300, "never", NULL, "[]",
-                                    &e),
-                   ERR_NOT_FOUND);
+  p = (struct db_placement){777, 300, "never", NULL, 0, NULL, "[]"};
+  assert_int_equal(db_placement_put(fx->db, &p, &e), ERR_NOT_FOUND);
   assert_string_equal(e.msg, "job 777 not found");
 }
 
