@@ -81,6 +81,7 @@ void api__jobs_get(struct api_call *call);
 void api__jobs_cancel(struct api_call *call);
 void api__jobs_release(struct api_call *call);
 void api__jobs_events(struct api_call *call);
+void api__jobs_placement(struct api_call *call);
 void api__jobs_log(struct api_call *call);
 void api__workloads_list(struct api_call *call);
 void api__workloads_create(struct api_call *call);

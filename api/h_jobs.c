@@ -209,6 +209,32 @@ api__jobs_events(struct api_call *call)
   api__reply_json(call, 200, json_pack("{s:o}", "events", events));
 }
 
+void
+api__jobs_placement(struct api_call *call)
+{
+  struct placement_view v;
+  struct err e = {0};
+  json_t *cands, *o;
+  int64_t id;
+
+  memset(&v, 0, sizeof(v));
+  if (api__param_id(call, 0, &id, &e) < 0 ||
+      broker_job_placement(call->api->broker, &call->who, id, &v, &e) < 0) {
+    placement_view_release(&v);
+    api__reply_err(call, &e);
+    return;
+  }
+  cands = json_loads(v.candidates, 0, NULL);
+  o = json_pack("{s:I, s:s, s:o}", "job", (json_int_t)id, "verdict",
+                v.verdict, "candidates", cands != NULL ? cands : json_array());
+  jsonx_set_time(o, "at", v.at_ms);
+  jsonx_set_str(o, "site", v.site);
+  jsonx_set_time(o, "predicted_start", v.start_ms);
+  jsonx_set_str(o, "reason", v.reason);
+  placement_view_release(&v);
+  api__reply_json(call, 200, o);
+}
+
 static void
 add_header_i64(struct http_request *req, const char *name, int64_t v)
 {

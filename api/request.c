@@ -89,6 +89,7 @@ api__job_text(const struct job_view *j, const json_t *extra, struct buf *out)
   jsonx_set_time(v, "updated_at", j->updated_ms);
   jsonx_set_time(v, "started_at", j->started_ms);
   jsonx_set_time(v, "ended_at", j->ended_ms);
+  jsonx_set_time(v, "predicted_start", j->predicted_start_ms);
   if (j->has_cost)
     json_object_set_new(
         v, "cost",

@@ -21,6 +21,8 @@ const struct api_route api_routes[] = {
     {{"POST", "/v1/jobs/{id}/release", ROLE_SUBMITTER, 0},
      api__jobs_release},
     {{"GET", "/v1/jobs/{id}/events", ROLE_VIEWER, 0}, api__jobs_events},
+    {{"GET", "/v1/jobs/{id}/placement", ROLE_VIEWER, 0},
+     api__jobs_placement},
     {{"GET", "/v1/jobs/{id}/log", ROLE_VIEWER, 0}, api__jobs_log},
     {{"GET", "/v1/workloads", ROLE_VIEWER, 0}, api__workloads_list},
     {{"POST", "/v1/workloads", ROLE_ADMIN, 0}, api__workloads_create},

@@ -153,11 +153,32 @@ struct job_view {
   int64_t expected_micro, upper_micro;
   int has_budget;
   int64_t budget_left_micro;
+  /* A queued job's predicted start (get and list), 0 when unknown. */
+  int64_t predicted_start_ms;
 };
 
 void job_view_init(struct job_view *v);
 /* Free the strings (NULL-safe) and re-init. */
 void job_view_release(struct job_view *v);
+
+/* A job's last placement decision (tenbin explain); owned strings,
+ * release with placement_view_release. */
+struct placement_view {
+  int64_t at_ms;
+  char *verdict;          /* "now", "wait" or "never" */
+  char *site;             /* chosen or waited for, or NULL */
+  int64_t start_ms;       /* predicted start, 0: unknown */
+  char *reason;           /* or NULL */
+  char *candidates;       /* JSON array text: every site, its verdict,
+                             terms and reason */
+};
+
+void placement_view_release(struct placement_view *v);
+/* Job id's last decision, for those who may see the job (as
+ * broker_job_get); ERR_NOT_FOUND when none was made yet. */
+int broker_job_placement(struct broker *b, const struct principal *p,
+                         int64_t id, struct placement_view *out,
+                         struct err *e) WARN_UNUSED;
 
 /* Which jobs a list wants; strings borrowed for the call. */
 struct job_filter {

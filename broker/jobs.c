@@ -236,6 +236,24 @@ job_row_get(struct broker *b, const struct principal *p, int64_t id,
   return 0;
 }
 
+static int
+start_cb(const struct db_placement *p, void *arg)
+{
+  *(int64_t *)arg = p->start_ms;
+  return 0;
+}
+
+/* A waiting job's predicted start, as its last decision stored it. */
+static void
+predicted_start(struct broker *b, struct job_view *v)
+{
+  int found;
+
+  if (v->state == JOB_QUEUED || v->state == JOB_STAGING)
+    (void)db_placement_get(b->db, v->id, start_cb, &v->predicted_start_ms,
+                           &found, NULL);
+}
+
 int
 broker_job_get(struct broker *b, const struct principal *p, int64_t id,
                struct job_view *out, struct err *e)
@@ -247,8 +265,10 @@ broker_job_get(struct broker *b, const struct principal *p, int64_t id,
   rc = job_row_get(b, p, id, &j, e);
   if (rc == 0)
     view_take(out, &j);
-  if (rc == 0)
+  if (rc == 0) {
+    predicted_start(b, out);
     rc = broker__job_cost(b, out, e);
+  }
   db_job_release(&j);
   return rc;
 }
@@ -265,6 +285,7 @@ broker_job_log_dir(struct broker *b, const struct job_view *j)
 
 /* Hands each row to the caller's callback as a view. */
 struct list_ctx {
+  struct broker *b;
   job_view_cb cb;
   void *arg;
 };
@@ -276,6 +297,7 @@ list_row_cb(const struct db_job *j, void *arg)
   struct job_view v;
 
   broker__job_view_borrow(&v, j);
+  predicted_start(l->b, &v);
   return l->cb(&v, l->arg);
 }
 
@@ -285,7 +307,7 @@ broker_job_list(struct broker *b, const struct principal *p,
                 struct err *e)
 {
   struct db_job_filter df = {0};
-  struct list_ctx l = {cb, arg};
+  struct list_ctx l = {b, cb, arg};
 
   if (f->project != NULL && !principal_has_project(p, f->project))
     return err_set(e, ERR_FORBIDDEN, "no access to project '%s'",
@@ -489,5 +511,51 @@ broker_job_release(struct broker *b, const struct principal *p, int64_t id,
   if (rc == 0)
     view_take(out, &j);
   db_job_release(&j);
+  return rc;
+}
+
+void
+placement_view_release(struct placement_view *v)
+{
+  if (v == NULL)
+    return;
+  free(v->verdict);
+  free(v->site);
+  free(v->reason);
+  free(v->candidates);
+  memset(v, 0, sizeof(*v));
+}
+
+static int
+placement_copy_cb(const struct db_placement *p, void *arg)
+{
+  struct placement_view *v = arg;
+
+  v->at_ms = p->at_ms;
+  v->verdict = xstrdup(p->verdict);
+  v->site = p->site != NULL ? xstrdup(p->site) : NULL;
+  v->start_ms = p->start_ms;
+  v->reason = p->reason != NULL ? xstrdup(p->reason) : NULL;
+  v->candidates = xstrdup(p->candidates != NULL ? p->candidates : "[]");
+  return 0;
+}
+
+int
+broker_job_placement(struct broker *b, const struct principal *p,
+                     int64_t id, struct placement_view *out, struct err *e)
+{
+  struct db_job j;
+  int found = 0;
+  int rc;
+
+  db_job_init(&j);
+  memset(out, 0, sizeof(*out));
+  rc = job_row_get(b, p, id, &j, e);
+  db_job_release(&j);
+  if (rc == 0)
+    rc = db_placement_get(b->db, id, placement_copy_cb, out, &found, e);
+  if (rc == 0 && !found)
+    rc = err_set(e, ERR_NOT_FOUND, "job %lld has no placement decision "
+                 "yet", (long long)id);
   return rc;
 }

@@ -1,8 +1,8 @@
 /*
  * How long a job will run, predicted from how long the same work ran:
  * the median of the last RUNTIME_SAMPLES successful runs of the same
- * workload (else job name) in the same project, else the job's time
- * limit, else RUNTIME_DEFAULT_MS.  The histories are kept in memory,
+ * workload (else job name) in the same project (at most its time
+ * limit), else the job's time limit, else RUNTIME_DEFAULT_MS.  The histories are kept in memory,
  * read from the database at start and added to as jobs succeed, so a
  * prediction costs no query (submissions and placement passes ask for
  * one per job).
@@ -108,7 +108,10 @@ broker__runtime_predict(struct broker *b, const char *project,
     memcpy(sorted, h->ms, sizeof(sorted[0]) * (size_t)h->n);
     qsort(sorted, (size_t)h->n, sizeof(sorted[0]), cmp_ms);
     *how = "median of past runs";
-    /* the lower median of an even count: a prediction errs short */
+    /* the lower median of an even count: a prediction errs short; and
+     * never past the time limit, where the site ends the job */
+    if (time_limit_s > 0 && sorted[(h->n - 1) / 2] > time_limit_s * 1000)
+      return time_limit_s * 1000;
     return sorted[(h->n - 1) / 2];
   }
   if (time_limit_s > 0) {

@@ -39,6 +39,7 @@ int cli_cmd_sites(struct cli *cli, int argc, char **argv);
 int cli_cmd_site(struct cli *cli, int argc, char **argv);
 int cli_cmd_prices(struct cli *cli, int argc, char **argv);
 int cli_cmd_report(struct cli *cli, int argc, char **argv);
+int cli_cmd_explain(struct cli *cli, int argc, char **argv);
 int cli_cmd_budgets(struct cli *cli, int argc, char **argv);
 int cli_cmd_budget(struct cli *cli, int argc, char **argv);
 /* cmd_datasets.c */

@@ -226,6 +226,23 @@ out:
   return status;
 }
 
+/* "in 12m" of a waiting job's predicted start ("now" once due), into
+ * out; NULL when it has none. */
+static const char *
+starts_in(const json_t *job, int64_t now, char *out, size_t len)
+{
+  int64_t at;
+  char d[CLI_FMT_SIZE];
+
+  if (time_parse_iso(jsonx_str(job, "predicted_start"), &at) < 0)
+    return NULL;
+  if (at <= now)
+    return "now";
+  cli_fmt_duration((at - now) / 1000, d, sizeof(d));
+  snprintf(out, len, "in %s", d);
+  return out;
+}
+
 static void
 add_job_row(struct cli_table *t, const json_t *job, int64_t now)
 {
@@ -233,8 +250,12 @@ add_job_row(struct cli_table *t, const json_t *job, int64_t now)
   char gpus[CLI_FMT_SIZE];
   char age[CLI_FMT_SIZE];
   char exit_cell[CLI_FMT_SIZE];
+  char starts[CLI_FMT_SIZE + 8];
   const char *site = jsonx_str(job, "site");
-  const char *row[8];
+  const char *state = jsonx_str(job, "state");
+  const char *row[10];
+  int waiting = state != NULL && (strcmp(state, "queued") == 0 ||
+                                  strcmp(state, "staging") == 0);
 
   snprintf(id, sizeof(id), "%lld",
            (long long)json_integer_value(json_object_get(job, "id")));
@@ -250,6 +271,12 @@ add_job_row(struct cli_table *t, const json_t *job, int64_t now)
   row[5] = gpus;
   row[6] = age;
   row[7] = exit_cell;
+  row[8] = waiting ? starts_in(job, now, starts, sizeof(starts)) : NULL;
+  row[9] = waiting ? jsonx_str(job, "reason") : NULL;
+  if (row[8] == NULL)
+    row[8] = "-";
+  if (row[9] == NULL)
+    row[9] = "";
   cli_table_add(t, row);
 }
 
@@ -272,8 +299,10 @@ next_cursor(const json_t *page)
 int
 cli_cmd_jobs(struct cli *cli, int argc, char **argv)
 {
-  static const char *const head[] = {"ID",   "NAME", "PROJECT",     "STATE",
-                                     "SITE", "GPUS", "AGE/ELAPSED", "EXIT"};
+  static const char *const head[] = {"ID",     "NAME", "PROJECT",
+                                     "STATE",  "SITE", "GPUS",
+                                     "AGE/ELAPSED", "EXIT", "STARTS",
+                                     "WHY WAITING"};
   struct cli_jobs o;
   struct cli_table t;
   struct cli_response r;
@@ -288,11 +317,12 @@ cli_cmd_jobs(struct cli *cli, int argc, char **argv)
   int64_t now = time_now_ms();
   int status = CLI_EXIT_OK;
 
-  cli_table_init(&t, head, 8);
+  cli_table_init(&t, head, 10);
   cli_table_set_right(&t, 0);
   cli_table_set_max(&t, 1, 24);
   cli_table_set_max(&t, 2, 16);
   cli_table_set_max(&t, 4, 16);
+  cli_table_set_max(&t, 9, 60);
   cli_response_init(&r);
   buf_init(&path, 4096);
   if (!cli_parsed(cli_jobs_parse(argc, argv, &o, &e), cli_jobs_usage, &e,
@@ -465,7 +495,7 @@ job_cost(const json_t *job, char *out, size_t len)
 static int
 show_job(const json_t *job)
 {
-  char cost[256];
+  char cost[256], starts[CLI_FMT_SIZE + 8];
   char id[32], gpus[CLI_FMT_SIZE], elapsed[CLI_FMT_SIZE];
   char created[96], started[96], ended[96], exit_code[32], sig[48];
   const json_t *spec = json_object_get(job, "spec");
@@ -491,6 +521,8 @@ show_job(const json_t *job)
   cli_table_add_kv(&t, "dataset", jsonx_str(spec, "dataset"));
   cli_table_add_kv(&t, "state", jsonx_str(job, "state"));
   cli_table_add_kv(&t, "reason", jsonx_str(job, "reason"));
+  cli_table_add_kv(&t, "starts", starts_in(job, now, starts,
+                                           sizeof(starts)));
   cli_table_add_kv(&t, "held", jsonx_bool(job, "hold", 0) ? "yes" : NULL);
   cli_table_add_kv(&t, "site", jsonx_str(job, "site"));
   cli_table_add_kv(&t, "remote id", jsonx_str(job, "remote_id"));
@@ -756,4 +788,106 @@ int
 cli_cmd_release(struct cli *cli, int argc, char **argv)
 {
   return job_action(cli, argc, argv, "release", release_usage);
+}
+
+/* ---- explain ---- */
+
+static const char explain_usage[] =
+    "usage: tenbin explain ID\n\n"
+    "Why job ID is where it is, or still waits: its last placement\n"
+    "decision, with every site's verdict, predicted start, run time,\n"
+    "compute, data and waiting cost, total, and reason (the winner is\n"
+    "marked *).  A decision is stored when it changes.\n";
+
+/* Money of a candidate: "-" where not estimated. */
+static const char *
+cand_money(const json_t *c, const char *key, char *out)
+{
+  const json_t *v = json_object_get(c, key);
+
+  if (!json_is_integer(v) || json_integer_value(v) < 0)
+    return "-";
+  cli_fmt_cents(json_integer_value(v), out, 32);
+  return out;
+}
+
+static int
+print_placement(const json_t *p, int64_t now)
+{
+  static const char *const head[] = {"",       "SITE",    "VERDICT",
+                                     "START",  "RUNTIME", "COMPUTE $",
+                                     "DATA $", "WAIT $",  "TOTAL $",
+                                     "REASON"};
+  struct cli_table t;
+  const json_t *c;
+  int64_t start;
+  size_t i;
+  int rc;
+
+  cli_table_init(&t, head, 10);
+  for (size_t k = 5; k < 9; k++)
+    cli_table_set_right(&t, k);
+  json_array_foreach(json_object_get(p, "candidates"), i, c) {
+    char when[CLI_FMT_SIZE + 8], run[CLI_FMT_SIZE], m[4][32];
+    const char *row[10];
+
+    when[0] = run[0] = '\0';
+    if (time_parse_iso(jsonx_str(c, "start"), &start) == 0 && start > now) {
+      cli_fmt_duration((start - now) / 1000, run, sizeof(run));
+      snprintf(when, sizeof(when), "in %s", run);
+    } else if (jsonx_str(c, "start") != NULL) {
+      snprintf(when, sizeof(when), "now");
+    }
+    run[0] = '\0';
+    if (json_integer_value(json_object_get(c, "runtime_ms")) > 0)
+      cli_fmt_duration(
+          json_integer_value(json_object_get(c, "runtime_ms")) / 1000, run,
+          sizeof(run));
+    row[0] = jsonx_bool(c, "picked", 0) ? "*" : "";
+    row[1] = jsonx_str(c, "site");
+    row[2] = jsonx_str(c, "excluded") != NULL ? "excluded"
+                                              : jsonx_str(c, "verdict");
+    row[3] = when[0] ? when : "-";
+    row[4] = run[0] ? run : "-";
+    row[5] = cand_money(c, "compute_micro", m[0]);
+    row[6] = cand_money(c, "data_micro", m[1]);
+    row[7] = cand_money(c, "waiting_micro", m[2]);
+    row[8] = cand_money(c, "total_micro", m[3]);
+    row[9] = jsonx_str(c, "reason");
+    cli_table_add(&t, row);
+  }
+  printf("job %lld: %s%s%s (decided %s)\n",
+         (long long)json_integer_value(json_object_get(p, "job")),
+         jsonx_str(p, "verdict"), jsonx_str(p, "site") ? " at " : "",
+         jsonx_str(p, "site") ? jsonx_str(p, "site") : "",
+         jsonx_str(p, "at") ? jsonx_str(p, "at") : "-");
+  if (jsonx_str(p, "reason") != NULL)
+    printf("%s\n", jsonx_str(p, "reason"));
+  rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  cli_table_release(&t);
+  return rc;
+}
+
+int
+cli_cmd_explain(struct cli *cli, int argc, char **argv)
+{
+  struct cli_response r;
+  struct err e = {0};
+  json_t *reply = NULL;
+  char path[64];
+  int status = CLI_EXIT_OK;
+
+  if (!job_path(argc, argv, explain_usage, "/placement", path, sizeof(path),
+                &status))
+    return status;
+  cli_response_init(&r);
+  if (cli_request(cli, "GET", path, NULL, &r, &reply, &e) < 0)
+    status = cli_fail(&e);
+  else if (cli->json)
+    cli_print_raw(&r);
+  else
+    status = print_placement(reply, time_now_ms());
+  json_decref(reply);
+  cli_response_release(&r);
+  return status;
 }

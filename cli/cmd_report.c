@@ -24,17 +24,6 @@ static const char report_usage[] =
     "GPU-hours in jobs that failed or were cancelled.  Days are in the\n"
     "server's report time zone; jobs still running count up to now.\n";
 
-/* Whole dollars and cents, rounded to the nearest cent. */
-static void
-fmt_cents(int64_t micro, char *out, size_t len)
-{
-  long long cents = (long long)(((micro < 0 ? -micro : micro) + 5000) /
-                                10000);
-
-  snprintf(out, len, "%s%lld.%02lld", micro < 0 && cents > 0 ? "-" : "",
-           cents / 100, cents % 100);
-}
-
 /* The cells of one line (keys of by first) into cells; text is room. */
 static void
 line_cells(const json_t *l, const json_t *by, const char **cells,
@@ -55,7 +44,7 @@ line_cells(const json_t *l, const json_t *by, const char **cells,
   snprintf(text[1], 32, "%lld",
            (long long)json_integer_value(json_object_get(l, "jobs")));
   for (int m = 0; m < 4; m++)
-    fmt_cents(json_integer_value(json_object_get(l, money[m])), text[2 + m],
+    cli_fmt_cents(json_integer_value(json_object_get(l, money[m])), text[2 + m],
               32);
   snprintf(text[6], 32, "%.1f%%",
            100.0 * json_number_value(json_object_get(l, "failed_share")));
@@ -183,7 +172,7 @@ print_budgets(const json_t *reply)
 
     v = json_is_array(list) ? json_array_get(list, i) : list;
     for (int m = 0; m < 4; m++)
-      fmt_cents(json_integer_value(json_object_get(v, money[m])), text[m],
+      cli_fmt_cents(json_integer_value(json_object_get(v, money[m])), text[m],
                 32);
     snprintf(text[4], 32, "%lld%%",
              (long long)json_integer_value(json_object_get(v, "warned_pct")));

@@ -20,6 +20,17 @@ cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen)
            (long long)(micro < 0 ? -(micro % 1000000) : micro % 1000000));
 }
 
+/* Whole dollars and cents, rounded to the nearest cent. */
+void
+cli_fmt_cents(int64_t micro, char *out, size_t len)
+{
+  long long cents = (long long)(((micro < 0 ? -micro : micro) + 5000) /
+                                10000);
+
+  snprintf(out, len, "%s%lld.%02lld", micro < 0 && cents > 0 ? "-" : "",
+           cents / 100, cents % 100);
+}
+
 void
 cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
 {

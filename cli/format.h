@@ -24,6 +24,9 @@ void cli_fmt_duration(int64_t seconds, char *out, size_t outlen);
 /* Micro-dollars as dollars with all six decimals: "1.905817" (money is
  * integer micro-dollars end to end; the CLI neither rounds nor adds). */
 void cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen);
+/* Micro-dollars as dollars and cents, rounded to the nearest cent
+ * ("-0.03" when negative): tables of money people read. */
+void cli_fmt_cents(int64_t micro, char *out, size_t len);
 /*
  * The AGE/ELAPSED cell of a job object: the run time (ended_at or now
  * minus started_at) once it started, else the time since created_at;

@@ -30,6 +30,8 @@ static const struct cmd commands[] = {
     {"jobs", cli_cmd_jobs, cli_jobs_arity, "list jobs"},
     {"show", cli_cmd_show, NULL, "show one job"},
     {"events", cli_cmd_events, NULL, "list a job's state transitions"},
+    {"explain", cli_cmd_explain, NULL,
+     "why a job is where it is: every site's terms"},
     {"logs", cli_cmd_logs, NULL, "print a job's output (-f follows it)"},
     {"cancel", cli_cmd_cancel, NULL, "cancel jobs"},
     {"release", cli_cmd_release, NULL, "release held jobs"},
