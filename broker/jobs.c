@@ -249,9 +249,11 @@ predicted_start(struct broker *b, struct job_view *v)
 {
   int found;
 
-  if (v->state == JOB_QUEUED || v->state == JOB_STAGING)
-    (void)db_placement_get(b->db, v->id, start_cb, &v->predicted_start_ms,
-                           &found, NULL);
+  /* unknown when it cannot be read: a view is shown regardless */
+  if ((v->state == JOB_QUEUED || v->state == JOB_STAGING) &&
+      db_placement_get(b->db, v->id, start_cb, &v->predicted_start_ms,
+                       &found, NULL) < 0)
+    v->predicted_start_ms = 0;
 }
 
 int
