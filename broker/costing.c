@@ -21,6 +21,7 @@
 #include "util/alloc.h"
 #include "util/grow.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 
 /* What a transfer is taken to move, per second, to a site with an agent
  * and no bandwidth limit: a conservative link between sites. */
@@ -58,7 +59,7 @@ holding_cb(const struct db_holding *h, void *arg)
 {
   struct collect *c = arg;
   const char *how;
-  int64_t run, start;
+  int64_t run, start, limit_s = 0;
   int site = -1, pool;
 
   for (size_t i = 0; i < c->b->nsites; i++) {
@@ -70,7 +71,11 @@ holding_cb(const struct db_holding *h, void *arg)
   pool = pool_of(&c->snap[site], h->gpu_type);
   if (pool < 0)
     return 0;
-  run = broker__runtime_predict(c->b, h->project, h->key, 0, &how);
+  /* an unreadable limit is no limit: the prediction falls back */
+  if (h->time_limit != NULL &&
+      time_parse_slurm_duration(h->time_limit, &limit_s) < 0)
+    limit_s = 0;
+  run = broker__runtime_predict(c->b, h->project, h->key, limit_s, &how);
   start = h->started_ms > 0 ? h->started_ms : c->now;
   GROW(c->rows, c->n + 1, c->cap);
   c->rows[c->n++] = (struct end_row){

@@ -534,6 +534,7 @@ struct db_holding {
   int64_t gpus;
   const char *gpu_type;   /* or NULL */
   int64_t started_ms;     /* 0 until it runs */
+  const char *time_limit; /* as its spec has it ("4:00:00"), or NULL */
 };
 typedef int (*db_holding_cb)(const struct db_holding *h, void *arg);
 /* Every job that holds GPUs at a site (the placement pass's running

@@ -66,7 +66,8 @@ static const char *const lg_sql[LG_COUNT] = {
                     "'succeeded' AND started_ms > 0 ORDER BY id DESC "
                     "LIMIT ?1",
     [LG_HOLDING] = "SELECT id, project, coalesce(workload, name), site, "
-                   "gpus, gpu_type, started_ms FROM jobs WHERE state IN "
+                   "gpus, gpu_type, started_ms, json_extract(spec_json, "
+                   "'$.time_limit') FROM jobs WHERE state IN "
                    "('placed', 'submitted', 'running') AND site IS NOT "
                    "NULL AND gpus > 0",
 };
@@ -458,7 +459,8 @@ visit_holding(sqlite3_stmt *st, void *arg, struct err *e)
                          .site = db__col_borrow(st, 3),
                          .gpus = sqlite3_column_int64(st, 4),
                          .gpu_type = db__col_borrow(st, 5),
-                         .started_ms = sqlite3_column_int64(st, 6)};
+                         .started_ms = sqlite3_column_int64(st, 6),
+                         .time_limit = db__col_borrow(st, 7)};
 
   (void)e;
   return v->holding_cb(&h, v->arg);
