@@ -1434,6 +1434,21 @@ dollars_arg(json_t *body, const char *key, const char *opt, const char *arg,
   return 0;
 }
 
+/* The one operand after a command's options (getopt's optind), which
+ * names what: "a SITE is needed" when it is missing. */
+static int
+sole_operand(int argc, char **argv, const char *what, const char **out,
+             struct err *e)
+{
+  if (optind >= argc)
+    return err_set(e, ERR_INVALID, "a %s is needed", what);
+  if (optind + 1 < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'",
+                   argv[optind + 1]);
+  *out = argv[optind];
+  return 0;
+}
+
 int
 cli_prices_set_parse(int argc, char **argv, const char **site,
                      const char **gpu_type, json_t **body, struct err *e)
@@ -1472,16 +1487,10 @@ cli_prices_set_parse(int argc, char **argv, const char **site,
     if (rc < 0)
       goto out;
   }
+  rc = sole_operand(argc, argv, "SITE", site, e);
+  if (rc < 0)
+    goto out;
   rc = ERR_INVALID;
-  if (optind >= argc) {
-    err_set(e, ERR_INVALID, "a SITE is needed");
-    goto out;
-  }
-  if (optind + 1 < argc) {
-    err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind + 1]);
-    goto out;
-  }
-  *site = argv[optind];
   if (*gpu_type == NULL || (*gpu_type)[0] == '\0') {
     err_set(e, ERR_INVALID, "option '--gpu-type' is needed");
     goto out;
@@ -1540,16 +1549,10 @@ cli_budget_set_parse(int argc, char **argv, const char **project,
     if (rc < 0)
       goto out;
   }
+  rc = sole_operand(argc, argv, "PROJECT", project, e);
+  if (rc < 0)
+    goto out;
   rc = ERR_INVALID;
-  if (optind >= argc) {
-    err_set(e, ERR_INVALID, "a PROJECT is needed");
-    goto out;
-  }
-  if (optind + 1 < argc) {
-    err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind + 1]);
-    goto out;
-  }
-  *project = argv[optind];
   if (json_object_get(b, "monthly") == NULL) {
     err_set(e, ERR_INVALID, "option '--monthly' is needed");
     goto out;

@@ -68,5 +68,9 @@ int cli_request(struct cli *cli, const char *method, const char *path,
                 json_t **out, struct err *e) WARN_UNUSED;
 /* main.c: write r's body to stdout verbatim, ending in a newline. */
 int cli_print_raw(const struct cli_response *r);
+/* main.c: cli_request, then the reply verbatim with --json, else as
+ * print shows it (an exit status); the command's exit status. */
+int cli_show(struct cli *cli, const char *method, const char *path,
+             const struct buf *body, int (*print)(const json_t *reply));
 
 #endif

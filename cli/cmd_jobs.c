@@ -812,8 +812,9 @@ cand_money(const json_t *c, const char *key, char *out)
 }
 
 static int
-print_placement(const json_t *p, int64_t now)
+print_placement(const json_t *p)
 {
+  int64_t now = time_now_ms();
   static const char *const head[] = {"",       "SITE",    "VERDICT",
                                      "START",  "RUNTIME", "COMPUTE $",
                                      "DATA $", "WAIT $",  "TOTAL $",
@@ -871,23 +872,11 @@ print_placement(const json_t *p, int64_t now)
 int
 cli_cmd_explain(struct cli *cli, int argc, char **argv)
 {
-  struct cli_response r;
-  struct err e = {0};
-  json_t *reply = NULL;
   char path[64];
   int status = CLI_EXIT_OK;
 
   if (!job_path(argc, argv, explain_usage, "/placement", path, sizeof(path),
                 &status))
     return status;
-  cli_response_init(&r);
-  if (cli_request(cli, "GET", path, NULL, &r, &reply, &e) < 0)
-    status = cli_fail(&e);
-  else if (cli->json)
-    cli_print_raw(&r);
-  else
-    status = print_placement(reply, time_now_ms());
-  json_decref(reply);
-  cli_response_release(&r);
-  return status;
+  return cli_show(cli, "GET", path, NULL, print_placement);
 }

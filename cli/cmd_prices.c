@@ -59,18 +59,16 @@ print_prices(const json_t *reply)
 static int
 prices_set(struct cli *cli, int argc, char **argv)
 {
-  struct cli_response r;
   struct buf path, text;
   struct err e = {0};
   const char *site = NULL, *gpu_type = NULL;
-  json_t *body = NULL, *reply = NULL;
+  json_t *body = NULL;
   int status = CLI_EXIT_OK;
 
   if (!cli_parsed(cli_prices_set_parse(argc, argv, &site, &gpu_type, &body,
                                        &e),
                   prices_usage, &e, &status))
     return status;
-  cli_response_init(&r);
   buf_init(&path, 4096);
   buf_init(&text, 4096);
   if (cli_url_add_segment(&path, "/v1/prices/", site) < 0 ||
@@ -78,28 +76,19 @@ prices_set(struct cli *cli, int argc, char **argv)
       jsonx_dump_buf(body, &text) < 0) {
     err_set(&e, ERR_INVALID, "site or GPU type too long");
     status = cli_fail(&e);
-  } else if (cli_request(cli, "PUT", buf_str(&path), &text, &r, &reply,
-                         &e) < 0) {
-    status = cli_fail(&e);
-  } else if (cli->json) {
-    cli_print_raw(&r);
   } else {
-    status = print_prices(reply);
+    status = cli_show(cli, "PUT", buf_str(&path), &text, print_prices);
   }
   json_decref(body);
-  json_decref(reply);
   buf_release(&text);
   buf_release(&path);
-  cli_response_release(&r);
   return status;
 }
 
 int
 cli_cmd_prices(struct cli *cli, int argc, char **argv)
 {
-  struct cli_response r;
   struct err e = {0};
-  json_t *reply = NULL;
   int status = CLI_EXIT_OK;
   int first;
 
@@ -108,14 +97,5 @@ cli_cmd_prices(struct cli *cli, int argc, char **argv)
   if (!cli_parsed(cli_args_positional(argc, argv, 0, 0, &first, &e),
                   prices_usage, &e, &status))
     return status;
-  cli_response_init(&r);
-  if (cli_request(cli, "GET", "/v1/prices", NULL, &r, &reply, &e) < 0)
-    status = cli_fail(&e);
-  else if (cli->json)
-    cli_print_raw(&r);
-  else
-    status = print_prices(reply);
-  json_decref(reply);
-  cli_response_release(&r);
-  return status;
+  return cli_show(cli, "GET", "/v1/prices", NULL, print_prices);
 }

@@ -102,7 +102,6 @@ cli_cmd_report(struct cli *cli, int argc, char **argv)
   struct cli_response r;
   struct err e = {0};
   struct buf path;
-  json_t *reply = NULL;
   int status = CLI_EXIT_OK, csv;
 
   buf_init(&path, 4096);
@@ -111,23 +110,19 @@ cli_cmd_report(struct cli *cli, int argc, char **argv)
     buf_release(&path);
     return status;
   }
-  cli_response_init(&r);
-  if (csv) {
-    if (cli_client_call(&cli->client, "GET", buf_str(&path), NULL, NULL, &r,
-                        &e) < 0 ||
-        cli_response_check(&r, &e) < 0)
-      status = cli_fail(&e);
-    else
-      cli_print_raw(&r);
-  } else if (cli_request(cli, "GET", buf_str(&path), NULL, &r, &reply, &e) <
-             0) {
-    status = cli_fail(&e);
-  } else if (cli->json) {
-    cli_print_raw(&r);
-  } else {
-    status = print_report(reply);
+  if (!csv) {
+    status = cli_show(cli, "GET", buf_str(&path), NULL, print_report);
+    buf_release(&path);
+    return status;
   }
-  json_decref(reply);
+  /* CSV is no JSON object: the body as it came */
+  cli_response_init(&r);
+  if (cli_client_call(&cli->client, "GET", buf_str(&path), NULL, NULL, &r,
+                      &e) < 0 ||
+      cli_response_check(&r, &e) < 0)
+    status = cli_fail(&e);
+  else
+    cli_print_raw(&r);
   cli_response_release(&r);
   buf_release(&path);
   return status;
@@ -191,28 +186,6 @@ print_budgets(const json_t *reply)
   return rc;
 }
 
-/* GET or PUT path (with body), then the budgets as a table. */
-static int
-budgets_call(struct cli *cli, const char *method, const char *path,
-             const struct buf *body)
-{
-  struct cli_response r;
-  struct err e = {0};
-  json_t *reply = NULL;
-  int status = CLI_EXIT_OK;
-
-  cli_response_init(&r);
-  if (cli_request(cli, method, path, body, &r, &reply, &e) < 0)
-    status = cli_fail(&e);
-  else if (cli->json)
-    cli_print_raw(&r);
-  else
-    status = print_budgets(reply);
-  json_decref(reply);
-  cli_response_release(&r);
-  return status;
-}
-
 int
 cli_cmd_budgets(struct cli *cli, int argc, char **argv)
 {
@@ -222,7 +195,7 @@ cli_cmd_budgets(struct cli *cli, int argc, char **argv)
   if (!cli_parsed(cli_args_positional(argc, argv, 0, 0, &first, &e),
                   budgets_usage, &e, &status))
     return status;
-  return budgets_call(cli, "GET", "/v1/budgets", NULL);
+  return cli_show(cli, "GET", "/v1/budgets", NULL, print_budgets);
 }
 
 int
@@ -254,7 +227,7 @@ cli_cmd_budget(struct cli *cli, int argc, char **argv)
     err_set(&e, ERR_INVALID, "project name too long");
     status = cli_fail(&e);
   } else {
-    status = budgets_call(cli, "PUT", buf_str(&path), &text);
+    status = cli_show(cli, "PUT", buf_str(&path), &text, print_budgets);
   }
   json_decref(body);
   buf_release(&text);

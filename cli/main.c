@@ -133,6 +133,27 @@ cli_print_raw(const struct cli_response *r)
   return 0;
 }
 
+int
+cli_show(struct cli *cli, const char *method, const char *path,
+         const struct buf *body, int (*print)(const json_t *reply))
+{
+  struct cli_response r;
+  struct err e = {0};
+  json_t *reply = NULL;
+  int status = CLI_EXIT_OK;
+
+  cli_response_init(&r);
+  if (cli_request(cli, method, path, body, &r, &reply, &e) < 0)
+    status = cli_fail(&e);
+  else if (cli->json)
+    cli_print_raw(&r);
+  else
+    status = print(reply);
+  json_decref(reply);
+  cli_response_release(&r);
+  return status;
+}
+
 /* 'tenbin help [COMMAND]': the general usage or a command's --help. */
 static int
 run_help(struct cli *cli, int argc, char **argv)

@@ -416,23 +416,6 @@ fmt_in(int64_t at, int64_t now, char *out, size_t len)
     snprintf(out, len, "in %lldd%02lldh", s / 86400, s / 3600 % 24);
 }
 
-static void
-reason_add(char *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-reason_add(char *out, const char *fmt, ...)
-{
-  size_t used = strlen(out);
-  va_list ap;
-
-  if (used + 1 >= PLACEMENT_REASON_LEN)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(out + used, PLACEMENT_REASON_LEN - used, fmt, ap);
-  va_end(ap);
-}
-
 /* ": compute $C + data $D + waiting $W; starts in 1h05m" and what the
  * numbers do not say by themselves. */
 static void
@@ -445,14 +428,14 @@ add_terms(char *out, const struct placement_candidate *c,
   fmt_money(c->data_micro, dm, sizeof(dm));
   fmt_money(c->waiting_micro, wm, sizeof(wm));
   fmt_in(c->start_ms, k->now_ms, in, sizeof(in));
-  reason_add(out, ": compute %s + data %s + waiting %s; starts %s", cm, dm,
+  placement__append(out, PLACEMENT_REASON_LEN, ": compute %s + data %s + waiting %s; starts %s", cm, dm,
              wm, in);
   if (!c->priced && c->compute_micro >= 0)
-    reason_add(out, "; unpriced, charged the dearest rate");
+    placement__append(out, PLACEMENT_REASON_LEN, "; unpriced, charged the dearest rate");
   else if (!c->priced)
-    reason_add(out, "; no site has a price, compute not counted");
+    placement__append(out, PLACEMENT_REASON_LEN, "; no site has a price, compute not counted");
   if (c->held)
-    reason_add(out, "; held behind the oldest waiting %s job", c->type);
+    placement__append(out, PLACEMENT_REASON_LEN, "; held behind the oldest waiting %s job", c->type);
 }
 
 static void
@@ -496,7 +479,7 @@ explain_one(const struct placement_request *req,
   }
   add_terms(c->reason, c, k);
   if (c == pick && k->deadline_ms > 0 && c->start_ms > k->deadline_ms)
-    reason_add(c->reason, "; no site starts it by the deadline");
+    placement__append(c->reason, PLACEMENT_REASON_LEN, "; no site starts it by the deadline");
 }
 
 void

@@ -43,15 +43,15 @@ reason_set(char *out, const char *fmt, ...)
 }
 
 void
-placement__summary_add(char *out, const char *fmt, ...)
+placement__append(char *out, size_t cap, const char *fmt, ...)
 {
   size_t used = strlen(out);
   va_list ap;
 
-  if (used + 1 >= PLACEMENT_SUMMARY_LEN)
+  if (used + 1 >= cap)
     return;
   va_start(ap, fmt);
-  vsnprintf(out + used, PLACEMENT_SUMMARY_LEN - used, fmt, ap);
+  vsnprintf(out + used, cap - used, fmt, ap);
   va_end(ap);
 }
 
@@ -331,16 +331,16 @@ placement__add_site_reasons(struct placement_decision *d)
     }
     if (k < i)
       continue; /* named with the first site that said it */
-    placement__summary_add(d->reason, "%s'%s'", sep,
+    placement__append(d->reason, PLACEMENT_SUMMARY_LEN, "%s'%s'", sep,
                            c->site != NULL ? c->site : "?");
     for (k = i + 1; k < d->ncandidates; k++) {
       const struct placement_candidate *o = &d->candidates[k];
 
       if (strcmp(o->reason, c->reason) == 0)
-        placement__summary_add(d->reason, ", '%s'",
+        placement__append(d->reason, PLACEMENT_SUMMARY_LEN, ", '%s'",
                                o->site != NULL ? o->site : "?");
     }
-    placement__summary_add(d->reason, ": %s", c->reason);
+    placement__append(d->reason, PLACEMENT_SUMMARY_LEN, ": %s", c->reason);
     sep = "; ";
   }
 }

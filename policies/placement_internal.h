@@ -96,9 +96,10 @@ placement__pinned_out(const struct placement_request *req,
   return req->site != NULL &&
          (site->name == NULL || strcmp(site->name, req->site) != 0);
 }
-/* Append to a decision's reason; what does not fit is cut. */
-void placement__summary_add(char *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Append to a reason of cap bytes (a candidate's or a decision's); what
+ * does not fit is cut. */
+void placement__append(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The cost policy's entries in the policy table (cost.c). */
 void placement__cost_decide_plain(const struct placement_request *req,
