@@ -86,16 +86,16 @@ fill(struct db_usage *u, int64_t i, char *project, char *site, char *day)
 int
 main(int argc, char **argv)
 {
-  int64_t rows = argc > 2 ? atoll(argv[2]) : 1000000;
-  int64_t open = argc > 3 ? atoll(argv[3]) : 10000;
+  int64_t rows = argc > 2 ? strtoll(argv[2], NULL, 10) : 1000000;
+  int64_t open = argc > 3 ? strtoll(argv[3], NULL, 10) : 10000;
   int64_t t[REPS], n = 0;
   struct err e = {0};
   struct db *db;
   char path[4096], project[16], site[16], day[11];
   struct db_usage u;
 
-  if (argc < 2) {
-    fprintf(stderr, "usage: bench_ledger DIR [ROWS [OPEN]]\n");
+  if (argc < 2 || rows < 1 || open < 1) {
+    fprintf(stderr, "usage: bench_ledger DIR [ROWS [OPEN]] (counts > 0)\n");
     return 2;
   }
   snprintf(path, sizeof(path), "%s/ledger-bench.db", argv[1]);
