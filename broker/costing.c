@@ -144,7 +144,8 @@ broker__pass_cost_init(struct broker *b, const struct placement_site *snap,
     free(c.rows);
     return rc;
   }
-  qsort(c.rows, c.n, sizeof(*c.rows), cmp_end);
+  if (c.n > 0)
+    qsort(c.rows, c.n, sizeof(*c.rows), cmp_end);
   pc->ends = xcalloc(c.n + 1, sizeof(*pc->ends));
   for (size_t i = 0, start = 0; i < c.n; i++) {
     struct placement_cost_pool *p =
