@@ -250,7 +250,8 @@ predicted_start(struct broker *b, struct job_view *v)
   int found;
 
   /* unknown when it cannot be read: a view is shown regardless */
-  if ((v->state == JOB_QUEUED || v->state == JOB_STAGING) &&
+  /* a held job is not placed: it has no decision to read */
+  if ((v->state == JOB_QUEUED || v->state == JOB_STAGING) && !v->hold &&
       db_placement_get(b->db, v->id, start_cb, &v->predicted_start_ms,
                        &found, NULL) < 0)
     v->predicted_start_ms = 0;
