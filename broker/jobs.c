@@ -270,7 +270,9 @@ broker_job_get(struct broker *b, const struct principal *p, int64_t id,
     view_take(out, &j);
   if (rc == 0) {
     predicted_start(b, out);
-    rc = broker__job_cost(b, out, e);
+    /* a job without GPUs has no GPU-hours: no ledger to read */
+    if (out->gpus > 0)
+      rc = broker__job_cost(b, out, e);
   }
   db_job_release(&j);
   return rc;
