@@ -3156,6 +3156,99 @@ test_only_an_admin_sets_a_rented_sites_price_of_a_type_it_rents(void **state)
                               "cloud/h100/spot=2500000(admin);"));
 }
 
+/* ---- the usage ledger ---- */
+
+/* Appends "day from+len billed=cost open/outcome;" per piece to arg. */
+static int
+piece_line(const struct db_usage *u, void *arg)
+{
+  size_t n = strlen(arg);
+
+  snprintf((char *)arg + n, 1024 - n, "%s %lld+%lld %lld=%lld %s;", u->day,
+           (long long)(u->from_ms % 86400000 / 60000),
+           (long long)((u->to_ms - u->from_ms) / 60000),
+           (long long)u->billed_rate, (long long)u->billed_micro,
+           u->open ? "open" : u->outcome != NULL ? u->outcome : "-");
+  return 0;
+}
+
+static void
+test_a_hold_is_cut_at_midnight_and_where_the_price_changed_and_rewritten_whole(
+    void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  /* 2026-11-27T00:00:00Z */
+  const int64_t midnight = 1795737600000LL, hour = 3600000;
+  struct db_job j = {.id = 42, .state = JOB_RUNNING, .name = "train",
+                     .project = "vision", .site = "cloud", .gpus = 2,
+                     .gpu_type = "h100"};
+  char out[1024] = "";
+  struct db *db;
+
+  close_broker(f);
+  free(f->sites);
+  f->sites = xstrdup("[{\"name\": \"cloud\", \"kind\": \"local\", "
+                     "\"gpus\": {\"h100\": 2}, \"cost\": {\"rented\": "
+                     "{\"per_gpu_hour\": {\"h100\": 6.88}}}}]");
+  open_broker_ok(f, NULL);
+  db = broker_db(f->b);
+  /* $6.88 from a day before, $3.44 from half past midnight */
+  assert_int_equal(db_price_insert(db,
+                                   &(struct db_price){"cloud", "h100",
+                                                      "on_demand",
+                                                      midnight - 24 * hour,
+                                                      6880000, 1},
+                                   &e),
+                   0);
+  assert_int_equal(db_price_insert(db,
+                                   &(struct db_price){"cloud", "h100",
+                                                      "on_demand",
+                                                      midnight + hour / 2,
+                                                      3440000, 1},
+                                   &e),
+                   0);
+  /* running since 23:00, as far as 00:15: the last piece open */
+  assert_int_equal(broker__ledger_hold(f->b, &j, midnight - hour,
+                                       midnight + hour / 4, NULL, &e),
+                   0);
+  assert_int_equal(db_usage_of_job(db, 42, piece_line, out, &e), 0);
+  assert_string_equal(out, "2026-11-26 1380+60 6880000=13760000 -;"
+                           "2026-11-27 0+15 6880000=3440000 open;");
+  /* ended at 01:00: rewritten whole, cut again where the price changed;
+   * 2 GPUs: an hour at $6.88, half an hour at $6.88 and at $3.44 */
+  out[0] = '\0';
+  assert_int_equal(broker__ledger_hold(f->b, &j, midnight - hour,
+                                       midnight + hour, "succeeded", &e),
+                   0);
+  assert_int_equal(db_usage_of_job(db, 42, piece_line, out, &e), 0);
+  assert_string_equal(out,
+                      "2026-11-26 1380+60 6880000=13760000 succeeded;"
+                      "2026-11-27 0+30 6880000=6880000 succeeded;"
+                      "2026-11-27 30+30 3440000=3440000 succeeded;");
+  /* the same again changes nothing: a crash between two writes of a
+   * hold bills nothing twice */
+  out[0] = '\0';
+  assert_int_equal(broker__ledger_hold(f->b, &j, midnight - hour,
+                                       midnight + hour, "succeeded", &e),
+                   0);
+  assert_int_equal(db_usage_of_job(db, 42, piece_line, out, &e), 0);
+  assert_int_equal(strlen(out), strlen("2026-11-26 1380+60 6880000=13760000 "
+                                       "succeeded;2026-11-27 0+30 6880000="
+                                       "6880000 succeeded;2026-11-27 30+30 "
+                                       "3440000=3440000 succeeded;"));
+  /* a second hold of the same job (requeued, run again) is its own; ten
+   * seconds are billed as the site's minimum of a minute, at $3.44 */
+  out[0] = '\0';
+  assert_int_equal(broker__ledger_hold(f->b, &j, midnight + 2 * hour,
+                                       midnight + 2 * hour + 10000,
+                                       "failed", &e),
+                   0);
+  assert_int_equal(db_usage_of_job(db, 42, piece_line, out, &e), 0);
+  assert_non_null(strstr(out, "2026-11-27 120+0 3440000=114666 failed;"));
+  assert_non_null(strstr(out, "13760000 succeeded;"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -3217,6 +3310,7 @@ main(int argc, char **argv)
       T(test_register_needs_an_admin_or_a_root_the_site_allows_the_project),
       T(test_job_naming_another_projects_dataset_is_refused_naming_the_field),
       T(test_agent_state_shows_in_sites_and_metrics_and_follows_the_agent),
+      T(test_a_hold_is_cut_at_midnight_and_where_the_price_changed_and_rewritten_whole),
   };
 #undef T
   int rc;
