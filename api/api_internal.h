@@ -92,6 +92,10 @@ void api__sites_get(struct api_call *call);
 void api__prices_list(struct api_call *call);
 void api__prices_set(struct api_call *call);
 /* h_reports.c */
+/* A CSV field of s (NULL: empty) and its ',' or, when last, "\r\n":
+ * quoted when it holds a comma, quote or line break, and behind a ' when
+ * a spreadsheet would take it for a formula (= + - @ tab CR first). */
+int api__csv_field(struct buf *out, const char *s, int last) WARN_UNUSED;
 void api__reports_usage(struct api_call *call);
 void api__budgets_list(struct api_call *call);
 void api__budgets_get(struct api_call *call);

@@ -66,8 +66,8 @@ total_cb(const struct usage_line *l, void *arg)
 
 /* A CSV field: quoted when it holds a comma, quote or line break, and
  * prefixed with ' when a spreadsheet would take it for a formula. */
-static int
-csv_field(struct buf *out, const char *s, int last)
+int
+api__csv_field(struct buf *out, const char *s, int last)
 {
   int formula, rc = 0;
 
@@ -109,7 +109,7 @@ csv_line_cb(const struct usage_line *l, void *arg)
 
   for (int k = 0; rc == 0 && k < 4; k++) {
     if (c->by & (1u << k))
-      rc = csv_field(c->out, keys[k], 0);
+      rc = api__csv_field(c->out, keys[k], 0);
   }
   if (rc == 0)
     rc = buf_addf(c->out, "%.6f,%lld,", (double)l->gpu_ms / 3.6e6,

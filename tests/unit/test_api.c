@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/api_internal.h"
 #include "agent/agent.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -624,6 +625,28 @@ test_openapi_roles_and_public_routes_match_the_route_table(void **state)
   }
 }
 
+static void
+test_csv_fields_are_quoted_and_formulas_neutralized(void **state)
+{
+  struct buf b;
+
+  (void)state;
+  buf_init(&b, 4096);
+  assert_int_equal(api__csv_field(&b, "vision", 0), 0);
+  assert_int_equal(api__csv_field(&b, NULL, 0), 0);
+  assert_int_equal(api__csv_field(&b, "a,b", 0), 0);
+  assert_int_equal(api__csv_field(&b, "say \"hi\"", 0), 0);
+  assert_int_equal(api__csv_field(&b, "=HYPERLINK(\"x\")", 0), 0);
+  assert_int_equal(api__csv_field(&b, "+1", 0), 0);
+  assert_int_equal(api__csv_field(&b, "-h100", 0), 0);
+  assert_int_equal(api__csv_field(&b, "@SUM(A1)", 0), 0);
+  assert_int_equal(api__csv_field(&b, "\tx", 1), 0);
+  assert_string_equal(buf_str(&b),
+                      "vision,,\"a,b\",\"say \"\"hi\"\"\",\"'=HYPERLINK(\"\"x\"\")\","
+                      "\"'+1\",\"'-h100\",\"'@SUM(A1)\",\"'\tx\"\r\n");
+  buf_release(&b);
+}
+
 int
 main(void)
 {
@@ -639,6 +662,7 @@ main(void)
       cmocka_unit_test(test_route_table_has_no_duplicates),
       cmocka_unit_test(
           test_openapi_roles_and_public_routes_match_the_route_table),
+      cmocka_unit_test(test_csv_fields_are_quoted_and_formulas_neutralized),
   };
 
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
