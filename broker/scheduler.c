@@ -19,11 +19,16 @@
  * (it may wait there, still staging, for GPUs); a failed replica fails
  * the job with the agent's error.
  *
- * NEEDSWORK: first fit lets small jobs pass a large one that waits
- * (backfill without reservations); the cost-aware policy of a later issue
- * should reserve capacity for the head of the queue.  And a pass looks at
- * the SCHEDULE_BATCH oldest runnable jobs only, so with more waiting jobs
- * than that a small one further back is not placed until the head moves.
+ * The cost policy (policies/placement.h) gets its inputs for the pass
+ * from costing.c, and the oldest waiting job of each GPU type reserves
+ * its start so that smaller ones pass it only when they end before;
+ * first-fit lets small jobs pass a large one that waits (backfill
+ * without reservations).  A decision is stored, explained, only when it
+ * changes.
+ *
+ * NEEDSWORK: a pass looks at the SCHEDULE_BATCH oldest runnable jobs
+ * only, so with more waiting jobs than that a small one further back is
+ * not placed until the head moves.
  */
 #include <stdlib.h>
 #include <string.h>
