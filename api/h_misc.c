@@ -98,6 +98,10 @@ cost_json(const struct site_view *v)
                         json_integer(v->sunk_micro));
     json_object_set_new(c, "marginal_per_gpu_hour_micro",
                         json_integer(v->marginal_micro));
+    json_object_set_new(c, "utilization_30d", json_real(v->utilization));
+    if (v->sunk_at_use_micro > 0)
+      json_object_set_new(c, "sunk_at_utilization_micro",
+                          json_integer(v->sunk_at_use_micro));
   } else if (strcmp(v->pricing, "rented") == 0) {
     od = json_object();
     spot = json_object();

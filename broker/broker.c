@@ -598,6 +598,33 @@ site_view_release(struct site_view *v)
   site_view_init(v);
 }
 
+/* The days an owned site's use is measured over. */
+#define USE_DAYS 30
+
+/* An owned site's use of its GPUs over the last USE_DAYS days, and what
+ * a used GPU-hour's sunk cost is at that use (the idle hours are paid
+ * for too). */
+static void
+owned_use(const struct site *s, struct site_view *v)
+{
+  const struct price_owned *o = &s->cost.owned;
+  int64_t now = time_now_ms(), used = 0;
+  double have = (double)(o->nodes * o->gpus_per_node) * USE_DAYS *
+                (double)TIME_DAY_MS;
+  char from[11], to[11];
+  int tz = s->broker->tz_offset_min;
+
+  time_format_day(now - (USE_DAYS - 1) * TIME_DAY_MS, tz, from);
+  time_format_day(now, tz, to);
+  if (db_usage_site_ms(s->broker->db, s->name, from, to, &used, NULL) < 0 ||
+      used <= 0 || have <= 0)
+    return;
+  v->utilization = (double)used / have;
+  if (v->utilization > 1)
+    v->utilization = 1;
+  v->sunk_at_use_micro = price_owned_sunk_at(o, v->utilization);
+}
+
 /* The price part of s's view. */
 static void
 price_view(const struct site *s, struct site_view *v)
@@ -618,6 +645,8 @@ price_view(const struct site *s, struct site_view *v)
   }
   v->min_billed_seconds = c->min_billed_seconds;
   v->egress_per_gb_micro = c->egress_per_gb_micro;
+  if (c->kind == SITE_OWNED)
+    owned_use(s, v);
 }
 
 /* The agent's part of s's view, for a site that has one. */

@@ -497,6 +497,11 @@ struct site_view {
    * one its prices (an owned array), billing minimum and egress. */
   const char *pricing;
   int64_t sunk_micro, marginal_micro;
+  /* An owned site's use of its GPUs over the last 30 days (0 to 1, from
+   * the ledger) and the sunk cost of a used GPU-hour at that use, when
+   * it was used at all (else 0). */
+  double utilization;
+  int64_t sunk_at_use_micro;
   struct site_price_view *prices;
   int nprices;
   int64_t min_billed_seconds;

@@ -163,9 +163,19 @@ prices_text(const json_t *cost, struct buf *out)
   if (pricing == NULL)
     return buf_adds(out, "?");
   if (strcmp(pricing, "owned") == 0) {
+    char c[40];
+
     money(micro_of(cost, "sunk_per_gpu_hour_micro"), a, sizeof(a));
     money(micro_of(cost, "marginal_per_gpu_hour_micro"), b, sizeof(b));
-    return buf_addf(out, "owned: %s sunk, %s marginal per GPU-hour", a, b);
+    rc = buf_addf(out, "owned: %s sunk, %s marginal per GPU-hour", a, b);
+    if (rc == 0 && json_object_get(cost, "sunk_at_utilization_micro")) {
+      money(micro_of(cost, "sunk_at_utilization_micro"), c, sizeof(c));
+      rc = buf_addf(out, "; sunk %s per used GPU-hour at the %.1f %% used "
+                    "over 30 days", c,
+                    100 * json_number_value(
+                              json_object_get(cost, "utilization_30d")));
+    }
+    return rc;
   }
   if (strcmp(pricing, "rented") != 0)
     return buf_adds(out, pricing);

@@ -467,6 +467,12 @@ int db_usage_report(struct db *db, const char *from_day, const char *to_day,
                     unsigned by, char *const *projects, db_usage_sum_cb cb,
                     void *arg, struct err *e) WARN_UNUSED;
 
+/* The GPU-milliseconds site's holds took over days [from_day, to_day],
+ * as written (open pieces as far as they were). */
+int db_usage_site_ms(struct db *db, const char *site, const char *from_day,
+                     const char *to_day, int64_t *gpu_ms, struct err *e)
+    WARN_UNUSED;
+
 /* Totals since the beginning per project, site, GPU type and kind
  * ("egress" for transfers, its charge in billed_micro), as the
  * usage_totals table keeps them; jobs and failed_gpu_ms are 0. */

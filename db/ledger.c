@@ -31,6 +31,7 @@ enum lg_stmt {
   LG_BUDGET_WARNED,
   LG_RUNTIMES,
   LG_HOLDING,
+  LG_SITE_MS,
   LG_COUNT
 };
 
@@ -65,6 +66,8 @@ static const char *const lg_sql[LG_COUNT] = {
                     "ended_ms - started_ms FROM jobs WHERE state = "
                     "'succeeded' AND started_ms > 0 ORDER BY id DESC "
                     "LIMIT ?1",
+    [LG_SITE_MS] = "SELECT coalesce(SUM(gpu_ms), 0) FROM usage_daily "
+                   "WHERE day BETWEEN ?2 AND ?3 AND site = ?1",
     [LG_HOLDING] = "SELECT id, project, coalesce(workload, name), site, "
                    "gpus, gpu_type, started_ms, json_extract(spec_json, "
                    "'$.time_limit') FROM jobs WHERE state IN "
@@ -478,4 +481,27 @@ db_job_list_holding(struct db *db, db_holding_cb cb, void *arg,
     return ret;
   return db__each_row(db, st, SQLITE_OK, "listing jobs that hold GPUs",
                       visit_holding, &v, e);
+}
+
+static int
+read_ms(sqlite3_stmt *st, void *out, struct err *e)
+{
+  (void)e;
+  *(int64_t *)out = sqlite3_column_int64(st, 0);
+  return 0;
+}
+
+int
+db_usage_site_ms(struct db *db, const char *site, const char *from_day,
+                 const char *to_day, int64_t *gpu_ms, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_SITE_MS);
+  int rc = SQLITE_OK, found;
+
+  *gpu_ms = 0;
+  db__bind_text(st, 1, site, &rc);
+  db__bind_text(st, 2, from_day, &rc);
+  db__bind_text(st, 3, to_day, &rc);
+  return db__get_one(db, st, rc, "summing a site's GPU time", read_ms, gpu_ms,
+                     &found, e);
 }

@@ -86,6 +86,12 @@ t_expect "a cancelled job is billed for the time it held its GPU" \
 t_expect "an unpriced site's hours are counted, at no money" \
   "$(curl -fsS "${A[@]}" "$T_URL/v1/reports/usage?by=site" | jq -c '.lines[] | select(.site == "lab") | [.jobs, .gpu_ms > 0, .billed_micro, .sunk_micro]')" '^\[5,true,0,0\]$'
 
+t_expect "an owned site shows its use over 30 days and what a used GPU-hour sinks at that use" \
+  "$(curl -fsS "${A[@]}" "$T_URL/v1/sites/onprem" | jq -c '.cost | [.utilization_30d > 0, .utilization_30d < 0.01, .sunk_at_utilization_micro > .sunk_per_gpu_hour_micro]')" \
+  '^\[true,true,true\]$'
+t_expect "site show says so" \
+  "$("$TENBIN" site show onprem | grep '^prices')" 'per used GPU-hour at the 0\.[0-9] % used over 30 days'
+
 # ---- the report's lines add up to its total; scope; CSV; metrics ----
 rep=$(curl -fsS "${A[@]}" "$T_URL/v1/reports/usage?by=project,site,gpu_type,day")
 t_expect "lines by project, site, GPU type and day add up to the total" \
