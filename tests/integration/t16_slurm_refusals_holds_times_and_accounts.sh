@@ -4,13 +4,13 @@
 # site's reason instead of staying placed; a held job, once released, runs
 # in Slurm (never held there); a job that ends between two polls has a
 # start, an end after it, and events in order; a request no site can run
-# names every site with its reason; such a job's GPU time is billed from
-# Slurm's own start and end; and a project becomes the Slurm account when
-# the site has no accounts map.
+# names every site with its reason; GPU time is billed from Slurm's own
+# start and end, at an owned and at a rented cluster; and a project
+# becomes the Slurm account when the site has no accounts map.
 . "$(dirname "$0")/lib.sh"
 t_slurm_start
 # The on-prem cluster is owned: its GPU-hours are billed at its rates.
-jq '.sites |= map(if .name == "onprem" then . + {cost: {owned: {capex_per_node: 350000, nodes: 12, years: 4, power_kw_busy: 7.0, power_kw_idle: 2.0, dollars_per_kwh: 0.09}}} else . end)' \
+jq '.sites |= map(if .name == "onprem" then . + {cost: {owned: {capex_per_node: 350000, nodes: 12, years: 4, power_kw_busy: 7.0, power_kw_idle: 2.0, dollars_per_kwh: 0.09}}} else . + {cost: {rented: {per_gpu_hour: {h100: 6.88, a10g: 1.006}}}} end)' \
   "$T_DIR/slurm.json" >"$T_DIR/priced.json"
 t_start --config "$T_DIR/priced.json"
 
@@ -92,6 +92,16 @@ sunk=$(curl -fsS "$T_URL/v1/sites/onprem" | jq .cost.sunk_per_gpu_hour_micro)
 t_expect "its GPU time is billed from Slurm's own start and end, at the owned rate" \
   "$(jq -c --argjson s "$sj" --argjson r "$sunk" '[.cost.gpu_ms == ($s[1] - $s[0]) * 1000, .cost.sunk_micro == (($r * .cost.gpu_ms / 3600000) | floor), .cost.gpu_ms > 0]' <<<"$jf")" \
   '^\[true,true,true\]$'
+
+# The cloud cluster is rented: a job there is billed at its type's price,
+# at least the billing minimum (60 s), from Slurm's own times.
+r=$("$TENBIN" submit --project demo --site cloud --gpus 1 --gpu-type a10g -- sleep 1 2>/dev/null)
+t_expect "a job on the rented Slurm site succeeds" "$(t_wait_state "$r" succeeded 60)" '^succeeded$'
+rj=$(curl -fsS "$T_URL/v1/jobs/$r")
+rs=$(t_slurmrest cloud GET "/job/$(jq -r .remote_id <<<"$rj")" | jq -c '.jobs[0] | [.start_time, .end_time]')
+t_expect "it is billed from Slurm's times at the a10g price, at least a minute" \
+  "$(jq -c --argjson s "$rs" '[.cost.gpu_ms == ($s[1] - $s[0]) * 1000, .cost.billed_micro == ((1006000 * ([.cost.gpu_ms, 60000] | max) / 3600000) | floor)]' <<<"$rj")" \
+  '^\[true,true\]$'
 
 # Refusals name every site with its reason.
 out=$(t_http POST /v1/jobs -H 'Content-Type: application/json' \
