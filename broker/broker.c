@@ -461,6 +461,8 @@ broker_finish(struct broker *b)
   void *arg = b->close_arg;
 
   broker__stager_free(b);
+  broker__pass_cost_release(b->last_pass);
+  free(b->last_pass);
   sites_free(b);
   broker__budgets_free(b);
   broker__runtimes_free(b);

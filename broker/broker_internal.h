@@ -135,6 +135,8 @@ struct broker {
   /* budgets by project, as stored, with what each spent (budgets.c) */
   struct budget *budgets;
   size_t nbudgets, budgets_cap;
+  /* the cost inputs of the last scheduler pass, owned, or NULL */
+  struct pass_cost *last_pass;
   /* what an hour of a GPU waiting is worth, micro-dollars: per project
    * (a JSON object of integers, owned, or NULL) and by default */
   json_t *wait_values;
@@ -288,13 +290,16 @@ int broker__pass_cost_init(struct broker *b,
                            const struct adapter_capacity *caps, int64_t now,
                            struct pass_cost *pc, struct err *e) WARN_UNUSED;
 void broker__pass_cost_release(struct pass_cost *pc);
-/* Job j's cost inputs into out (pointing into pc; data, nsites long, is
- * filled when spec names a dataset). */
+/* A job's cost inputs into out (pointing into pc; data, nsites long,
+ * is filled when spec names a dataset and data is not NULL). */
 int broker__pass_cost_job(struct broker *b, struct pass_cost *pc,
-                          const struct db_job *j, const struct job_spec *spec,
+                          const struct job_spec *spec,
                           struct placement_data *data,
                           struct placement_cost *out, struct err *e)
     WARN_UNUSED;
+/* Keep pc (owned, from now) as the last pass's, for submissions to be
+ * forecast against until the next pass; the one kept before is freed. */
+void broker__pass_cost_keep(struct broker *b, struct pass_cost *pc);
 /* After a decision d for req: a job that waits adds its GPUs ahead at
  * its pick, and the oldest of its type reserves its start. */
 void broker__pass_cost_after(struct pass_cost *pc,

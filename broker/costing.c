@@ -168,8 +168,20 @@ broker__pass_cost_init(struct broker *b, const struct placement_site *snap,
 void
 broker__pass_cost_release(struct pass_cost *pc)
 {
+  if (pc == NULL)
+    return;
   free(pc->ends);
   pc->ends = NULL;
+}
+
+void
+broker__pass_cost_keep(struct broker *b, struct pass_cost *pc)
+{
+  /* reservations name their types in the pass's snapshot, gone now */
+  pc->nres = 0;
+  broker__pass_cost_release(b->last_pass);
+  free(b->last_pass);
+  b->last_pass = pc;
 }
 
 int64_t
@@ -233,7 +245,7 @@ out:
 
 int
 broker__pass_cost_job(struct broker *b, struct pass_cost *pc,
-                      const struct db_job *j, const struct job_spec *spec,
+                      const struct job_spec *spec,
                       struct placement_data *data, struct placement_cost *out,
                       struct err *e)
 {
@@ -242,16 +254,17 @@ broker__pass_cost_job(struct broker *b, struct pass_cost *pc,
   *out = (struct placement_cost){
       .now_ms = pc->now,
       .runtime_ms = broker__runtime_predict(
-          b, j->project, j->workload != NULL ? j->workload : j->name,
+          b, spec->project,
+          spec->workload != NULL ? spec->workload : spec->name,
           spec->time_limit_s, &how),
-      .wait_value_micro = broker__wait_value(b, j->project),
+      .wait_value_micro = broker__wait_value(b, spec->project),
       .deadline_ms = spec->deadline_ms,
       .sites = pc->sites,
       .reservations = pc->res,
       .nreservations = pc->nres};
   if (out->runtime_ms <= 0)
     out->runtime_ms = 1;
-  if (spec->dataset == NULL)
+  if (spec->dataset == NULL || data == NULL)
     return 0;
   out->data = data;
   return job_data(b, spec, data, e);

@@ -511,7 +511,7 @@ decide(struct broker *b, const struct db_job *j, const struct job_spec *spec,
     b->policy->decide(&x->req, x->sites, b->nsites, &x->d);
     return 0;
   }
-  rc = broker__pass_cost_job(b, pc, j, spec, x->data, &x->cost, e);
+  rc = broker__pass_cost_job(b, pc, spec, x->data, &x->cost, e);
   if (rc < 0)
     return rc;
   placement_cost_decide(&x->req, x->sites, b->nsites, &x->cost, &x->d);
@@ -740,7 +740,7 @@ schedule(struct broker *b)
     goto out;
   broker__snapshot(b, snap, caps);
   x = xcalloc(1, sizeof(*x));
-  if (b->policy->decide_cost != NULL && l.n > 0) {
+  if (b->policy->decide_cost != NULL) {
     pc = xcalloc(1, sizeof(*pc));
     rc = broker__pass_cost_init(b, snap, caps, time_now_ms(), pc, &e);
     if (rc < 0)
@@ -788,8 +788,7 @@ fail:
   log_error("scheduler pass failed: %s", err_msg(&e));
 out:
   if (pc != NULL)
-    broker__pass_cost_release(pc);
-  free(pc);
+    broker__pass_cost_keep(b, pc);
   free(x);
   free(placed);
   free(st_placed);

@@ -69,13 +69,25 @@ check_feasible(struct broker *b, const struct job_spec *spec,
   struct placement_site sites[PLACEMENT_MAX_SITES];
   struct adapter_capacity caps[PLACEMENT_MAX_SITES];
   struct placement_request req;
+  struct placement_cost cost;
 
   if (spec->site != NULL && broker__site(b, spec->site) == NULL)
     return err_set(e, ERR_UNPROCESSABLE, "field 'site': unknown site '%s'",
                    spec->site);
   broker__snapshot(b, sites, caps);
   broker__placement_request(spec, &req);
-  b->policy->decide(&req, sites, b->nsites, d);
+  /* The cost policy weighs against the last pass's queue and ends: the
+   * forecast's site is the one the policy would pick (its dataset aside,
+   * not resolved yet). */
+  if (b->policy->decide_cost != NULL && b->last_pass != NULL &&
+      broker__pass_cost_job(b, b->last_pass, spec, NULL, &cost, e) == 0) {
+    cost.now_ms = time_now_ms();
+    placement_cost_decide(&req, sites, b->nsites, &cost, d);
+    if (d->verdict == PLACEMENT_NEVER)
+      placement_cost_explain(&req, sites, b->nsites, &cost, d);
+  } else {
+    b->policy->decide(&req, sites, b->nsites, d);
+  }
   if (d->verdict == PLACEMENT_NEVER)
     return err_set(e, ERR_UNPROCESSABLE, "%s", d->reason);
   return 0;

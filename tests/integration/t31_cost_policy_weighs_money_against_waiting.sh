@@ -40,6 +40,16 @@ t_expect "a job the owned site cannot start by its deadline rents" \
 t_expect "a project whose waiting is worth little waits for the owned site" \
   "$(curl -fsS "$T_URL/v1/jobs/$patient" | jq -r '[.state, .reason] | join(" ")')" '^queued .*onprem'
 
+# The forecast at submit is at the site the policy would pick: waiting
+# for the owned site costs the (rented-only) budget nothing, renting
+# would cost 10 minutes of 2 GPUs at $6.88.
+f=$(curl -fsS -H 'Content-Type: application/json' -X POST "$T_URL/v1/jobs" -d '{"project": "patient", "name": "train", "gpus": 2, "time_limit": 10, "command": ["true"], "hold": true}')
+t_expect "a patient job's forecast expects the owned site, bounded by renting" \
+  "$(jq -c '.forecast | [.expected_micro, .upper_micro, .runtime_basis]' <<<"$f")" '^\[0,2293333,"time limit"\]$'
+f=$(curl -fsS -H 'Content-Type: application/json' -X POST "$T_URL/v1/jobs" -d '{"project": "urgent", "name": "hotfix2", "gpus": 2, "time_limit": 10, "command": ["true"], "hold": true}')
+t_expect "an urgent job's forecast expects renting" \
+  "$(jq -c '.forecast | [.expected_micro, .upper_micro]' <<<"$f")" '^\[2293333,2293333\]$'
+
 p=$(curl -fsS "$T_URL/v1/jobs/$patient/placement")
 t_expect "its decision waits for onprem, predicting a start" \
   "$(jq -r '[.verdict, .site, (.predicted_start != null)] | join(" ")' <<<"$p")" '^wait onprem true$'
