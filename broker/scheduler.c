@@ -736,7 +736,9 @@ schedule(struct broker *b)
     goto fail;
   for (size_t i = 0; i < b->nsites; i++)
     b->sites[i].waiting = 0;
-  if (l.n == 0 && st.n == 0)
+  /* An idle pass still reads the cost policy's inputs: submissions are
+   * forecast against them. */
+  if (l.n == 0 && st.n == 0 && b->policy->decide_cost == NULL)
     goto out;
   broker__snapshot(b, snap, caps);
   x = xcalloc(1, sizeof(*x));
