@@ -89,6 +89,8 @@ void api__workloads_get(struct api_call *call);
 void api__sites_list(struct api_call *call);
 void api__sites_get(struct api_call *call);
 /* h_prices.c */
+/* An owned site's finance inputs as its config gives them (new). */
+json_t *api__owned_inputs_json(const struct price_owned *o);
 void api__prices_list(struct api_call *call);
 void api__prices_set(struct api_call *call);
 /* h_reports.c */

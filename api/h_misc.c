@@ -98,6 +98,7 @@ cost_json(const struct site_view *v)
                         json_integer(v->sunk_micro));
     json_object_set_new(c, "marginal_per_gpu_hour_micro",
                         json_integer(v->marginal_micro));
+    json_object_set_new(c, "inputs", api__owned_inputs_json(&v->owned));
     json_object_set_new(c, "utilization_30d", json_real(v->utilization));
     if (v->sunk_at_use_micro > 0)
       json_object_set_new(c, "sunk_at_utilization_micro",

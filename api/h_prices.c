@@ -10,6 +10,19 @@
 #include "policies/price.h"
 #include "util/jsonx.h"
 
+json_t *
+api__owned_inputs_json(const struct price_owned *o)
+{
+  return json_pack("{s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I}",
+                   "capex_per_node", o->capex_per_node, "nodes",
+                   (json_int_t)o->nodes, "years", o->years,
+                   "support_per_year", o->support_per_year, "power_kw_busy",
+                   o->power_kw_busy, "power_kw_idle", o->power_kw_idle,
+                   "pue", o->pue, "dollars_per_kwh", o->dollars_per_kwh,
+                   "staff_per_year", o->staff_per_year, "gpus_per_node",
+                   (json_int_t)o->gpus_per_node);
+}
+
 static int
 price_cb(const struct price_view *v, void *arg)
 {
@@ -19,6 +32,8 @@ price_cb(const struct price_view *v, void *arg)
                         "source", v->admin ? "admin" : "config");
 
   jsonx_set_time(o, "since", v->since_ms);
+  if (v->inputs != NULL)
+    json_object_set_new(o, "inputs", api__owned_inputs_json(v->inputs));
   json_array_append_new(arg, o);
   return 0;
 }

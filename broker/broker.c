@@ -636,6 +636,7 @@ price_view(const struct site *s, struct site_view *v)
 
   v->pricing = names[c->kind];
   v->sunk_micro = c->rates.sunk_micro;
+  v->owned = c->owned;
   v->marginal_micro = c->rates.marginal_micro;
   v->prices = xcalloc(c->nrented > 0 ? c->nrented : 1, sizeof(*v->prices));
   for (size_t k = 0; k < c->nrented; k++) {

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "policies/price.h"
 #include "spec/jobspec.h"
 #include "util/err.h"
 
@@ -502,6 +503,7 @@ struct site_view {
    * it was used at all (else 0). */
   double utilization;
   int64_t sunk_at_use_micro;
+  struct price_owned owned; /* an owned site's finance inputs */
   struct site_price_view *prices;
   int nprices;
   int64_t min_billed_seconds;
@@ -533,6 +535,8 @@ struct price_view {
   int64_t rate_micro;     /* per GPU-hour */
   int64_t since_ms;       /* wall clock it has held from */
   int admin;              /* set with tenbin prices set */
+  const struct price_owned *inputs; /* an owned site's finance inputs the
+                                       rate comes from, else NULL */
 };
 typedef int (*price_view_cb)(const struct price_view *v, void *arg);
 

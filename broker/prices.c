@@ -434,6 +434,7 @@ broker_price_set(struct broker *b, const struct principal *p,
 }
 
 struct list_arg {
+  struct broker *b;
   price_view_cb cb;
   void *arg;
 };
@@ -443,10 +444,13 @@ to_view(const struct db_price *p, void *arg)
 {
   struct list_arg *a = arg;
   struct price_view v = {p->site, p->gpu_type, p->kind, p->rate_micro,
-                         p->valid_from_ms, p->admin};
+                         p->valid_from_ms, p->admin, NULL};
+  const struct site *s = broker__site(a->b, p->site);
 
   if (p->rate_micro == DB_PRICE_WITHDRAWN)
     return 0;
+  if (s != NULL && s->cost.kind == SITE_OWNED)
+    v.inputs = &s->cost.owned;
   return a->cb(&v, a->arg);
 }
 
@@ -454,7 +458,7 @@ int
 broker_price_list(struct broker *b, price_view_cb cb, void *arg,
                   struct err *e)
 {
-  struct list_arg a = {cb, arg};
+  struct list_arg a = {b, cb, arg};
 
   return db_price_current(b->db, time_now_ms(), to_view, &a, e);
 }

@@ -147,6 +147,28 @@ micro_of(const json_t *obj, const char *key)
   return (long long)json_integer_value(json_object_get(obj, key));
 }
 
+/* An owned site's finance inputs in a line, or NULL without them. */
+static const char *
+inputs_text(const json_t *in, char *out, size_t len)
+{
+  if (!json_is_object(in))
+    return NULL;
+  snprintf(out, len, "%lld nodes of %lld GPUs at $%.0f over %g years, "
+           "support %g %% a year, %g/%g kW busy/idle, PUE %g at $%g/kWh, "
+           "staff $%.0f a year",
+           (long long)json_integer_value(json_object_get(in, "nodes")),
+           (long long)json_integer_value(json_object_get(in, "gpus_per_node")),
+           json_number_value(json_object_get(in, "capex_per_node")),
+           json_number_value(json_object_get(in, "years")),
+           100 * json_number_value(json_object_get(in, "support_per_year")),
+           json_number_value(json_object_get(in, "power_kw_busy")),
+           json_number_value(json_object_get(in, "power_kw_idle")),
+           json_number_value(json_object_get(in, "pue")),
+           json_number_value(json_object_get(in, "dollars_per_kwh")),
+           json_number_value(json_object_get(in, "staff_per_year")));
+  return out;
+}
+
 /* "owned: $1.905817 sunk, $0.078750 marginal per GPU-hour", "rented:
  * h100 $6.880000 (spot $3.100000) per GPU-hour, ...", or "unpriced". */
 static int
@@ -204,7 +226,7 @@ show_site(const json_t *site)
 {
   char nodes[64], max_jobs[32], total[64], queued[32], running[32];
   char pending[32];
-  char agent[1024];
+  char agent[1024], inputs[512];
   const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
   struct buf gpus, prices;
@@ -251,6 +273,10 @@ show_site(const json_t *site)
   cli_table_add_kv(&t, "running", running);
   if (prices_text(json_object_get(site, "cost"), &prices) == 0)
     cli_table_add_kv(&t, "prices", buf_str(&prices));
+  cli_table_add_kv(&t, "cost inputs",
+                   inputs_text(json_object_get(json_object_get(site, "cost"),
+                                               "inputs"),
+                               inputs, sizeof(inputs)));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   buf_release(&prices);
   buf_release(&gpus);

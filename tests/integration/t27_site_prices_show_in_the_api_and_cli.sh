@@ -43,6 +43,12 @@ t_expect "site show prints an owned site's rates in dollars" \
 t_expect "site show prints a rented site's prices, minimum and egress" \
   "$("$TENBIN" site show cloud | grep '^prices')" \
   'rented: h100 \$6\.880000 \(spot \$3\.100000\), a10g \$1\.006000 per GPU-hour; at least 60 s billed; egress \$0\.090000/GB'
+t_expect "an owned site's rates come with the finance inputs they are derived from" \
+  "$(curl -fsS "${A[@]}" "$T_URL/v1/prices" | jq -c '[.prices[] | select(.site == "onprem") | .inputs | [.nodes, .capex_per_node, .years, .pue, .gpus_per_node]] | unique')" \
+  '^\[\[12,350000,4,1\.4,8\]\]$'
+t_expect "site show prints the inputs" \
+  "$("$TENBIN" site show onprem | grep '^cost inputs')" \
+  '12 nodes of 8 GPUs at \$350000 over 4 years, support 10 % a year, 7/2 kW busy/idle, PUE 1\.4 at \$0\.09/kWh, staff \$40000 a year'
 t_expect "site show says unpriced" \
   "$("$TENBIN" site show lab | grep '^prices')" 'unpriced'
 
