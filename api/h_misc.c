@@ -120,6 +120,14 @@ cost_json(const struct site_view *v)
                         json_integer(v->min_billed_seconds));
     json_object_set_new(c, "egress_per_gb_micro",
                         json_integer(v->egress_per_gb_micro));
+    if (v->negress_to > 0) {
+      json_t *to = json_object();
+
+      for (int k = 0; k < v->negress_to; k++)
+        json_object_set_new(to, v->egress_to[k].site,
+                            json_integer(v->egress_to[k].per_gb_micro));
+      json_object_set_new(c, "egress_to_sites_per_gb_micro", to);
+    }
   }
   return c;
 }

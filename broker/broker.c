@@ -217,6 +217,17 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
       return ERR_CONFIG;
     }
   }
+  /* Egress to named sites names sites that exist. */
+  for (size_t i = 0; i < b->nsites; i++) {
+    const struct site_cost *c = &b->sites[i].cost;
+
+    for (size_t k = 0; k < c->negress_to; k++) {
+      if (broker__site(b, c->egress_to[k].site) == NULL)
+        return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost.rented."
+                       "egress_to_sites_per_gb.%s': no such site", i,
+                       c->egress_to[k].site);
+    }
+  }
   return 0;
 }
 
@@ -597,6 +608,7 @@ site_view_release(struct site_view *v)
   free(v->agent);
   free(v->agent_error);
   free(v->prices);
+  free(v->egress_to);
   site_view_init(v);
 }
 
@@ -648,6 +660,10 @@ price_view(const struct site *s, struct site_view *v)
   }
   v->min_billed_seconds = c->min_billed_seconds;
   v->egress_per_gb_micro = c->egress_per_gb_micro;
+  v->egress_to = xcalloc(c->negress_to + 1, sizeof(*v->egress_to));
+  memcpy(v->egress_to, c->egress_to,
+         c->negress_to * sizeof(*v->egress_to));
+  v->negress_to = (int)c->negress_to;
   if (c->kind == SITE_OWNED)
     owned_use(s, v);
 }

@@ -457,6 +457,12 @@ struct site_gpu_view {
 };
 
 /* A rented site's price of one GPU type, micro-dollars per GPU-hour. */
+/* What a GB to one named site costs (egress_to_sites_per_gb). */
+struct site_egress {
+  char site[65];
+  int64_t per_gb_micro;
+};
+
 struct site_price_view {
   char gpu_type[32];
   int64_t per_gpu_hour_micro;
@@ -508,6 +514,8 @@ struct site_view {
   int nprices;
   int64_t min_billed_seconds;
   int64_t egress_per_gb_micro;
+  struct site_egress *egress_to; /* owned; negress_to of them */
+  int negress_to;
 };
 
 void site_view_init(struct site_view *v);
@@ -525,6 +533,7 @@ int broker_site_get(struct broker *b, const char *name,
 int broker_site_list(struct broker *b, site_view_cb cb, void *arg);
 
 /* ---- prices ---- */
+
 
 /* A rate in force, as GET /v1/prices shows it (strings borrowed for the
  * callback). */

@@ -55,7 +55,10 @@ struct site_cost {
   struct site_rate *rented;       /* SITE_RENTED: owned array */
   size_t nrented;
   int64_t min_billed_seconds;
-  int64_t egress_per_gb_micro;
+  int64_t egress_per_gb_micro;    /* to the internet: any other site */
+  struct site_egress *egress_to;  /* to named sites (another region of
+                                     the same cloud), owned array */
+  size_t negress_to;
 };
 
 struct site {
@@ -418,6 +421,8 @@ void broker__site_cost_release(struct site_cost *c);
 int broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
     WARN_UNUSED;
 /* The rented rate of a GPU type (lower case), or NULL. */
+/* What a GB from a site of cost c to site to costs, micro-dollars. */
+int64_t broker__egress_rate(const struct site_cost *c, const char *to);
 const struct site_rate *broker__site_rate(const struct site_cost *c,
                                           const char *gpu_type);
 

@@ -231,7 +231,7 @@ job_data(struct broker *b, const struct job_spec *spec,
       data[i].missing_bytes = 0;
     data[i].egress_micro_per_gb =
         src != NULL && src->cost.kind != SITE_UNPRICED
-            ? src->cost.egress_per_gb_micro
+            ? broker__egress_rate(&src->cost, s->name)
             : 0;
     data[i].bytes_per_s = s->agent == NULL  ? 0
                           : s->agent_bwlimit ? (int64_t)s->agent_bwlimit

@@ -342,7 +342,7 @@ broker__egress_bill(struct broker *b, int64_t transfer_id,
   project = r.project != NULL ? r.project : d.project != NULL ? d.project
                                                               : "";
   if (src != NULL && src->cost.kind != SITE_UNPRICED) {
-    rate = src->cost.egress_per_gb_micro;
+    rate = broker__egress_rate(&src->cost, to);
     cost = price_egress(rate, bytes);
   }
   time_format_day(now, b->tz_offset_min, day);

@@ -138,7 +138,8 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   static const struct jsonx_field fields[] = {
       {"per_gpu_hour", JX_OBJECT},     {"spot_per_gpu_hour", JX_OBJECT},
       {"min_billed_seconds", JX_INT},  {"egress_per_gb", JX_NUMBER},
-      {NULL, 0}};
+      {"egress_to_sites_per_gb", JX_OBJECT}, {NULL, 0}};
+  const json_t *to = json_object_get(r, "egress_to_sites_per_gb");
   const json_t *od = json_object_get(r, "per_gpu_hour");
   const json_t *spot = json_object_get(r, "spot_per_gpu_hour");
   char at[160];
@@ -197,6 +198,19 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   if (v != NULL && !json_is_null(v) &&
       dollars(v, &c->egress_per_gb_micro, where, "egress_per_gb", e) < 0)
     return ERR_CONFIG;
+  /* the sites named are checked once every site is known */
+  c->egress_to = xcalloc(json_object_size(to) + 1, sizeof(*c->egress_to));
+  snprintf(at, sizeof(at), "%segress_to_sites_per_gb.", where);
+  json_object_foreach((json_t *)to, key, v) {
+    struct site_egress *g = &c->egress_to[c->negress_to++];
+
+    if (strlen(key) >= sizeof(g->site))
+      return err_set(e, ERR_CONFIG, "field '%s%.40s': no such site", at,
+                     key);
+    snprintf(g->site, sizeof(g->site), "%s", key);
+    if (dollars(v, &g->per_gb_micro, at, key, e) < 0)
+      return ERR_CONFIG;
+  }
   c->kind = SITE_RENTED;
   return 0;
 }
@@ -234,7 +248,18 @@ void
 broker__site_cost_release(struct site_cost *c)
 {
   free(c->rented);
+  free(c->egress_to);
   memset(c, 0, sizeof(*c));
+}
+
+int64_t
+broker__egress_rate(const struct site_cost *c, const char *to)
+{
+  for (size_t k = 0; to != NULL && k < c->negress_to; k++) {
+    if (strcmp(c->egress_to[k].site, to) == 0)
+      return c->egress_to[k].per_gb_micro;
+  }
+  return c->egress_per_gb_micro;
 }
 
 const struct site_rate *

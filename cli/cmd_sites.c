@@ -218,6 +218,12 @@ prices_text(const json_t *cost, struct buf *out)
   if (rc == 0)
     rc = buf_addf(out, " per GPU-hour; at least %lld s billed; egress "
                   "%s/GB", micro_of(cost, "min_billed_seconds"), a);
+  json_object_foreach(json_object_get(cost, "egress_to_sites_per_gb_micro"),
+                      type, v) {
+    money((long long)json_integer_value(v), a, sizeof(a));
+    if (rc == 0)
+      rc = buf_addf(out, ", %s/GB to %s", a, type);
+  }
   return rc;
 }
 
