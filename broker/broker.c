@@ -218,7 +218,7 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     }
   }
   /* Egress to named sites names sites that exist. */
-  for (size_t i = 0; i < b->nsites; i++) {
+  for (i = 0; i < b->nsites; i++) {
     const struct site_cost *c = &b->sites[i].cost;
 
     for (size_t k = 0; k < c->negress_to; k++) {
