@@ -661,8 +661,9 @@ price_view(const struct site *s, struct site_view *v)
   v->min_billed_seconds = c->min_billed_seconds;
   v->egress_per_gb_micro = c->egress_per_gb_micro;
   v->egress_to = xcalloc(c->negress_to + 1, sizeof(*v->egress_to));
-  memcpy(v->egress_to, c->egress_to,
-         c->negress_to * sizeof(*v->egress_to));
+  if (c->negress_to > 0)
+    memcpy(v->egress_to, c->egress_to,
+           c->negress_to * sizeof(*v->egress_to));
   v->negress_to = (int)c->negress_to;
   if (c->kind == SITE_OWNED)
     owned_use(s, v);
