@@ -11,12 +11,11 @@
 #include "adapters/aws_ec2.h"
 
 #include <expat.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapters/sigv4.h"
+#include "adapters/form.h"
 #include "util/alloc.h"
 
 /* Deeper than any answer of these calls nests. */
@@ -25,42 +24,13 @@
 /* The text of one element, cut beyond this. */
 #define EC2_TEXT_MAX 4096
 
-int
-ec2_form_add(struct buf *body, const char *name, const char *value)
-{
-  int rc = body->len > 0 ? buf_adds(body, "&") : 0;
-
-  if (rc == 0)
-    rc = sigv4_uri_encode(body, name);
-  if (rc == 0)
-    rc = buf_adds(body, "=");
-  if (rc == 0)
-    rc = sigv4_uri_encode(body, value);
-  return rc;
-}
-
-int
-ec2_form_addf(struct buf *body, const char *name, const char *fmt, ...)
-{
-  char value[EC2_TAG_LEN * 2];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(value, sizeof(value), fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(value))
-    return ERR_TOO_LARGE;
-  return ec2_form_add(body, name, value);
-}
-
 static int
 action(struct buf *body, const char *op)
 {
-  int rc = ec2_form_add(body, "Action", op);
+  int rc = form_add(body, "Action", op);
 
   if (rc == 0)
-    rc = ec2_form_add(body, "Version", EC2_API_VERSION);
+    rc = form_add(body, "Version", EC2_API_VERSION);
   return rc;
 }
 
@@ -70,43 +40,43 @@ ec2_run_instances(const struct ec2_launch *l, struct buf *body)
   int rc = action(body, "RunInstances");
 
   if (rc == 0)
-    rc = ec2_form_add(body, "ImageId", l->image);
+    rc = form_add(body, "ImageId", l->image);
   if (rc == 0)
-    rc = ec2_form_add(body, "InstanceType", l->type);
+    rc = form_add(body, "InstanceType", l->type);
   if (rc == 0)
-    rc = ec2_form_add(body, "MinCount", "1");
+    rc = form_add(body, "MinCount", "1");
   if (rc == 0)
-    rc = ec2_form_add(body, "MaxCount", "1");
+    rc = form_add(body, "MaxCount", "1");
   if (rc == 0)
-    rc = ec2_form_add(body, "ClientToken", l->client_token);
+    rc = form_add(body, "ClientToken", l->client_token);
   if (rc == 0 && l->zone != NULL)
-    rc = ec2_form_add(body, "Placement.AvailabilityZone", l->zone);
+    rc = form_add(body, "Placement.AvailabilityZone", l->zone);
   if (rc == 0 && l->subnet != NULL)
-    rc = ec2_form_add(body, "SubnetId", l->subnet);
+    rc = form_add(body, "SubnetId", l->subnet);
   if (rc == 0 && l->user_data != NULL)
-    rc = ec2_form_add(body, "UserData", l->user_data);
+    rc = form_add(body, "UserData", l->user_data);
   if (rc == 0 && l->spot) {
-    rc = ec2_form_add(body, "InstanceMarketOptions.MarketType", "spot");
+    rc = form_add(body, "InstanceMarketOptions.MarketType", "spot");
     if (rc == 0)
-      rc = ec2_form_add(body,
+      rc = form_add(body,
                         "InstanceMarketOptions.SpotOptions.SpotInstanceType",
                         "one-time");
     if (rc == 0)
-      rc = ec2_form_add(body,
+      rc = form_add(body,
                         "InstanceMarketOptions.SpotOptions."
                         "InstanceInterruptionBehavior",
                         "terminate");
   }
   if (rc == 0 && l->ntags > 0)
-    rc = ec2_form_add(body, "TagSpecification.1.ResourceType", "instance");
+    rc = form_add(body, "TagSpecification.1.ResourceType", "instance");
   for (int i = 0; rc == 0 && i < l->ntags; i++) {
     char name[64];
 
     snprintf(name, sizeof(name), "TagSpecification.1.Tag.%d.Key", i + 1);
-    rc = ec2_form_add(body, name, l->tags[i].key);
+    rc = form_add(body, name, l->tags[i].key);
     snprintf(name, sizeof(name), "TagSpecification.1.Tag.%d.Value", i + 1);
     if (rc == 0)
-      rc = ec2_form_add(body, name, l->tags[i].value);
+      rc = form_add(body, name, l->tags[i].value);
   }
   return rc;
 }
@@ -121,26 +91,26 @@ ec2_describe_tagged(const char *tag_key, const char *tag_value,
   int rc = action(body, "DescribeInstances");
 
   if (rc == 0 && tag_value != NULL) {
-    rc = ec2_form_addf(body, "Filter.1.Name", "tag:%s", tag_key);
+    rc = form_addf(body, "Filter.1.Name", "tag:%s", tag_key);
     if (rc == 0)
-      rc = ec2_form_add(body, "Filter.1.Value.1", tag_value);
+      rc = form_add(body, "Filter.1.Value.1", tag_value);
   } else if (rc == 0) {
-    rc = ec2_form_add(body, "Filter.1.Name", "tag-key");
+    rc = form_add(body, "Filter.1.Name", "tag-key");
     if (rc == 0)
-      rc = ec2_form_add(body, "Filter.1.Value.1", tag_key);
+      rc = form_add(body, "Filter.1.Value.1", tag_key);
   }
   if (rc == 0)
-    rc = ec2_form_add(body, "Filter.2.Name", "instance-state-name");
+    rc = form_add(body, "Filter.2.Name", "instance-state-name");
   for (size_t i = 0; rc == 0 && i < sizeof(live) / sizeof(live[0]); i++) {
     char name[32];
 
     snprintf(name, sizeof(name), "Filter.2.Value.%zu", i + 1);
-    rc = ec2_form_add(body, name, live[i]);
+    rc = form_add(body, name, live[i]);
   }
   if (rc == 0)
-    rc = ec2_form_addf(body, "MaxResults", "%d", max_results);
+    rc = form_addf(body, "MaxResults", "%d", max_results);
   if (rc == 0 && next_token != NULL && next_token[0] != '\0')
-    rc = ec2_form_add(body, "NextToken", next_token);
+    rc = form_add(body, "NextToken", next_token);
   return rc;
 }
 
@@ -153,7 +123,7 @@ ec2_terminate_instances(const char *const *ids, size_t n, struct buf *body)
     char name[32];
 
     snprintf(name, sizeof(name), "InstanceId.%zu", i + 1);
-    rc = ec2_form_add(body, name, ids[i]);
+    rc = form_add(body, name, ids[i]);
   }
   return rc;
 }

@@ -59,12 +59,6 @@ struct ec2_answer {
   char error_message[EC2_MSG_LEN];
 };
 
-/* "&Name=Value" with both URI-encoded (the first field has no '&'). */
-int ec2_form_add(struct buf *body, const char *name, const char *value)
-    WARN_UNUSED;
-int ec2_form_addf(struct buf *body, const char *name, const char *fmt, ...)
-    PRINTF_LIKE(3, 4) WARN_UNUSED;
-
 /* What RunInstances launches: one instance. */
 struct ec2_launch {
   const char *image;         /* ami-... */

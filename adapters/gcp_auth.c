@@ -14,7 +14,7 @@
 #include <openssl/pem.h>
 #include <string.h>
 
-#include "adapters/sigv4.h"
+#include "adapters/form.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 
@@ -219,51 +219,13 @@ int
 gcp_token_request(const struct gcp_key *k, int64_t now_s, const char *scope,
                   struct buf *out, struct err *e)
 {
-  int rc = buf_adds(out, "grant_type=");
+  int rc = form_add(out, "grant_type",
+                    "urn:ietf:params:oauth:grant-type:jwt-bearer");
 
-  if (rc == 0)
-    rc = sigv4_uri_encode(out, "urn:ietf:params:oauth:grant-type:jwt-bearer");
   if (rc == 0)
     rc = buf_adds(out, "&assertion=");
   if (rc < 0)
     return err_set(e, ERR_TOO_LARGE, "token request too large");
   /* a JWT is base64url and dots: nothing in it needs encoding */
   return gcp_jwt(k, now_s, scope, out, e);
-}
-
-int
-gcp_token_parse(const char *json, size_t len, char token[GCP_TOKEN_LEN],
-                int64_t *expires_in_s, struct err *e)
-{
-  json_t *obj = NULL;
-  const char *t, *why;
-  int rc = jsonx_parse_object(json, len, &obj, e);
-
-  token[0] = '\0';
-  if (rc < 0) {
-    rc = err_set(e, ERR_SITE, "the token endpoint answered no JSON object");
-    goto out;
-  }
-  why = jsonx_str(obj, "error");
-  if (why != NULL) {
-    const char *d = jsonx_str(obj, "error_description");
-
-    rc = err_set(e, ERR_UNAUTHORIZED, "the token endpoint refused the key: "
-                 "%.64s%s%.200s", why, d != NULL ? ": " : "",
-                 d != NULL ? d : "");
-    goto out;
-  }
-  t = jsonx_str(obj, "access_token");
-  if (t == NULL || t[0] == '\0' || strlen(t) >= GCP_TOKEN_LEN ||
-      !json_is_integer(json_object_get(obj, "expires_in")) ||
-      json_integer_value(json_object_get(obj, "expires_in")) <= 0) {
-    rc = err_set(e, ERR_SITE, "the token endpoint's answer has no usable "
-                 "access_token and expires_in");
-    goto out;
-  }
-  memcpy(token, t, strlen(t) + 1);
-  *expires_in_s = json_integer_value(json_object_get(obj, "expires_in"));
-out:
-  json_decref(obj);
-  return rc;
 }

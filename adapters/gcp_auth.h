@@ -1,9 +1,8 @@
 /*
  * Google's OAuth 2.0 service-account flow, the way the gcp site gets the
  * bearer token it calls Compute Engine with: the key file read, a JWT
- * signed with RS256 (OpenSSL), the token request's body, and the token
- * answer read.  No I/O: the site sends the body to the key's token_uri
- * and hands back the answer.
+ * signed with RS256 (OpenSSL) and the token request's body.  No I/O: the
+ * site sends the body to the key's token_uri.
  */
 #ifndef TENBIN_ADAPTERS_GCP_AUTH_H
 #define TENBIN_ADAPTERS_GCP_AUTH_H
@@ -17,7 +16,6 @@
 #define GCP_SCOPE "https://www.googleapis.com/auth/cloud-platform"
 /* Google refuses a JWT that lives longer than an hour. */
 #define GCP_JWT_TTL_S 3600
-#define GCP_TOKEN_LEN 4096
 
 struct gcp_key;
 
@@ -44,12 +42,6 @@ int gcp_token_request(const struct gcp_key *k, int64_t now_s,
 int gcp_jwt(const struct gcp_key *k, int64_t now_s, const char *scope,
             struct buf *out, struct err *e) WARN_UNUSED;
 
-/*
- * Read a token answer: the access token into token and its lifetime into
- * *expires_in_s.  An error answer ({"error", "error_description"}) or a
- * malformed one is ERR_UNAUTHORIZED or ERR_SITE saying what came.
- */
-int gcp_token_parse(const char *json, size_t len, char token[GCP_TOKEN_LEN],
-                    int64_t *expires_in_s, struct err *e) WARN_UNUSED;
+/* The token answer is read by oauth_token_parse (oauth.h). */
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * adapters/gcp_auth: a service-account key file read (and refused, naming
  * the field), the JWT it signs compared with one openssl signed
- * (tests/data/gcp), the token request's body, and token answers read.
+ * (tests/data/gcp), and the token request's body.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,34 +119,6 @@ test_a_key_file_that_is_not_one_is_refused_naming_the_field(void **state)
   assert_int_equal(gcp_key_load("[1]", 3, &k, &e), ERR_INVALID);
 }
 
-static void
-test_token_answers_give_the_token_or_say_why_not(void **state)
-{
-  static const char ok[] = "{\"access_token\":\"ya29.c.abc\","
-                           "\"expires_in\":3599,\"token_type\":\"Bearer\"}";
-  static const char refused[] = "{\"error\":\"invalid_grant\","
-                                "\"error_description\":\"Invalid JWT "
-                                "Signature.\"}";
-  char token[GCP_TOKEN_LEN];
-  int64_t ttl = 0;
-  struct err e = {0};
-
-  (void)state;
-  assert_int_equal(gcp_token_parse(ok, strlen(ok), token, &ttl, &e), 0);
-  assert_string_equal(token, "ya29.c.abc");
-  assert_int_equal(ttl, 3599);
-  assert_int_equal(gcp_token_parse(refused, strlen(refused), token, &ttl,
-                                   &e),
-                   ERR_UNAUTHORIZED);
-  assert_string_equal(e.msg, "the token endpoint refused the key: "
-                             "invalid_grant: Invalid JWT Signature.");
-  assert_int_equal(gcp_token_parse("{\"access_token\":\"x\"}", 20, token,
-                                   &ttl, &e),
-                   ERR_SITE);
-  assert_int_equal(gcp_token_parse("<html>", 6, token, &ttl, &e), ERR_SITE);
-  assert_string_equal(token, "");
-}
-
 int
 main(void)
 {
@@ -154,7 +126,6 @@ main(void)
       cmocka_unit_test(test_the_jwt_is_the_one_openssl_signs),
       cmocka_unit_test(
           test_a_key_file_that_is_not_one_is_refused_naming_the_field),
-      cmocka_unit_test(test_token_answers_give_the_token_or_say_why_not),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
