@@ -474,6 +474,8 @@ out:
 struct decision {
   struct placement_site only[PLACEMENT_MAX_SITES]; /* a spent budget's */
   const struct placement_site *sites;              /* snap, or only */
+  char closed[PLACEMENT_REASON_LEN];               /* why rented sites are
+                                                      closed to the job */
   struct placement_request req;
   struct placement_cost cost;
   struct placement_data data[PLACEMENT_MAX_SITES];
@@ -485,8 +487,8 @@ struct decision {
 /*
  * The policy's decision for j, numbers only (explain() writes the
  * words).  A job whose project spent its hard budget sees the rented
- * sites as unreachable: they keep what they could ever run, so nothing
- * becomes impossible, and it waits for owned capacity.
+ * sites closed (placement_site.closed): they keep what they could ever
+ * run, so nothing becomes impossible, and it waits for owned capacity.
  */
 static int
 decide(struct broker *b, const struct db_job *j, const struct job_spec *spec,
@@ -499,10 +501,13 @@ decide(struct broker *b, const struct db_job *j, const struct job_spec *spec,
   x->sites = snap;
   x->blocked = broker__budget_blocks_rented(b, j->project);
   if (x->blocked) {
+    snprintf(x->closed, sizeof(x->closed), "project '%s' spent its hard "
+             "budget this month: no rented site until it is raised",
+             j->project);
     memcpy(x->only, snap, sizeof(x->only[0]) * b->nsites);
     for (size_t i = 0; i < b->nsites; i++) {
       if (b->sites[i].cost.kind == SITE_RENTED)
-        x->only[i].reachable = 0;
+        x->only[i].closed = x->closed;
     }
     x->sites = x->only;
   }
@@ -527,19 +532,8 @@ explain(struct broker *b, const struct db_job *j, struct decision *x)
 
   if (x->costed)
     placement_cost_explain(&x->req, x->sites, b->nsites, &x->cost, d);
-  if (!x->blocked)
-    return;
-  for (size_t i = 0; i < d->ncandidates; i++) {
-    struct placement_candidate *c = &d->candidates[i];
-    const struct site *s = broker__site(b, c->site);
-
-    if (s != NULL && s->cost.kind == SITE_RENTED &&
-        c->verdict == PLACEMENT_WAIT)
-      snprintf(c->reason, sizeof(c->reason), "project '%s' spent its hard "
-               "budget this month: no rented site until it is raised",
-               j->project);
-  }
-  if (d->verdict == PLACEMENT_WAIT)
+  /* the job's own reason says why, whatever site it waits for */
+  if (x->blocked && d->verdict == PLACEMENT_WAIT)
     snprintf(d->reason, sizeof(d->reason), "waits for owned capacity: "
              "project '%s' spent its hard budget this month (no rented "
              "site until it is raised or the month turns)", j->project);

@@ -207,7 +207,7 @@ estimate(const struct placement_request *req,
   c->runtime_ms = runtime;
   c->type = fit->pool >= 0 ? site->pools[fit->pool].type : NULL;
   if (fit->verdict == PLACEMENT_NEVER || fit->why == PLACEMENT__UNKNOWN ||
-      fit->why == PLACEMENT__UNREACHABLE) {
+      fit->why == PLACEMENT__CLOSED || fit->why == PLACEMENT__UNREACHABLE) {
     left_out(c, PLACEMENT_EXCLUDED_SITE);
     return;
   }

@@ -14,8 +14,9 @@
  *          the site has, no GPUs of the requested type, more GPUs of one
  *          type than the site has in total (a job takes GPUs of a single
  *          type), or more per node than a node holds;
- *   WAIT   it fits in principle but not now: the site is unreachable, at
- *          its job cap, or has too few GPUs free;
+ *   WAIT   it fits in principle but not now: the site is closed to the
+ *          job (site->closed), unreachable, at its job cap, or has too
+ *          few GPUs free;
  *   NOW    otherwise.
  * NEVER is decided from the snapshot's totals before reachability, so an
  * unreachable site keeps the capacity the snapshot last knew for it.
@@ -216,7 +217,9 @@ placement__judge(const struct placement_request *req,
     return;
   }
 
-  if (!site->reachable)
+  if (site->closed != NULL)
+    fit_set(fit, PLACEMENT_WAIT, PLACEMENT__CLOSED);
+  else if (!site->reachable)
     fit_set(fit, PLACEMENT_WAIT, PLACEMENT__UNREACHABLE);
   else if (site->max_jobs > 0 && site->jobs_active >= site->max_jobs)
     fit_set(fit, PLACEMENT_WAIT, PLACEMENT__JOB_CAP);
@@ -265,6 +268,9 @@ placement__fit_reason(const struct placement_site *site,
                "needs %lld GPUs of one type, site has at most %lld of one "
                "type",
                gpus, (long long)fit->largest);
+    break;
+  case PLACEMENT__CLOSED:
+    reason_set(out, "%s", site->closed);
     break;
   case PLACEMENT__UNREACHABLE:
     reason_set(out, "site unreachable");

@@ -37,6 +37,10 @@ struct placement_pool {
 struct placement_site {
   const char *name;  /* borrowed */
   int reachable;
+  const char *closed;    /* why the job may not use the site now (its
+                            project spent its budget), or NULL; the site
+                            is then waited for, like an unreachable one;
+                            borrowed */
   int unknown;       /* never reached yet: nodes and pools say nothing */
   const char *detail; /* the site's own news ("no GPUs: nvidia-smi is not
                          on PATH"), or NULL; borrowed */

@@ -21,6 +21,7 @@ enum placement__why {
   PLACEMENT__PER_NODE,    /* NEVER: more per node than a node holds */
   PLACEMENT__NO_GPUS,     /* NEVER: any type will do, the site has none */
   PLACEMENT__ONE_TYPE,    /* NEVER: no one type has that many */
+  PLACEMENT__CLOSED,      /* WAIT: closed to this job (site->closed) */
   PLACEMENT__UNREACHABLE, /* WAIT */
   PLACEMENT__JOB_CAP,     /* WAIT: at its limit of jobs */
   PLACEMENT__BUSY,        /* WAIT: too few GPUs free */

@@ -644,6 +644,15 @@ test_unreachable_and_unknown_sites_are_left_out(void **state)
   w.sites[1].unknown = 1;
   decide(&w);
   assert_int_equal(w.d.site, 2);
+  /* a site closed to the job (its budget) is left out the same way */
+  w.sites[2].closed = "budget spent";
+  decide(&w);
+  assert_int_equal(w.d.verdict, PLACEMENT_WAIT);
+  assert_int_equal(cand(&w, 2)->excluded, PLACEMENT_EXCLUDED_SITE);
+  assert_string_equal(cand(&w, 2)->reason, "budget spent");
+  w.sites[2].closed = NULL;
+  decide(&w);
+  assert_int_equal(w.d.site, 2);
   assert_int_equal(cand(&w, 0)->excluded, PLACEMENT_EXCLUDED_SITE);
   assert_int_equal(cand(&w, 0)->verdict, PLACEMENT_WAIT);
   assert_string_equal(cand(&w, 0)->reason, "site unreachable");

@@ -543,6 +543,29 @@ test_unreachable_site_is_wait(void **state)
 }
 
 static void
+test_a_site_closed_to_the_job_is_wait_saying_why(void **state)
+{
+  struct placement_site s[2];
+  struct placement_request r = request(2, "h100");
+  struct placement_decision d;
+
+  (void)state;
+  s[0] = site("aws", 2);
+  add_pool(&s[0], "h100", 16, 16, 8);
+  s[0].closed = "budget spent";
+  s[1] = site("onprem", 12);
+  add_pool(&s[1], "h100", 96, 0, 8);
+  decide(&r, s, 2, &d);
+  assert_int_equal(d.candidates[0].verdict, PLACEMENT_WAIT);
+  assert_string_equal(d.candidates[0].reason, "budget spent");
+  assert_int_equal(d.verdict, PLACEMENT_WAIT);
+  /* closed is not never: what the site could run still counts */
+  r = request(32, "h100");
+  decide(&r, s, 1, &d);
+  assert_int_equal(d.verdict, PLACEMENT_NEVER);
+}
+
+static void
 test_unreachable_site_that_could_never_fit_is_never(void **state)
 {
   struct placement_site s[1];
@@ -669,6 +692,7 @@ main(void)
     cmocka_unit_test(test_not_enough_free_is_wait_not_never),
     cmocka_unit_test(test_wait_wins_over_never_when_sites_differ),
     cmocka_unit_test(test_unreachable_site_is_wait),
+    cmocka_unit_test(test_a_site_closed_to_the_job_is_wait_saying_why),
     cmocka_unit_test(test_unreachable_site_that_could_never_fit_is_never),
     cmocka_unit_test(test_max_jobs_reached_is_wait),
     cmocka_unit_test(test_zero_max_jobs_means_no_cap),
