@@ -17,8 +17,8 @@ T_FAILS=0
 T_CHECKS=0
 export TENBIN_SERVER=""
 unset TENBIN_TOKEN
-# A test never installs packages (apt-get mid-run races other apt-gets on
-# the machine): scripts/setup and scripts/slurm-testbed fail instead,
+# A test never installs packages (an install mid-run races the package
+# manager's lock): scripts/setup and scripts/slurm-testbed fail instead,
 # naming what is missing.  scripts/test installs everything first.
 export TENBIN_NO_INSTALL=1
 
