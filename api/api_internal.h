@@ -56,6 +56,9 @@ void api__reply_fd(struct api_call *call, int status, const char *ctype,
 /* Parse path param i as a job id; ERR_INVALID naming it otherwise. */
 int api__param_id(const struct api_call *call, int i, int64_t *out,
                   struct err *e) WARN_UNUSED;
+/* Micro-dollars as dollars with six decimals ("-0.030000"), appended:
+ * /metrics and CSV give money exactly. */
+int api__add_dollars(struct buf *out, int64_t micro) WARN_UNUSED;
 /* Parse a decimal query argument in [min, max]; dflt when absent. */
 int api__query_int(const struct api_call *call, const char *name,
                    int64_t min, int64_t max, int64_t dflt, int64_t *out,

@@ -288,10 +288,12 @@ metrics_costs(const struct metrics_view *m, struct buf *out)
     const struct cost_total_view *c = &m->costs[i];
 
     rc = buf_addf(out, "tenbin_cost_dollars_total{project=\"%s\","
-                  "site=\"%s\",gpu_type=\"%s\",kind=\"%s\"} %lld.%06lld\n",
-                  c->project, c->site, c->gpu_type, c->kind,
-                  (long long)(c->micro / 1000000),
-                  (long long)(c->micro % 1000000));
+                  "site=\"%s\",gpu_type=\"%s\",kind=\"%s\"} ",
+                  c->project, c->site, c->gpu_type, c->kind);
+    if (rc == 0)
+      rc = api__add_dollars(out, c->micro);
+    if (rc == 0)
+      rc = buf_adds(out, "\n");
   }
   return rc;
 }
@@ -311,10 +313,12 @@ metrics_budgets(const struct metrics_view *m, struct buf *out)
     for (size_t i = 0; rc == 0 && i < m->nbudgets; i++) {
       int64_t v = f ? m->budgets[i].spent_micro : m->budgets[i].limit_micro;
 
-      rc = buf_addf(out, "tenbin_budget_%s_dollars{project=\"%s\"} "
-                    "%s%lld.%06lld\n", fams[f], m->budgets[i].project,
-                    v < 0 ? "-" : "", (long long)(v < 0 ? -v : v) / 1000000,
-                    (long long)(v < 0 ? -v : v) % 1000000);
+      rc = buf_addf(out, "tenbin_budget_%s_dollars{project=\"%s\"} ",
+                    fams[f], m->budgets[i].project);
+      if (rc == 0)
+        rc = api__add_dollars(out, v);
+      if (rc == 0)
+        rc = buf_adds(out, "\n");
     }
   }
   if (rc == 0)

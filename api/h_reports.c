@@ -91,8 +91,9 @@ api__csv_field(struct buf *out, const char *s, int last)
 static int
 csv_dollars(struct buf *out, int64_t micro)
 {
-  return buf_addf(out, "%lld.%06lld,", (long long)(micro / 1000000),
-                  (long long)(micro % 1000000));
+  int rc = api__add_dollars(out, micro);
+
+  return rc == 0 ? buf_adds(out, ",") : rc;
 }
 
 struct csv {

@@ -53,6 +53,15 @@ api__query_int(const struct api_call *call, const char *name, int64_t min,
 }
 
 int
+api__add_dollars(struct buf *out, int64_t micro)
+{
+  int64_t m = micro < 0 ? -micro : micro;
+
+  return buf_addf(out, "%s%lld.%06lld", micro < 0 ? "-" : "",
+                  (long long)(m / 1000000), (long long)(m % 1000000));
+}
+
+int
 api__body_json(const struct api_call *call, json_t **out, struct err *e)
 {
   return http_request_json(call->req, 0, out, e);

@@ -256,6 +256,8 @@ int broker__egress_bill(struct broker *b, int64_t transfer_id,
 /* ---- budgets.c ---- */
 
 struct budget;
+/* "$12.34" (cents cut, not rounded) of micro-dollars, for messages. */
+void broker__fmt_dollars(int64_t micro, char *out, size_t len);
 /* Whether the config's project list (if any) has project. */
 int broker__project_allowed(struct broker *b, const char *project);
 /* Read the budgets from the database (at start and after a change). */

@@ -84,6 +84,15 @@ load_cb(const struct db_budget *row, void *arg)
   return 0;
 }
 
+void
+broker__fmt_dollars(int64_t micro, char *out, size_t len)
+{
+  int64_t m = micro < 0 ? -micro : micro;
+
+  snprintf(out, len, "%s$%lld.%02lld", micro < 0 ? "-" : "",
+           (long long)(m / 1000000), (long long)(m % 1000000 / 10000));
+}
+
 int
 broker__budgets_load(struct broker *b, struct err *e)
 {
@@ -119,6 +128,7 @@ spend_cb(const struct usage_line *l, void *arg)
 static int
 warn(struct broker *b, struct budget *bud, const char *month, struct err *e)
 {
+  char spent[32], limit[32];
   int pct = bud->spent_micro >= bud->monthly_micro ? 100
             : bud->spent_micro * 10 >= bud->monthly_micro * 8 ? 80
                                                               : 0;
@@ -132,12 +142,11 @@ warn(struct broker *b, struct budget *bud, const char *month, struct err *e)
     return rc;
   bud->warned_pct = pct;
   snprintf(bud->warned_month, sizeof(bud->warned_month), "%s", month);
-  log_warn("project '%s' spent %lld.%02lld of its %s budget of %lld "
-           "dollars for %s (%d %%)%s", bud->project,
-           (long long)(bud->spent_micro / 1000000),
-           (long long)(bud->spent_micro % 1000000 / 10000),
-           bud->hard ? "hard" : "soft",
-           (long long)(bud->monthly_micro / 1000000), month, pct,
+  broker__fmt_dollars(bud->spent_micro, spent, sizeof(spent));
+  broker__fmt_dollars(bud->monthly_micro, limit, sizeof(limit));
+  log_warn("project '%s' spent %s of its %s budget of %s for %s (%d %%)%s",
+           bud->project, spent, bud->hard ? "hard" : "soft", limit, month,
+           pct,
            pct == 100 && bud->hard ? ": its queued jobs wait for owned "
                                      "capacity"
                                    : "");

@@ -58,16 +58,14 @@ static int
 holding_cb(const struct db_holding *h, void *arg)
 {
   struct collect *c = arg;
+  const struct site *s = broker__site(c->b, h->site);
   const char *how;
   int64_t run, start, limit_s = 0;
-  int site = -1, pool;
+  int site, pool;
 
-  for (size_t i = 0; i < c->b->nsites; i++) {
-    if (strcmp(c->b->sites[i].name, h->site) == 0)
-      site = (int)i;
-  }
-  if (site < 0)
+  if (s == NULL)
     return 0;
+  site = (int)(s - c->b->sites);
   pool = pool_of(&c->snap[site], h->gpu_type);
   if (pool < 0)
     return 0;

@@ -538,9 +538,9 @@ placement_copy_cb(const struct db_placement *p, void *arg)
 
   v->at_ms = p->at_ms;
   v->verdict = xstrdup(p->verdict);
-  v->site = p->site != NULL ? xstrdup(p->site) : NULL;
+  v->site = xstrdup(p->site);
   v->start_ms = p->start_ms;
-  v->reason = p->reason != NULL ? xstrdup(p->reason) : NULL;
+  v->reason = xstrdup(p->reason);
   v->candidates = xstrdup(p->candidates != NULL ? p->candidates : "[]");
   return 0;
 }

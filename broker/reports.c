@@ -58,12 +58,6 @@ struct lines {
   size_t n, cap;
 };
 
-static char *
-dup_or_null(const char *s)
-{
-  return s != NULL ? xstrdup(s) : NULL;
-}
-
 static int
 line_cb(const struct db_usage_sum *s, void *arg)
 {
@@ -71,8 +65,8 @@ line_cb(const struct db_usage_sum *s, void *arg)
 
   GROW(ls->l, ls->n + 1, ls->cap);
   ls->l[ls->n++] = (struct usage_line){
-      dup_or_null(s->project), dup_or_null(s->site),
-      dup_or_null(s->gpu_type), dup_or_null(s->day), s->gpu_ms,
+      xstrdup(s->project), xstrdup(s->site),
+      xstrdup(s->gpu_type), xstrdup(s->day), s->gpu_ms,
       s->failed_gpu_ms, s->jobs, s->billed_micro, s->sunk_micro,
       s->marginal_micro, s->egress_bytes, s->egress_micro};
   return 0;

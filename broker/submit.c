@@ -118,13 +118,6 @@ budget_rate(const struct site *s, const struct job_spec *spec, int all)
   return max;
 }
 
-static void
-fmt_dollars(int64_t micro, char *out, size_t len)
-{
-  snprintf(out, len, "$%lld.%02lld", (long long)(micro / 1000000),
-           (long long)(micro % 1000000 / 10000));
-}
-
 /*
  * The forecast of spec given the policy's decision d: expected cost at
  * the site it would run at now (or the first it would wait for), upper
@@ -140,7 +133,7 @@ forecast(struct broker *b, const struct job_spec *spec,
   const struct site *pick = NULL, *dearest = NULL;
   int64_t left = 0, rate, max = 0;
   int hard = 0, all = 0, has;
-  char a[32], c[32];
+  char a[32], c[32], r[32];
 
   has = broker__budget_left(b, spec->project, &left, &hard, &all, e);
   if (has < 0)
@@ -178,16 +171,15 @@ forecast(struct broker *b, const struct job_spec *spec,
   f->budget_left_micro = left;
   if (!has || !hard || (f->upper_micro >= 0 && f->upper_micro <= left))
     return 0;
-  fmt_dollars(left > 0 ? left : 0, a, sizeof(a));
+  broker__fmt_dollars(left > 0 ? left : 0, a, sizeof(a));
+  broker__fmt_dollars(max, r, sizeof(r));
   if (f->upper_micro < 0)
     return err_set(e, ERR_OVER_BUDGET, "project '%s' has %s left of its "
                    "hard budget this month, and this job has no time limit "
-                   "at '%s' ($%lld.%02lld per GPU-hour), so its cost has no "
-                   "bound: give it a time limit, or pin it to an owned site",
-                   spec->project, a, dearest->name,
-                   (long long)(max / 1000000),
-                   (long long)(max % 1000000 / 10000));
-  fmt_dollars(f->upper_micro, c, sizeof(c));
+                   "at '%s' (%s per GPU-hour), so its cost has no bound: "
+                   "give it a time limit, or pin it to an owned site",
+                   spec->project, a, dearest->name, r);
+  broker__fmt_dollars(f->upper_micro, c, sizeof(c));
   return err_set(e, ERR_OVER_BUDGET, "project '%s' has %s left of its hard "
                  "budget this month; this job could cost up to %s (%lld "
                  "GPUs for %lld s at '%s')", spec->project, a, c,
