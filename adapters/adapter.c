@@ -6,12 +6,14 @@
 
 #include <string.h>
 
+#include "cloud_int.h"
 #include "local.h"
 #include "slurm.h"
 
 static const struct adapter_ops *const adapters[] = {
     &adapter_local_ops,
     &adapter_slurm_ops,
+    &adapter_aws_ops,
     NULL,
 };
 

@@ -25,7 +25,7 @@
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */
-#define ADAPTER_API_VERSION 3
+#define ADAPTER_API_VERSION 4
 
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
@@ -86,6 +86,46 @@ struct adapter_update {
 typedef void (*adapter_update_fn)(void *arg, const struct adapter_update *u,
                                   size_t n);
 
+/*
+ * A VM of an elastic site (kinds aws, gcp, azure) as the broker stores
+ * it.  The adapter decides; the broker only records, so an adapter still
+ * never touches the database.  Strings are borrowed for the call.
+ */
+struct adapter_node {
+  int64_t id;             /* the broker's, set by create() */
+  const char *shape;      /* the site config's shape name */
+  const char *zone;
+  int spot;
+  int attempt;            /* launch attempts made so far */
+  const char *state;      /* launching, booting, ready, terminating,
+                             ended */
+  const char *vm_id;      /* the provider's id, or NULL */
+  int64_t gpus;
+  const char *gpu_type;   /* or NULL */
+  int64_t price_micro;    /* per node-hour; 0: unpriced */
+  int64_t created_ms, launched_ms, registered_ms, seen_ms, ended_ms;
+  const char *reason;     /* or NULL */
+};
+
+typedef int (*adapter_node_cb)(const struct adapter_node *n, void *arg);
+
+/* The broker's record of nodes, for the elastic sites.  Every call is
+ * synchronous and durable when it returns 0. */
+struct adapter_node_store {
+  /* Commit n as a new node (n->id is set) and write the token its agent
+   * will present, NUL-terminated, into token[0..tokenlen). */
+  int (*create)(void *arg, struct adapter_node *n, char *token,
+                size_t tokenlen, struct err *e);
+  /* Record n's new state (every field but the site and created_ms). */
+  int (*update)(void *arg, const struct adapter_node *n, struct err *e);
+  /* The site's live nodes (not ended), by id. */
+  int (*list)(void *arg, adapter_node_cb cb, void *cb_arg, struct err *e);
+  /* Node id's token again (a launch resent after a restart must carry
+   * the same startup script), into token[0..tokenlen). */
+  int (*token)(void *arg, int64_t id, char *token, size_t tokenlen,
+               struct err *e);
+};
+
 /* What the broker gives every adapter at open. */
 struct adapter_env {
   uv_loop_t *loop;
@@ -96,6 +136,8 @@ struct adapter_env {
                               not match another broker's jobs */
   adapter_update_fn update;
   void *update_arg;
+  const struct adapter_node_store *nodes; /* for elastic sites */
+  void *nodes_arg;
 };
 
 struct adapter_ops {
@@ -128,6 +170,17 @@ struct adapter_ops {
    * opens a log only beneath it, following no link.  Optional: NULL
    * here serves no log. */
   char *(*log_dir)(void *ctx, int64_t job_id);
+
+  /* Elastic sites only (NULL elsewhere): the node agents' calls
+   * (docs/NODES.md), from node node_id, whose token the broker checked.
+   * A heartbeat's body is req; *answer (new) is what goes back. */
+  int (*node_heartbeat)(void *ctx, int64_t node_id, const json_t *req,
+                        json_t **answer, struct err *e);
+  /* Bytes data[0..len) of job job_id's output at offset; *size is what
+   * is held after.  ERR_CONFLICT (with *size) when offset is not it. */
+  int (*node_log)(void *ctx, int64_t node_id, int64_t job_id,
+                  int64_t offset, const char *data, size_t len,
+                  int64_t *size, struct err *e);
 };
 
 /* The adapter for a site kind, or NULL. */

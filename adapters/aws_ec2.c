@@ -53,6 +53,16 @@ ec2_run_instances(const struct ec2_launch *l, struct buf *body)
     rc = form_add(body, "Placement.AvailabilityZone", l->zone);
   if (rc == 0 && l->subnet != NULL)
     rc = form_add(body, "SubnetId", l->subnet);
+  for (int i = 0; rc == 0 && i < l->nsecurity_groups; i++) {
+    char name[32];
+
+    snprintf(name, sizeof(name), "SecurityGroupId.%d", i + 1);
+    rc = form_add(body, name, l->security_groups[i]);
+  }
+  if (rc == 0 && l->iam_profile != NULL)
+    rc = form_add(body, "IamInstanceProfile.Name", l->iam_profile);
+  if (rc == 0 && l->key_name != NULL)
+    rc = form_add(body, "KeyName", l->key_name);
   if (rc == 0 && l->user_data != NULL)
     rc = form_add(body, "UserData", l->user_data);
   if (rc == 0 && l->spot) {
@@ -362,4 +372,38 @@ ec2_is_throttle_error(const char *code)
       "PriorRequestNotComplete"};
 
   return in_list(code, list, sizeof(list) / sizeof(list[0]));
+}
+
+enum cloud_refusal
+ec2_refusal(const char *code, int status)
+{
+  static const char *const quota[] = {"VcpuLimitExceeded",
+                                      "InstanceLimitExceeded",
+                                      "MaxSpotInstanceCountExceeded"};
+  static const char *const auth[] = {"AuthFailure", "UnauthorizedOperation",
+                                     "SignatureDoesNotMatch",
+                                     "IncompleteSignature",
+                                     "InvalidClientTokenId", "RequestExpired"};
+
+  if (code != NULL && code[0] != '\0') {
+    /* Checked before capacity: EC2 and ParallelCluster both list the spot
+     * count limit as "no capacity", but it is the account's. */
+    if (in_list(code, quota, sizeof(quota) / sizeof(quota[0])))
+      return CLOUD_REFUSED_QUOTA;
+    if (ec2_is_capacity_error(code))
+      return CLOUD_REFUSED_CAPACITY;
+    if (ec2_is_throttle_error(code))
+      return CLOUD_REFUSED_THROTTLE;
+    if (in_list(code, auth, sizeof(auth) / sizeof(auth[0])))
+      return CLOUD_REFUSED_AUTH;
+    if (strcmp(code, "InvalidInstanceID.NotFound") == 0)
+      return CLOUD_REFUSED_NOT_FOUND;
+  }
+  if (status == 401 || status == 403)
+    return CLOUD_REFUSED_AUTH;
+  if (status == 503)
+    return CLOUD_REFUSED_THROTTLE;
+  if (status >= 500)
+    return CLOUD_REFUSED_TRANSIENT;
+  return CLOUD_REFUSED_OTHER;
 }

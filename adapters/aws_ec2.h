@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adapters/cloud_vm.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -65,6 +66,10 @@ struct ec2_launch {
   const char *type;          /* p5.48xlarge */
   const char *zone;          /* or NULL: any */
   const char *subnet;        /* or NULL */
+  const char *const *security_groups; /* ids, or NULL */
+  int nsecurity_groups;
+  const char *iam_profile;   /* instance profile name, or NULL */
+  const char *key_name;      /* or NULL */
   const char *client_token;  /* idempotency: derived from the node id */
   int spot;                  /* one-time spot, terminated on interruption */
   const char *user_data;     /* base64, or NULL */
@@ -99,5 +104,8 @@ int ec2_parse(const char *xml, size_t len, struct ec2_answer *a,
 int ec2_is_capacity_error(const char *code);
 /* 1 when it says the caller is being throttled (back off and retry). */
 int ec2_is_throttle_error(const char *code);
+/* What an error answer (code, HTTP status) means to the VM pool; status
+ * alone for an answer that named no code. */
+enum cloud_refusal ec2_refusal(const char *code, int status);
 
 #endif

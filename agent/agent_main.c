@@ -9,6 +9,17 @@
  *
  * The token comes from --token-file or TENBIN_AGENT_TOKEN; peers and
  * tenbind present it as a bearer token.
+ *
+ *   tenbin-agent node --server URL --root DIR --provider aws|gcp|azure|none
+ *                [--token-file FILE] [--gpus SPEC] [--ca-file FILE]
+ *                [--allow-insecure-token] [--log-level LEVEL]
+ *
+ * Node mode, on a VM a cloud site launched: it dials tenbind and runs
+ * the jobs tenbind assigns (agent/node.h, docs/NODES.md).  Its token
+ * comes from --token-file or TENBIN_NODE_TOKEN, the metadata service's
+ * address from TENBIN_METADATA_URL (else the provider's own).
+ *
+ *   tenbin-agent --shim JOBDIR   (internal: a node job's shim)
  */
 #include <curl/curl.h>
 #include <librsync.h>
@@ -21,7 +32,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adapters/local.h"
 #include "agent/agent.h"
+#include "agent/node.h"
 #include "agent/store.h"
 #include "util/fileio.h"
 #include "util/secret.h"
@@ -76,7 +89,11 @@ usage(FILE *f)
           "peers not on\n"
           "                     loopback (else refused: use https)\n"
           "  --max-conns-per-address N  connections one address may hold "
-          "(default 64)\n",
+          "(default 64)\n"
+          "\n"
+          "       tenbin-agent node --server URL --root DIR --provider P "
+          "...\n"
+          "  runs tenbind's jobs on a cloud VM (tenbin-agent node --help)\n",
           DEFAULT_LISTEN);
 }
 
@@ -138,6 +155,199 @@ signal_cb(uv_signal_t *h, int signum)
   agent_close(m->agent, closed_cb, m);
 }
 
+/* ---- node mode ---- */
+
+struct node_main {
+  uv_loop_t loop;
+  uv_signal_t sigint, sigterm;
+  struct node_agent *node;
+  int status;
+  int stopping;
+};
+
+static void
+node_usage(FILE *f)
+{
+  fprintf(f,
+          "usage: tenbin-agent node --server URL --root DIR --provider "
+          "aws|gcp|azure|none\n"
+          "                         [--token-file FILE] [--gpus SPEC] "
+          "[--ca-file FILE]\n"
+          "                         [--allow-insecure-token] [--log-level "
+          "LEVEL]\n"
+          "\n"
+          "  --server URL       tenbind's address (https://HOST:PORT)\n"
+          "  --root DIR         job directories and logs go in DIR/node\n"
+          "  --provider P       whose spot interruption notices to watch "
+          "(none: no polling)\n"
+          "  --token-file FILE  the node token (else $TENBIN_NODE_TOKEN)\n"
+          "  --gpus SPEC        auto (nvidia-smi, the default), none, or "
+          "TYPE:N such as h100:8\n"
+          "  --ca-file FILE     PEM CAs that tenbind's certificate is "
+          "checked against\n"
+          "  --allow-insecure-token  send the token over plain http to a "
+          "host not on\n"
+          "                     loopback (else refused: use https)\n"
+          "  --log-level LEVEL  debug, info, warn or error\n"
+          "\n"
+          "$TENBIN_METADATA_URL replaces the provider's metadata address.\n"
+          "Exit status: 0 when tenbind retired the node (or on SIGTERM), "
+          "2 for bad\n"
+          "arguments or a token tenbind refused, 1 when it could not "
+          "start.\n");
+}
+
+static void
+node_closed_cb(void *arg)
+{
+  struct node_main *m = arg;
+
+  m->node = NULL;
+  uv_close((uv_handle_t *)&m->sigint, NULL);
+  uv_close((uv_handle_t *)&m->sigterm, NULL);
+}
+
+static void
+node_stop(struct node_main *m, int status)
+{
+  if (m->stopping)
+    return;
+  m->stopping = 1;
+  m->status = status;
+  node_agent_close(m->node, node_closed_cb, m);
+}
+
+static void
+node_on_exit(void *arg, int status)
+{
+  node_stop(arg, status);
+}
+
+static void
+node_signal_cb(uv_signal_t *h, int signum)
+{
+  struct node_main *m = h->data;
+
+  log_info("received %s, stopping (jobs keep running)", strsignal(signum));
+  node_stop(m, 0);
+}
+
+static int
+node_main(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"server", required_argument, NULL, 's'},
+      {"root", required_argument, NULL, 'r'},
+      {"provider", required_argument, NULL, 'P'},
+      {"token-file", required_argument, NULL, 't'},
+      {"gpus", required_argument, NULL, 'g'},
+      {"ca-file", required_argument, NULL, 'A'},
+      {"allow-insecure-token", no_argument, NULL, 'I'},
+      {"log-level", required_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  struct node_main m;
+  struct node_config cfg;
+  struct err e = {0};
+  char token[4097] = "";
+  const char *token_file = NULL;
+  const char *provider = NULL;
+  enum log_level level;
+  int c;
+
+  memset(&m, 0, sizeof(m));
+  memset(&cfg, 0, sizeof(cfg));
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 's':
+      cfg.server = optarg;
+      break;
+    case 'r':
+      cfg.root = optarg;
+      break;
+    case 'P':
+      provider = optarg;
+      break;
+    case 't':
+      token_file = optarg;
+      break;
+    case 'g':
+      cfg.gpus = optarg;
+      break;
+    case 'A':
+      cfg.ca_file = optarg;
+      break;
+    case 'I':
+      cfg.allow_insecure_tokens = 1;
+      break;
+    case 'v':
+      if (log_parse_level(optarg, &level) < 0) {
+        fprintf(stderr, "tenbin-agent node: --log-level: debug, info, warn "
+                        "or error\n");
+        return 2;
+      }
+      log_set_level(level);
+      break;
+    case 'h':
+      node_usage(stdout);
+      return 0;
+    default:
+      node_usage(stderr);
+      return 2;
+    }
+  }
+  if (cfg.server == NULL || cfg.root == NULL || provider == NULL ||
+      optind != argc) {
+    node_usage(stderr);
+    return 2;
+  }
+  if (node_provider_parse(provider, &cfg.provider) < 0) {
+    fprintf(stderr, "tenbin-agent node: --provider: aws, gcp, azure or "
+                    "none\n");
+    return 2;
+  }
+  if (token_file != NULL) {
+    if (read_token(token_file, token, sizeof(token)) < 0)
+      return 2;
+  } else if (getenv("TENBIN_NODE_TOKEN") != NULL) {
+    snprintf(token, sizeof(token), "%s", getenv("TENBIN_NODE_TOKEN"));
+  }
+  /* Jobs inherit this process's environment (export ALL): the node's
+   * credential must not be in it. */
+  unsetenv("TENBIN_NODE_TOKEN");
+  cfg.token = token;
+  cfg.metadata_url = getenv("TENBIN_METADATA_URL");
+  cfg.agent_version = TENBIN_VERSION;
+  cfg.on_exit = node_on_exit;
+  cfg.on_exit_arg = &m;
+
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  uv_loop_init(&m.loop);
+  m.status = 1;
+  if (node_agent_start(&m.loop, &cfg, &m.node, &e) < 0) {
+    fprintf(stderr, "tenbin-agent node: %s\n", err_msg(&e));
+    m.status = e.code == ERR_CONFIG ? 2 : 1;
+    /* What the failed start opened closes on the loop. */
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+    goto out;
+  }
+  uv_signal_init(&m.loop, &m.sigint);
+  uv_signal_init(&m.loop, &m.sigterm);
+  m.sigint.data = &m;
+  m.sigterm.data = &m;
+  uv_signal_start(&m.sigint, node_signal_cb, SIGINT);
+  uv_signal_start(&m.sigterm, node_signal_cb, SIGTERM);
+  uv_run(&m.loop, UV_RUN_DEFAULT);
+out:
+  memset(token, 0, sizeof(token));
+  if (uv_loop_close(&m.loop) != 0)
+    log_warn("loop closed with handles still open");
+  curl_global_cleanup();
+  return m.status;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -169,6 +379,12 @@ main(int argc, char **argv)
   enum log_level level;
   int c;
   int rc = 1;
+
+  /* The node mode's jobs run under this executable as their shim. */
+  if (argc >= 2 && strcmp(argv[1], "--shim") == 0)
+    return adapter_local_shim_main(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "node") == 0)
+    return node_main(argc - 1, argv + 1);
 
   /* Batches and I/O buffers are 1-16 MiB of every size.  glibc would
    * raise its mmap threshold after the first such free and keep the rest

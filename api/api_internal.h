@@ -110,6 +110,11 @@ void api__datasets_list(struct api_call *call);
 void api__datasets_get(struct api_call *call);
 void api__datasets_publish(struct api_call *call);
 void api__datasets_replicate(struct api_call *call);
+void api__nodes_heartbeat(struct api_call *call);
+void api__nodes_log(struct api_call *call);
+/* site's nodes, live and ended in the last day, as a JSON array (new). */
+int api__site_nodes(struct api_call *call, const char *site, json_t **out,
+                    struct err *e) WARN_UNUSED;
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

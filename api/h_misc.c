@@ -200,7 +200,22 @@ api__sites_get(struct api_call *call)
     api__reply_err(call, &e);
     return;
   }
-  api__reply_json(call, 200, site_json(&v));
+  {
+    json_t *j = site_json(&v), *nodes = NULL;
+
+    if (api__site_nodes(call, v.name, &nodes, &e) < 0) {
+      json_decref(j);
+      site_view_release(&v);
+      api__reply_err(call, &e);
+      return;
+    }
+    if (json_array_size(nodes) > 0 || (strcmp(v.kind, "local") != 0 &&
+                                        strcmp(v.kind, "slurm") != 0))
+      json_object_set_new(j, "nodes", nodes);
+    else
+      json_decref(nodes);
+    api__reply_json(call, 200, j);
+  }
   site_view_release(&v);
 }
 

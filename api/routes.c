@@ -43,6 +43,11 @@ const struct api_route api_routes[] = {
      api__datasets_publish},
     {{"POST", "/v1/datasets/{name}/replicas", ROLE_SUBMITTER, 0},
      api__datasets_replicate},
+    /* Node agents present node tokens, which the handlers check. */
+    {{"POST", "/v1/nodes/heartbeat", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
+     api__nodes_heartbeat},
+    {{"PUT", "/v1/nodes/jobs/{id}/log", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
+     api__nodes_log},
     {{"GET", "/healthz", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__healthz},
     {{"GET", "/metrics", ROLE_VIEWER, 0}, api__metrics},
 };

@@ -201,6 +201,8 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     env.instance = b->instance;
     env.update = broker__on_update;
     env.update_arg = s;
+    env.nodes = &broker__node_store;
+    env.nodes_arg = s;
     /* The agent and the prices are the broker's business: the adapter
      * checks its own fields strictly and never sees them. */
     adapter_cfg = json_copy(cfg);
@@ -411,7 +413,9 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
                  "an offset such as +09:00 or -05:00", cfg->time_zone);
     goto fail;
   }
-  rc = open_sites(b, cfg->sites, e);
+  rc = broker__nodes_open(b, e);
+  if (rc == 0)
+    rc = open_sites(b, cfg->sites, e);
   if (rc == 0)
     rc = choose_policy(b, cfg, e);
   if (rc == 0)

@@ -691,4 +691,42 @@ void metrics_view_release(struct metrics_view *m);
 int broker_metrics_get(struct broker *b, struct metrics_view *out,
                        struct err *e) WARN_UNUSED;
 
+/* ---- nodes of elastic sites (nodes.c; docs/NODES.md) ---- */
+
+/*
+ * A node agent's heartbeat: token is its bearer token, req its body;
+ * *answer (new) is what goes back.  ERR_UNAUTHORIZED for a token of no
+ * node or of an ended one.
+ */
+int broker_node_heartbeat(struct broker *b, const char *token,
+                          const json_t *req, json_t **answer,
+                          struct err *e) WARN_UNUSED;
+/* len bytes of job job_id's output at offset, from the node of token;
+ * *size is what tenbind holds after (also with ERR_CONFLICT, when offset
+ * is not that). */
+int broker_node_log(struct broker *b, const char *token, int64_t job_id,
+                    int64_t offset, const char *data, size_t len,
+                    int64_t *size, struct err *e) WARN_UNUSED;
+
+/* A node as operators see it; strings borrowed for the callback. */
+struct node_view {
+  int64_t id;
+  const char *site, *shape, *zone;
+  int spot;
+  const char *state;      /* launching, booting, ready, terminating,
+                             ended */
+  const char *vm_id;      /* or NULL */
+  int64_t gpus;
+  const char *gpu_type;
+  int64_t created_ms, launched_ms, registered_ms, ended_ms;
+  int64_t uptime_ms;      /* launched to ended (or now) */
+  const char *reason;     /* or NULL */
+};
+typedef int (*node_view_cb)(const struct node_view *n, void *arg);
+/* site's nodes (every site's when NULL): the live ones and those that
+ * ended at or after ended_since_ms, by id. */
+int broker_node_list(struct broker *b, const char *site,
+                     int64_t ended_since_ms, node_view_cb cb, void *arg,
+                     struct err *e) WARN_UNUSED;
+
 #endif

@@ -97,6 +97,9 @@ struct pending_submit {
   struct job_view forecast;       /* its forecast fields only */
 };
 
+/* The node key's size: 43 random characters and a NUL, room to spare. */
+#define NODE_KEY_LEN 64
+
 struct broker {
   unsigned tag;                   /* BROKER_TAG while alive (dogtag) */
   uv_loop_t *loop;
@@ -147,6 +150,9 @@ struct broker {
   /* past run times by project and workload or name (runtimes.c) */
   struct runtime_hist *runtimes;
   size_t nruntimes, runtimes_cap;
+  /* what node tokens are derived from (nodes.c), a NUL-terminated
+   * secret read from STATE/node.key */
+  char node_key[NODE_KEY_LEN];
 
   int closing;
   /* Handles and parts closing: one per broker__close_handle and per
@@ -257,6 +263,14 @@ int broker__egress_bill(struct broker *b, int64_t transfer_id,
 
 struct budget;
 /* "$12.34" (cents cut, not rounded) of micro-dollars, for messages. */
+/* Set or replace KEY=value in a NULL-terminated "KEY=VALUE" vector
+ * (a job's environment). */
+void broker__env_set(char ***env, const char *key, const char *value);
+/* Load or make STATE/node.key (nodes.c). */
+int broker__nodes_open(struct broker *b, struct err *e) WARN_UNUSED;
+/* The node store every elastic site's adapter records through; its arg
+ * is the struct site. */
+extern const struct adapter_node_store broker__node_store;
 void broker__fmt_dollars(int64_t micro, char *out, size_t len);
 /* Whether the config's project list (if any) has project. */
 int broker__project_allowed(struct broker *b, const char *project);

@@ -329,9 +329,8 @@ out:
   return 0;
 }
 
-/* Set or replace KEY=value in a NULL-terminated "KEY=VALUE" vector. */
-static void
-env_set(char ***env, const char *key, const char *value)
+void
+broker__env_set(char ***env, const char *key, const char *value)
 {
   size_t klen = strlen(key);
   size_t n = strlen(key) + strlen(value) + 2;
@@ -369,8 +368,8 @@ broker__dataset_env(struct broker *b, const struct db_job *j,
     rc = err_set(e, ERR_BAD_STATE, "dataset %s@%.12s is not complete at "
                  "site '%s'", name, version, j->site);
   if (rc == 0) {
-    env_set(&spec->env, "TENBIN_DATASET_DIR", r.path);
-    env_set(&spec->env, "TENBIN_DATASET", spec->dataset);
+    broker__env_set(&spec->env, "TENBIN_DATASET_DIR", r.path);
+    broker__env_set(&spec->env, "TENBIN_DATASET", spec->dataset);
   }
   db_replica_release(&r);
   return rc;

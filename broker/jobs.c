@@ -76,6 +76,7 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
     rc = broker__ledger_hold(b, j, j->started_ms, now, "requeued", e);
     if (rc < 0)
       return rc;
+    j->restarts++;
   }
   j->state = to;
   j->updated_ms = now;
@@ -404,8 +405,14 @@ broker__adapter_call(const struct db_job *j,
   rc = adapter_job_of(j, &spec, &aj, e);
   /* The replica the job reads, for the site to pass on; a job the site
    * knows already (cancel, adopt) does without. */
-  if (rc == 0 && fn == site->ops->submit)
+  if (rc == 0 && fn == site->ops->submit) {
+    char n[16];
+
     rc = broker__dataset_env(site->broker, j, &spec, e);
+    /* A job may pick up where its last run left off. */
+    snprintf(n, sizeof(n), "%d", j->restarts);
+    broker__env_set(&spec.env, "TENBIN_RESTART_COUNT", n);
+  }
   if (rc == 0)
     rc = fn(site->ctx, &aj, e);
   jobspec_release(&spec);

@@ -227,6 +227,44 @@ prices_text(const json_t *cost, struct buf *out)
   return rc;
 }
 
+/* An elastic site's nodes: what each VM is doing, where, since when. */
+static int
+show_nodes(const json_t *nodes)
+{
+  static const char *const head[] = {"NODE", "STATE", "SHAPE", "ZONE",
+                                     "MARKET", "VM", "UPTIME", "REASON"};
+  struct cli_table t;
+  size_t i;
+  json_t *n;
+  int rc;
+
+  printf("\n");
+  cli_table_init(&t, head, 8);
+  cli_table_set_max(&t, 7, 60);
+  cli_table_set_right(&t, 6);
+  json_array_foreach(nodes, i, n) {
+    char id[24], up[32];
+    const char *row[8];
+
+    snprintf(id, sizeof(id), "%lld",
+             (long long)json_integer_value(json_object_get(n, "id")));
+    cli_fmt_duration(json_integer_value(json_object_get(n, "uptime_s")), up,
+                     sizeof(up));
+    row[0] = id;
+    row[1] = jsonx_str(n, "state");
+    row[2] = jsonx_str(n, "shape");
+    row[3] = jsonx_str(n, "zone");
+    row[4] = json_is_true(json_object_get(n, "spot")) ? "spot" : "on-demand";
+    row[5] = jsonx_str(n, "vm_id") != NULL ? jsonx_str(n, "vm_id") : "-";
+    row[6] = up;
+    row[7] = jsonx_str(n, "reason") != NULL ? jsonx_str(n, "reason") : "";
+    cli_table_add(&t, row);
+  }
+  rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  cli_table_release(&t);
+  return rc;
+}
+
 static int
 show_site(const json_t *site)
 {
@@ -284,6 +322,8 @@ show_site(const json_t *site)
                                                "inputs"),
                                inputs, sizeof(inputs)));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  if (rc == CLI_EXIT_OK && json_is_array(json_object_get(site, "nodes")))
+    rc = show_nodes(json_object_get(site, "nodes"));
   buf_release(&prices);
   buf_release(&gpus);
   cli_table_release(&t);

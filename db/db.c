@@ -68,7 +68,8 @@ _Static_assert(sizeof(state_names) / sizeof(state_names[0]) ==
 #define JOB_COLS                                                           \
   "id, state, name, project, workload, site, spec_json, gpus, gpu_type, " \
   "hold, idem_key, idem_hash, remote_id, alloc, reason, log_path, "       \
-  "exit_code, signal, created_ms, updated_ms, started_ms, ended_ms"
+  "exit_code, signal, created_ms, updated_ms, started_ms, ended_ms, "   \
+  "restarts"
 
 enum job_col {
   JC_ID,
@@ -92,7 +93,8 @@ enum job_col {
   JC_CREATED_MS,
   JC_UPDATED_MS,
   JC_STARTED_MS,
-  JC_ENDED_MS
+  JC_ENDED_MS,
+  JC_RESTARTS
 };
 
 /* Must match the WHERE clause of the jobs_active index (003_datasets.sql)
@@ -167,8 +169,8 @@ static const char *const stmt_sql[ST_COUNT] = {
   [ST_JOB_UPDATE] =
       "UPDATE jobs SET state = ?2, site = ?3, remote_id = ?4, alloc = ?5, "
       "reason = ?6, log_path = ?7, exit_code = ?8, signal = ?9, "
-      "hold = ?10, updated_ms = ?11, started_ms = ?12, ended_ms = ?13 "
-      "WHERE id = ?1",
+      "hold = ?10, updated_ms = ?11, started_ms = ?12, ended_ms = ?13, "
+      "restarts = ?14 WHERE id = ?1",
   /*
    * INDEXED BY: left to itself the planner prefers jobs_state (state=?)
    * here, which for the runnable scan walks held jobs too and for the
@@ -264,6 +266,7 @@ struct db {
   sqlite3_stmt *ds[DB__DS_MAX];  /* datasets.c's */
   sqlite3_stmt *pr[DB__PR_MAX];  /* prices.c's */
   sqlite3_stmt *lg[DB__LG_MAX];  /* ledger.c's */
+  sqlite3_stmt *nd[DB__ND_MAX];  /* nodes.c's */
 };
 
 /* ---- errors ---- */
@@ -562,6 +565,8 @@ db_open(const char *path, struct db **out, struct err *e)
     ret = db__pr_prepare(db, e);
   if (ret == 0)
     ret = db__lg_prepare(db, e);
+  if (ret == 0)
+    ret = db__nd_prepare(db, e);
   if (ret < 0)
     goto out;
   *out = db;
@@ -588,6 +593,8 @@ db_close(struct db *db)
     sqlite3_finalize(db->pr[i]);
   for (i = 0; i < DB__LG_MAX; i++)
     sqlite3_finalize(db->lg[i]);
+  for (i = 0; i < DB__ND_MAX; i++)
+    sqlite3_finalize(db->nd[i]);
   /* An open transaction is rolled back by the close. */
   sqlite3_close(db->h);
   free(db);
@@ -759,6 +766,7 @@ read_job(sqlite3_stmt *st, struct db_job *j, col_text_fn text,
   j->updated_ms = sqlite3_column_int64(st, JC_UPDATED_MS);
   j->started_ms = sqlite3_column_int64(st, JC_STARTED_MS);
   j->ended_ms = sqlite3_column_int64(st, JC_ENDED_MS);
+  j->restarts = sqlite3_column_int(st, JC_RESTARTS);
   return 0;
 }
 
@@ -877,6 +885,7 @@ db_job_update(struct db *db, const struct db_job *j, struct err *e)
   bind_int64(st, 11, j->updated_ms, &rc);
   bind_int64(st, 12, j->started_ms, &rc);
   bind_int64(st, 13, j->ended_ms, &rc);
+  bind_int64(st, 14, j->restarts, &rc);
   ret = step_write(db, st, rc, "update", e);
   if (ret < 0) {
     err_prefix(e, "job %" PRId64, j->id);
@@ -1572,6 +1581,12 @@ sqlite3_stmt **
 db__lg_stmts(struct db *db)
 {
   return db->lg;
+}
+
+sqlite3_stmt **
+db__nd_stmts(struct db *db)
+{
+  return db->nd;
 }
 
 int

@@ -68,6 +68,7 @@ struct db_job {
   int64_t updated_ms;
   int64_t started_ms;   /* 0 until running */
   int64_t ended_ms;     /* 0 until final */
+  int restarts;         /* placed again after it had started */
 };
 
 void db_job_init(struct db_job *j);
@@ -547,5 +548,48 @@ typedef int (*db_holding_cb)(const struct db_holding *h, void *arg);
  * ends; served by the jobs_state index). */
 int db_job_list_holding(struct db *db, db_holding_cb cb, void *arg,
                         struct err *e) WARN_UNUSED;
+
+/* ---- nodes: the VMs of elastic sites (009_nodes.sql; nodes.c) ---- */
+
+/* A node as stored; rows read are borrowed by the callback. */
+struct db_node {
+  int64_t id;             /* set by db_node_insert */
+  const char *site;
+  const char *shape;      /* the site config's shape name */
+  const char *zone;
+  int spot;
+  int attempt;            /* launch attempts made (zone or shape moves) */
+  const char *state;      /* launching, booting, ready, terminating, ended */
+  const char *vm_id;      /* the provider's id, or NULL until known */
+  int64_t gpus;
+  const char *gpu_type;   /* or NULL */
+  int64_t price_micro;    /* per node-hour, 0 when unpriced */
+  int64_t created_ms;     /* committed, before the launch request */
+  int64_t launched_ms;    /* the provider took the request; 0 before */
+  int64_t registered_ms;  /* its agent's first heartbeat; 0 before */
+  int64_t seen_ms;        /* its agent's last heartbeat */
+  int64_t ended_ms;       /* 0 while it may still exist */
+  const char *reason;     /* why it ended or the last refusal, or NULL */
+};
+typedef int (*db_node_cb)(const struct db_node *n, void *arg);
+
+/* Insert n (id ignored) and set n->id. */
+int db_node_insert(struct db *db, struct db_node *n, struct err *e)
+    WARN_UNUSED;
+/* Rewrite every field of node n->id but site and created_ms. */
+int db_node_update(struct db *db, const struct db_node *n, struct err *e)
+    WARN_UNUSED;
+/* Set node id's token hash (hex SHA-256). */
+int db_node_set_token(struct db *db, int64_t id, const char *hash_hex,
+                      struct err *e) WARN_UNUSED;
+/* The node whose token hashes to hash_hex, handed to cb; *found says
+ * whether there is one. */
+int db_node_by_token(struct db *db, const char *hash_hex, db_node_cb cb,
+                     void *arg, int *found, struct err *e) WARN_UNUSED;
+/* site's nodes by id (every site's when site is NULL): the live ones
+ * (ended_ms = 0) and those that ended at or after ended_since_ms
+ * (INT64_MAX: the live ones only). */
+int db_node_list(struct db *db, const char *site, int64_t ended_since_ms,
+                 db_node_cb cb, void *arg, struct err *e) WARN_UNUSED;
 
 #endif

@@ -92,6 +92,10 @@ int db__allow_list_json(char *const *projects, struct buf *b,
 #define DB__LG_MAX 16
 struct sqlite3_stmt **db__lg_stmts(struct db *db);
 int db__lg_prepare(struct db *db, struct err *e) WARN_UNUSED;
+/* And for nodes.c. */
+#define DB__ND_MAX 8
+struct sqlite3_stmt **db__nd_stmts(struct db *db);
+int db__nd_prepare(struct db *db, struct err *e) WARN_UNUSED;
 /* db.c's helpers, described there (prepare, fail, step_write, finish,
  * bind_*, col_*, take_for_callbacks, explain). */
 int db__prepare(struct db *db, const char *sql, struct sqlite3_stmt **out,

@@ -39,7 +39,7 @@ t_cleanup() {
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
   done
   t_slurm_stop
-  for pid in "${T_AGENT_PIDS[@]}"; do
+  for pid in "${T_AGENT_PIDS[@]}" "${T_BG_PIDS[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -287,4 +287,67 @@ t_slurmrest() {
 t_slurm_tagged() {
   t_slurmrest "$1" GET /jobs |
     jq --arg id "$2" '[.jobs[] | select(.comment | test("^tenbin:[0-9a-f]+:" + $id + "$"))] | length'
+}
+
+# ---- clouds ----
+
+# Background helpers (moto, the fakes) this test started, ended at exit
+# by their PIDs, after tenbind.
+T_BG_PIDS=()
+
+t_free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# t_moto_start: moto_server on a port of its own checking real SigV4
+# signatures, with an IAM user allowed ec2:*.  Sets MOTO_URL, AWS_AK and
+# AWS_SK (that user's key).
+t_moto_start() {
+  local moto aws port key
+  moto=$(command -v moto_server || echo "$TENBIN_SOURCE_DIR/var/py/bin/moto_server")
+  aws=$(command -v aws || echo "$TENBIN_SOURCE_DIR/var/py/bin/aws")
+  [ -x "$moto" ] && [ -x "$aws" ] || { echo "moto_server and aws are needed: run scripts/setup" >&2; return 1; }
+  port=$(t_free_port)
+  # The first 4 requests go unchecked: the readiness probe below, the
+  # IAM user, its key and its policy.
+  INITIAL_NO_AUTH_ACTION_COUNT=4 "$moto" -H 127.0.0.1 -p "$port" >"$T_DIR/moto.log" 2>&1 &
+  T_BG_PIDS+=($!)
+  MOTO_URL="http://127.0.0.1:$port"
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "$MOTO_URL/" && break
+    sleep 0.1
+  done
+  local A=(env AWS_ACCESS_KEY_ID=setup AWS_SECRET_ACCESS_KEY=setup AWS_DEFAULT_REGION=us-east-1 "$aws" --endpoint-url "$MOTO_URL")
+  "${A[@]}" iam create-user --user-name tenbin >/dev/null
+  key=$("${A[@]}" iam create-access-key --user-name tenbin)
+  "${A[@]}" iam put-user-policy --user-name tenbin --policy-name ec2 \
+    --policy-document '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:*","Resource":"*"}]}'
+  AWS_AK=$(jq -r .AccessKey.AccessKeyId <<<"$key")
+  AWS_SK=$(jq -r .AccessKey.SecretAccessKey <<<"$key")
+}
+
+# t_aws_front_start [aws_front.py args...]: our EC2 front (ClientToken
+# dedup, faults, the VM emulator) before moto, signing its own calls
+# with moto's key.  Sets FRONT_URL; VMs live in $T_DIR/vms.
+t_aws_front_start() {
+  rm -f "$T_DIR/front.port"
+  python3 "$TENBIN_SOURCE_DIR/tests/fakes/aws_front.py" --moto "$MOTO_URL" \
+    --root "$T_DIR/vms" --port-file "$T_DIR/front.port" \
+    --access-key "$AWS_AK" --secret-key "$AWS_SK" "$@" >"$T_DIR/front.log" 2>&1 &
+  T_BG_PIDS+=($!)
+  for _ in $(seq 1 100); do
+    [ -s "$T_DIR/front.port" ] && break
+    sleep 0.1
+  done
+  [ -s "$T_DIR/front.port" ] || { echo "aws_front did not start:" >&2; cat "$T_DIR/front.log" >&2; return 1; }
+  FRONT_URL="http://127.0.0.1:$(cat "$T_DIR/front.port")"
+}
+
+# t_fake POST|GET PATH [JSON]: a fake cloud's control endpoint.
+t_fake() {
+  if [ $# -ge 3 ]; then
+    curl -fsS -X "$1" -H 'Content-Type: application/json' -d "$3" "$FRONT_URL$2"
+  else
+    curl -fsS -X "$1" "$FRONT_URL$2"
+  fi
 }

@@ -7,30 +7,10 @@
 # 401 AuthFailure, read from moto's error answer.
 . "$(dirname "$0")/lib.sh"
 
-moto=$(command -v moto_server || echo "$TENBIN_SOURCE_DIR/var/py/bin/moto_server")
-aws=$(command -v aws || echo "$TENBIN_SOURCE_DIR/var/py/bin/aws")
-[ -x "$moto" ] && [ -x "$aws" ] || { echo "moto_server and aws are needed: run scripts/setup" >&2; exit 1; }
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# The first 4 requests go unchecked: the readiness probe below, the IAM
-# user, its key and its policy.
-INITIAL_NO_AUTH_ACTION_COUNT=4 "$moto" -H 127.0.0.1 -p "$port" >"$T_DIR/moto.log" 2>&1 &
-moto_pid=$!
-# Stop moto (by its PID), then clean up as lib.sh does, with the status
-# the test ended with.
-trap 'rc=$?; kill -TERM "$moto_pid" 2>/dev/null; wait "$moto_pid" 2>/dev/null; (exit $rc); t_cleanup' EXIT
-url="http://127.0.0.1:$port/"
-for _ in $(seq 1 100); do
-  curl -s -o /dev/null "$url" && break
-  sleep 0.1
-done
-export AWS_ACCESS_KEY_ID=setup AWS_SECRET_ACCESS_KEY=setup AWS_DEFAULT_REGION=us-east-1
-A=("$aws" --endpoint-url "$url")
-"${A[@]}" iam create-user --user-name tenbin >/dev/null
-key=$("${A[@]}" iam create-access-key --user-name tenbin)
-"${A[@]}" iam put-user-policy --user-name tenbin --policy-name ec2 \
-  --policy-document '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:*","Resource":"*"}]}'
-ak=$(jq -r .AccessKey.AccessKeyId <<<"$key")
-sk=$(jq -r .AccessKey.SecretAccessKey <<<"$key")
+t_moto_start
+url="$MOTO_URL/"
+ak=$AWS_AK
+sk=$AWS_SK
 call() { "$TENBIN_BIN/ec2_call" "$url" us-east-1 "$@"; }
 
 out=$(call "$ak" "$sk" run node-7-launch-1 tenbin:node 7 spot)

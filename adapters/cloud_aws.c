@@ -1,0 +1,829 @@
+/*
+ * The aws provider of the VM pool: EC2's Query API over http/client,
+ * each request signed with SigV4 (sigv4.c), bodies and answers as
+ * aws_ec2.c spells and reads them.
+ *
+ * Credentials come from the usual places, first found wins: the site's
+ * "credentials" block (access_key_id with secret_access_key_file), the
+ * environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN), then the shared credentials file
+ * (credentials.file, else $AWS_SHARED_CREDENTIALS_FILE, else
+ * ~/.aws/credentials) under credentials.profile, else $AWS_PROFILE, else
+ * "default".
+ *
+ * Each call is one attempt (the pool decides about retrying); the HTTP
+ * client only retries a connection that broke before an answer.
+ */
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters/aws_ec2.h"
+#include "adapters/cloud_int.h"
+#include "adapters/sigv4.h"
+#include "http/client.h"
+#include "util/alloc.h"
+#include "util/buf.h"
+#include "util/fileio.h"
+#include "util/jsonx.h"
+#include "util/secret.h"
+#include "util/timeutil.h"
+
+#define PAGE_SIZE 1000        /* DescribeInstances' MaxResults at most */
+#define MAX_LISTED 100000     /* VMs one listing may hold */
+#define MAX_PAGES 200
+#define MAX_SGS 8
+#define MAX_TAGS (EC2_MAX_TAGS - 2)
+#define BODY_MAX (1u << 20)
+#define ANSWER_MAX (32u << 20)
+
+struct aws {
+  uv_loop_t *loop;
+  struct http_client *http;
+  char *endpoint;             /* "https://ec2.REGION.amazonaws.com" */
+  char *host;                 /* its host[:port], as signed */
+  char *region;
+  char *access_key, *secret_key, *session_token;
+  char *image, *subnet, *iam_profile, *key_name;
+  char *sgs[MAX_SGS];
+  int nsgs;
+  struct ec2_tag tags[MAX_TAGS]; /* the site's own, besides tenbin's */
+  int ntags;
+  unsigned ops;               /* calls whose callback is still due */
+  int closing;
+  void (*close_cb)(void *arg);
+  void *close_arg;
+};
+
+enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE };
+
+struct op {
+  struct aws *a;
+  enum op_kind kind;
+  cloud_launch_cb launch_cb;
+  cloud_list_cb list_cb;
+  cloud_done_cb done_cb;
+  void *arg;
+  char zone[CLOUD_NAME_LEN];  /* a launch's, when EC2 does not say */
+  char instance[CLOUD_NAME_LEN];
+  struct cloud_vm *vms;       /* a listing's, growing */
+  size_t n, cap;
+  int pages;
+  struct cloud_result r;      /* a failure before the request left */
+  uv_timer_t later;
+};
+
+/* ---- config ---- */
+
+static const char *const aws_fields[] = {
+    "region", "endpoint", "credentials", "image", "subnet",
+    "security_groups", "iam_instance_profile", "key_name", "tags",
+    "ca_file", NULL};
+
+/* The value of key in the [profile] section of an INI text, new, or
+ * NULL. */
+static char *
+ini_get(const char *text, const char *profile, const char *key)
+{
+  const char *line = text;
+  int in = 0;
+  size_t plen = strlen(profile), klen = strlen(key);
+
+  while (*line != '\0') {
+    const char *end = strchr(line, '\n');
+    size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+    const char *p = line, *stop = line + len;
+
+    while (p < stop && (*p == ' ' || *p == '\t'))
+      p++;
+    while (stop > p && (stop[-1] == ' ' || stop[-1] == '\t' ||
+                        stop[-1] == '\r'))
+      stop--;
+    if (p < stop && *p == '[') {
+      in = (size_t)(stop - p) == plen + 2 && stop[-1] == ']' &&
+           strncmp(p + 1, profile, plen) == 0;
+    } else if (in && (size_t)(stop - p) > klen &&
+               strncmp(p, key, klen) == 0) {
+      const char *v = p + klen;
+
+      while (v < stop && (*v == ' ' || *v == '\t'))
+        v++;
+      if (v < stop && *v == '=') {
+        v++;
+        while (v < stop && (*v == ' ' || *v == '\t'))
+          v++;
+        return xstrndup(v, (size_t)(stop - v));
+      }
+    }
+    line = end != NULL ? end + 1 : line + len;
+  }
+  return NULL;
+}
+
+static int
+read_credentials(struct aws *a, const json_t *config, struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"access_key_id", JX_STRING}, {"secret_access_key_file", JX_STRING},
+      {"session_token_file", JX_STRING}, {"profile", JX_STRING},
+      {"file", JX_STRING}, {NULL, 0}};
+  const json_t *c = json_object_get(config, "credentials");
+  const char *id = NULL, *secret_file = NULL, *profile = NULL, *file = NULL;
+  char *text = NULL, *path = NULL;
+  int rc = 0;
+
+  if (c != NULL && !json_is_null(c)) {
+    if (!json_is_object(c))
+      return err_set(e, ERR_CONFIG, "field 'credentials' must be an object");
+    if (jsonx_check(c, fields, "credentials.", e) < 0)
+      return ERR_CONFIG;
+    id = jsonx_str(c, "access_key_id");
+    secret_file = jsonx_str(c, "secret_access_key_file");
+    profile = jsonx_str(c, "profile");
+    file = jsonx_str(c, "file");
+  }
+  if ((id == NULL) != (secret_file == NULL))
+    return err_set(e, ERR_CONFIG, "field 'credentials': access_key_id and "
+                   "secret_access_key_file go together");
+  if (id != NULL) {
+    const char *tf = jsonx_str(c, "session_token_file");
+
+    a->access_key = xstrdup(id);
+    rc = secret_read_file(secret_file, SECRET_FIRST_LINE, &a->secret_key,
+                          NULL, e);
+    if (rc == 0 && tf != NULL)
+      rc = secret_read_file(tf, SECRET_FIRST_LINE, &a->session_token, NULL,
+                            e);
+    if (rc < 0)
+      err_prefix(e, "field 'credentials'");
+    return rc < 0 ? ERR_CONFIG : 0;
+  }
+  if (profile == NULL && file == NULL && getenv("AWS_ACCESS_KEY_ID") &&
+      getenv("AWS_SECRET_ACCESS_KEY")) {
+    a->access_key = xstrdup(getenv("AWS_ACCESS_KEY_ID"));
+    a->secret_key = xstrdup(getenv("AWS_SECRET_ACCESS_KEY"));
+    if (getenv("AWS_SESSION_TOKEN") != NULL)
+      a->session_token = xstrdup(getenv("AWS_SESSION_TOKEN"));
+    return 0;
+  }
+  if (profile == NULL)
+    profile = getenv("AWS_PROFILE") != NULL ? getenv("AWS_PROFILE")
+                                            : "default";
+  if (file != NULL) {
+    path = xstrdup(file);
+  } else if (getenv("AWS_SHARED_CREDENTIALS_FILE") != NULL) {
+    path = xstrdup(getenv("AWS_SHARED_CREDENTIALS_FILE"));
+  } else if (getenv("HOME") != NULL) {
+    struct buf b;
+
+    buf_init(&b, 4096);
+    if (buf_addf(&b, "%s/.aws/credentials", getenv("HOME")) == 0)
+      path = buf_take(&b, NULL);
+    buf_release(&b);
+  }
+  if (path == NULL)
+    return err_set(e, ERR_CONFIG, "field 'credentials': none found (no "
+                   "access key in the config or the environment, no "
+                   "credentials file)");
+  rc = secret_read_file(path, 0, &text, NULL, e);
+  if (rc < 0) {
+    err_prefix(e, "field 'credentials'");
+    rc = ERR_CONFIG;
+    goto out;
+  }
+  a->access_key = ini_get(text, profile, "aws_access_key_id");
+  a->secret_key = ini_get(text, profile, "aws_secret_access_key");
+  a->session_token = ini_get(text, profile, "aws_session_token");
+  if (a->access_key == NULL || a->secret_key == NULL)
+    rc = err_set(e, ERR_CONFIG, "field 'credentials': profile '%.64s' of %s "
+                 "has no aws_access_key_id and aws_secret_access_key",
+                 profile, path);
+out:
+  secret_free(text);
+  free(path);
+  return rc;
+}
+
+/* A printable name of at most 255 bytes, or an error naming field. */
+static int
+copy_name(char **dst, const char *v, const char *field, struct err *e)
+{
+  if (v == NULL)
+    return 0;
+  if (v[0] == '\0' || strlen(v) > 255)
+    return err_set(e, ERR_CONFIG, "field '%s': 1 to 255 characters", field);
+  for (const char *p = v; *p != '\0'; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      return err_set(e, ERR_CONFIG, "field '%s': no control characters",
+                     field);
+  *dst = xstrdup(v);
+  return 0;
+}
+
+static int
+read_network(struct aws *a, const json_t *config, struct err *e)
+{
+  const json_t *sgs = json_object_get(config, "security_groups");
+  const json_t *tags = json_object_get(config, "tags");
+  const char *key;
+  size_t i;
+  json_t *v;
+  int rc;
+
+  rc = copy_name(&a->image, jsonx_str(config, "image"), "image", e);
+  if (rc == 0 && a->image == NULL)
+    rc = err_set(e, ERR_CONFIG, "field 'image': the AMI id is needed");
+  if (rc == 0)
+    rc = copy_name(&a->subnet, jsonx_str(config, "subnet"), "subnet", e);
+  if (rc == 0)
+    rc = copy_name(&a->iam_profile, jsonx_str(config, "iam_instance_profile"),
+                   "iam_instance_profile", e);
+  if (rc == 0)
+    rc = copy_name(&a->key_name, jsonx_str(config, "key_name"), "key_name",
+                   e);
+  if (rc < 0)
+    return rc;
+  if (sgs != NULL && !json_is_null(sgs)) {
+    if (!json_is_array(sgs) || json_array_size(sgs) > MAX_SGS)
+      return err_set(e, ERR_CONFIG, "field 'security_groups': at most %d "
+                     "ids", MAX_SGS);
+    json_array_foreach(sgs, i, v) {
+      rc = copy_name(&a->sgs[i], json_string_value(v), "security_groups", e);
+      if (rc == 0 && a->sgs[i] == NULL)
+        rc = err_set(e, ERR_CONFIG, "field 'security_groups[%zu]' must be a "
+                     "string", i);
+      if (rc < 0)
+        return rc;
+      a->nsgs++;
+    }
+  }
+  if (tags != NULL && !json_is_null(tags)) {
+    if (!json_is_object(tags) || json_object_size(tags) > MAX_TAGS)
+      return err_set(e, ERR_CONFIG, "field 'tags': an object of at most %d "
+                     "tags", MAX_TAGS);
+    json_object_foreach((json_t *)tags, key, v) {
+      const char *val = json_string_value(v);
+
+      if (val == NULL || key[0] == '\0' || strlen(key) >= EC2_TAG_LEN ||
+          strlen(val) >= EC2_TAG_LEN || strncmp(key, "tenbin-", 7) == 0)
+        return err_set(e, ERR_CONFIG, "field 'tags.%.64s': a string of at "
+                       "most %d characters (keys starting 'tenbin-' are "
+                       "tenbin's)", key, EC2_TAG_LEN - 1);
+      snprintf(a->tags[a->ntags].key, EC2_TAG_LEN, "%s", key);
+      snprintf(a->tags[a->ntags].value, EC2_TAG_LEN, "%s", val);
+      a->ntags++;
+    }
+  }
+  return 0;
+}
+
+/* endpoint's host[:port], the Host header SigV4 signs. */
+static char *
+endpoint_host(const char *endpoint)
+{
+  const char *h = strstr(endpoint, "://");
+  size_t len;
+
+  if (h == NULL)
+    return NULL;
+  h += 3;
+  len = strcspn(h, "/?#");
+  return len > 0 ? xstrndup(h, len) : NULL;
+}
+
+static void
+aws_free(struct aws *a)
+{
+  free(a->endpoint);
+  free(a->host);
+  free(a->region);
+  free(a->access_key);
+  secret_free(a->secret_key);
+  secret_free(a->session_token);
+  free(a->image);
+  free(a->subnet);
+  free(a->iam_profile);
+  free(a->key_name);
+  for (int i = 0; i < a->nsgs; i++)
+    free(a->sgs[i]);
+  free(a);
+}
+
+static int
+aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
+         struct err *e)
+{
+  struct aws *a = xcalloc(1, sizeof(*a));
+  struct http_client_config hc = {.user_agent = "tenbin"};
+  const char *region = jsonx_str(config, "region");
+  const char *endpoint = jsonx_str(config, "endpoint");
+  const json_t *zones = json_object_get(config, "zones");
+  size_t i;
+  json_t *z;
+  int rc = 0;
+
+  a->loop = env->loop;
+  if (region == NULL || region[0] == '\0' || strlen(region) > 32 ||
+      strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+          strlen(region)) {
+    rc = err_set(e, ERR_CONFIG, "field 'region': an AWS region such as "
+                 "\"us-east-1\" is needed");
+    goto out;
+  }
+  a->region = xstrdup(region);
+  /* A zone of another region is a typo that would fail every launch. */
+  json_array_foreach(zones, i, z) {
+    const char *name = json_string_value(z);
+
+    if (strncmp(name, region, strlen(region)) != 0 ||
+        strlen(name) == strlen(region)) {
+      rc = err_set(e, ERR_CONFIG, "field 'zones[%zu]': '%s' is not a zone "
+                   "of region %s", i, name, region);
+      goto out;
+    }
+  }
+  if (endpoint != NULL) {
+    a->endpoint = xstrdup(endpoint);
+  } else {
+    struct buf b;
+
+    buf_init(&b, 256);
+    if (buf_addf(&b, "https://ec2.%s.amazonaws.com", region) == 0)
+      a->endpoint = buf_take(&b, NULL);
+    buf_release(&b);
+  }
+  a->host = a->endpoint != NULL ? endpoint_host(a->endpoint) : NULL;
+  if (a->host == NULL || (strncmp(a->endpoint, "https://", 8) != 0 &&
+                          strncmp(a->endpoint, "http://", 7) != 0)) {
+    rc = err_set(e, ERR_CONFIG, "field 'endpoint': an http(s) URL");
+    goto out;
+  }
+  rc = read_credentials(a, config, e);
+  if (rc == 0)
+    rc = read_network(a, config, e);
+  if (rc < 0)
+    goto out;
+  hc.ca_file = jsonx_str(config, "ca_file");
+  rc = http_client_new(env->loop, &hc, &a->http, e);
+  if (rc < 0)
+    goto out;
+  *pctx = a;
+  a = NULL;
+out:
+  if (a != NULL)
+    aws_free(a);
+  return rc;
+}
+
+/* ---- calls ---- */
+
+static void
+op_free_cb(uv_handle_t *h)
+{
+  free(h->data);
+}
+
+static void finish(struct op *o, const struct cloud_result *r);
+
+static void
+op_done(struct op *o)
+{
+  struct aws *a = o->a;
+
+  free(o->vms);
+  o->vms = NULL;
+  uv_close((uv_handle_t *)&o->later, op_free_cb);
+  if (--a->ops == 0 && a->closing && a->http == NULL) {
+    if (a->close_cb != NULL)
+      a->close_cb(a->close_arg);
+    aws_free(a);
+  }
+}
+
+static void
+finish(struct op *o, const struct cloud_result *r)
+{
+  struct cloud_vm none;
+
+  switch (o->kind) {
+  case OP_LAUNCH:
+    memset(&none, 0, sizeof(none));
+    o->launch_cb(o->arg, r, &none);
+    break;
+  case OP_LIST:
+    o->list_cb(o->arg, r, o->vms, r->rc == 0 ? o->n : 0);
+    break;
+  case OP_TERMINATE:
+    o->done_cb(o->arg, r);
+    break;
+  }
+  op_done(o);
+}
+
+static void
+fail_later_cb(uv_timer_t *t)
+{
+  struct op *o = t->data;
+
+  finish(o, &o->r);
+}
+
+/* Answer o's caller with r from the loop, not from inside its call. */
+static void
+fail_later(struct op *o, const struct cloud_result *r)
+{
+  o->r = *r;
+  uv_timer_start(&o->later, fail_later_cb, 0, 0);
+}
+
+static struct op *
+op_new(struct aws *a, enum op_kind kind, void *arg)
+{
+  struct op *o = xcalloc(1, sizeof(*o));
+
+  o->a = a;
+  o->kind = kind;
+  o->arg = arg;
+  uv_timer_init(a->loop, &o->later);
+  o->later.data = o;
+  a->ops++;
+  return o;
+}
+
+static void
+ec2_instance_vm(const struct ec2_instance *in, struct cloud_vm *vm)
+{
+  memset(vm, 0, sizeof(*vm));
+  snprintf(vm->id, sizeof(vm->id), "%s", in->id);
+  switch (in->state_code) {
+  case 0:
+    vm->state = CLOUD_VM_PENDING;
+    break;
+  case 16:
+    vm->state = CLOUD_VM_RUNNING;
+    break;
+  case 32:
+  case 64:
+    vm->state = CLOUD_VM_STOPPING;
+    break;
+  case 48:
+  case 80:
+    vm->state = CLOUD_VM_GONE;
+    break;
+  default:
+    vm->state = CLOUD_VM_UNKNOWN;
+  }
+  snprintf(vm->zone, sizeof(vm->zone), "%s", in->zone);
+  snprintf(vm->shape, sizeof(vm->shape), "%s", in->type);
+  vm->spot = in->spot;
+  if (in->launch_time[0] != '\0' &&
+      time_parse_iso(in->launch_time, &vm->launched_ms) < 0)
+    vm->launched_ms = 0;
+  snprintf(vm->end_reason, sizeof(vm->end_reason), "%s", in->state_reason);
+  for (int i = 0; i < in->ntags; i++) {
+    const char *v = in->tags[i].value;
+    /* A value too long to be tenbin's is no one's: a cut one could
+     * pass for ours. */
+    size_t len = strlen(v);
+
+    if (len >= CLOUD_NAME_LEN)
+      continue;
+    if (strcmp(in->tags[i].key, CLOUD_TAG_INSTANCE) == 0)
+      memcpy(vm->instance, v, len + 1);
+    else if (strcmp(in->tags[i].key, CLOUD_TAG_NODE) == 0)
+      memcpy(vm->node, v, len + 1);
+  }
+}
+
+/* What an answer that is not 200 (or did not come) means. */
+static void
+refusal(int rc, const struct http_client_response *resp,
+        const struct err *e, const struct ec2_answer *ans,
+        struct cloud_result *r)
+{
+  const char *after;
+  int64_t retry_ms = -1;
+
+  if (rc < 0) {
+    cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1, "EC2 unreachable: %s",
+                 e->msg);
+    return;
+  }
+  after = http_client_response_header(resp, "x-amz-retry-after");
+  if (after == NULL)
+    after = http_client_response_header(resp, "Retry-After");
+  if (after != NULL) {
+    char *end;
+    long long v = strtoll(after, &end, 10);
+
+    /* x-amz-retry-after is in milliseconds, Retry-After in seconds. */
+    if (*end == '\0' && v >= 0 && v <= 3600000)
+      retry_ms = http_client_response_header(resp, "x-amz-retry-after")
+                         ? v
+                         : v * 1000;
+  }
+  cloud_refuse(r, ec2_refusal(ans->error_code, resp->status), retry_ms,
+               "EC2 %d %s: %.300s", resp->status,
+               ans->error_code[0] ? ans->error_code : "(no code)",
+               ans->error_message);
+}
+
+static void send_page(struct op *o, const char *next_token);
+
+static void
+on_answer(void *arg, int rc, const struct http_client_response *resp,
+          const struct err *e)
+{
+  struct op *o = arg;
+  struct cloud_result r = {0};
+  struct ec2_instance *page = xcalloc(PAGE_SIZE, sizeof(*page));
+  struct ec2_answer ans = {.instances = page, .max = PAGE_SIZE};
+  struct err pe = {0};
+  int prc = -1;
+
+  r.retry_after_ms = -1;
+  if (rc == 0)
+    prc = ec2_parse(resp->body, resp->len, &ans, &pe);
+  if (rc < 0 || resp->status != 200 || prc < 0) {
+    if (rc == 0 && resp->status == 200)
+      cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "EC2's answer: %s",
+                   pe.msg);
+    else
+      refusal(rc, resp, e, &ans, &r);
+    goto out;
+  }
+  switch (o->kind) {
+  case OP_LAUNCH: {
+    struct cloud_vm vm;
+
+    if (ans.n != 1) {
+      cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1,
+                   "RunInstances answered %zu instances, not 1", ans.nout);
+      goto out;
+    }
+    ec2_instance_vm(&page[0], &vm);
+    if (vm.zone[0] == '\0')
+      snprintf(vm.zone, sizeof(vm.zone), "%s", o->zone);
+    o->launch_cb(o->arg, &r, &vm);
+    free(page);
+    op_done(o);
+    return;
+  }
+  case OP_LIST:
+    for (size_t i = 0; i < ans.n; i++) {
+      if (o->n == o->cap) {
+        if (o->cap == MAX_LISTED) {
+          cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d VMs "
+                       "tagged", MAX_LISTED);
+          goto out;
+        }
+        o->cap = o->cap == 0 ? 64 : o->cap * 2;
+        if (o->cap > MAX_LISTED)
+          o->cap = MAX_LISTED;
+        o->vms = xrealloc(o->vms, o->cap * sizeof(*o->vms));
+      }
+      ec2_instance_vm(&page[i], &o->vms[o->n++]);
+    }
+    if (ans.next_token[0] != '\0' && !o->a->closing) {
+      if (++o->pages >= MAX_PAGES) {
+        cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d pages",
+                     MAX_PAGES);
+        goto out;
+      }
+      free(page);
+      send_page(o, ans.next_token);
+      return;
+    }
+    break;
+  case OP_TERMINATE:
+    break;
+  }
+out:
+  free(page);
+  finish(o, &r);
+}
+
+/* Sign body and POST it; o's callback runs from on_answer, or from the
+ * loop with a refusal when it could not leave. */
+static void
+post(struct op *o, struct buf *body)
+{
+  struct aws *a = o->a;
+  char date[SIGV4_DATE_LEN];
+  struct buf authz, h_date, h_auth, h_host, h_token;
+  const char *headers[6];
+  struct sigv4_header sh[4];
+  size_t nsh = 0, nh = 0;
+  struct http_client_request req = {0};
+  struct cloud_result r = {0};
+  struct err e = {0};
+  int rc;
+
+  buf_init(&authz, 4096);
+  buf_init(&h_date, 256);
+  buf_init(&h_auth, 4096);
+  buf_init(&h_host, 512);
+  buf_init(&h_token, 8192);
+  sigv4_date(time_now_ms(), date);
+  sh[nsh++] = (struct sigv4_header){
+      "Content-Type", "application/x-www-form-urlencoded; charset=utf-8"};
+  sh[nsh++] = (struct sigv4_header){"Host", a->host};
+  sh[nsh++] = (struct sigv4_header){"X-Amz-Date", date};
+  if (a->session_token != NULL)
+    sh[nsh++] = (struct sigv4_header){"X-Amz-Security-Token",
+                                      a->session_token};
+  {
+    const struct sigv4_request sr = {"POST", "/", NULL, sh, nsh, body->data,
+                                     body->len};
+    const struct sigv4_key k = {a->access_key, a->secret_key, a->region,
+                                "ec2"};
+
+    rc = sigv4_authorization(&sr, &k, date, &authz);
+  }
+  if (rc == 0)
+    rc = buf_addf(&h_date, "X-Amz-Date: %s", date);
+  if (rc == 0)
+    rc = buf_addf(&h_auth, "Authorization: %s", buf_str(&authz));
+  if (rc == 0)
+    rc = buf_addf(&h_host, "Host: %s", a->host);
+  if (rc == 0 && a->session_token != NULL)
+    rc = buf_addf(&h_token, "X-Amz-Security-Token: %s", a->session_token);
+  if (rc < 0) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "cannot sign the request");
+    fail_later(o, &r);
+    goto out;
+  }
+  headers[nh++] = "Content-Type: application/x-www-form-urlencoded; "
+                  "charset=utf-8";
+  headers[nh++] = buf_str(&h_host);
+  headers[nh++] = buf_str(&h_date);
+  headers[nh++] = buf_str(&h_auth);
+  if (a->session_token != NULL)
+    headers[nh++] = buf_str(&h_token);
+  headers[nh] = NULL;
+  req.method = "POST";
+  req.url = a->endpoint;
+  req.headers = headers;
+  req.body = body->data;
+  req.body_len = body->len;
+  req.max_response = ANSWER_MAX;
+  /* Every EC2 call tenbin makes may be repeated: a launch carries its
+   * ClientToken. */
+  req.idempotent = true;
+  req.max_attempts = 2;
+  rc = http_client_send(a->http, &req, on_answer, o, &e);
+  if (rc < 0) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "EC2 request: %s", e.msg);
+    fail_later(o, &r);
+  }
+out:
+  buf_release(&authz);
+  buf_release(&h_date);
+  buf_release(&h_auth);
+  buf_release(&h_host);
+  buf_release(&h_token);
+}
+
+static void
+aws_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
+           void *arg)
+{
+  struct aws *a = pctx;
+  struct op *o = op_new(a, OP_LAUNCH, arg);
+  struct ec2_tag tags[EC2_MAX_TAGS];
+  struct ec2_launch el;
+  struct buf body;
+  unsigned char *b64 = NULL;
+  size_t slen = strlen(l->script);
+  int ntags = 0, rc;
+
+  o->launch_cb = cb;
+  snprintf(o->zone, sizeof(o->zone), "%s", l->zone);
+  snprintf(tags[ntags].key, EC2_TAG_LEN, "%s", CLOUD_TAG_INSTANCE);
+  snprintf(tags[ntags++].value, EC2_TAG_LEN, "%s", l->instance);
+  snprintf(tags[ntags].key, EC2_TAG_LEN, "%s", CLOUD_TAG_NODE);
+  snprintf(tags[ntags++].value, EC2_TAG_LEN, "%s", l->node);
+  for (int i = 0; i < a->ntags; i++)
+    tags[ntags++] = a->tags[i];
+  b64 = xmalloc(4 * ((slen + 2) / 3) + 1);
+  EVP_EncodeBlock(b64, (const unsigned char *)l->script, (int)slen);
+  el = (struct ec2_launch){.image = a->image,
+                           .type = l->shape->type,
+                           .zone = l->zone,
+                           .subnet = a->subnet,
+                           .security_groups = (const char *const *)a->sgs,
+                           .nsecurity_groups = a->nsgs,
+                           .iam_profile = a->iam_profile,
+                           .key_name = a->key_name,
+                           .client_token = l->token,
+                           .spot = l->spot,
+                           .user_data = (const char *)b64,
+                           .tags = tags,
+                           .ntags = ntags};
+  buf_init(&body, BODY_MAX);
+  rc = ec2_run_instances(&el, &body);
+  if (rc < 0) {
+    struct cloud_result r;
+
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "RunInstances too large");
+    fail_later(o, &r);
+  } else {
+    post(o, &body);
+  }
+  buf_release(&body);
+  free(b64);
+}
+
+static void
+send_page(struct op *o, const char *next_token)
+{
+  struct buf body;
+
+  buf_init(&body, BODY_MAX);
+  if (ec2_describe_tagged(CLOUD_TAG_INSTANCE, o->instance, PAGE_SIZE,
+                          next_token, &body) < 0) {
+    struct cloud_result r;
+
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "DescribeInstances too large");
+    fail_later(o, &r);
+  } else {
+    post(o, &body);
+  }
+  buf_release(&body);
+}
+
+static void
+aws_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
+{
+  struct op *o = op_new(pctx, OP_LIST, arg);
+
+  o->list_cb = cb;
+  snprintf(o->instance, sizeof(o->instance), "%s", instance);
+  send_page(o, NULL);
+}
+
+static void
+aws_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
+              void *arg)
+{
+  struct op *o = op_new(pctx, OP_TERMINATE, arg);
+  const char *ids[1] = {vm->id};
+  struct buf body;
+
+  o->done_cb = cb;
+  buf_init(&body, BODY_MAX);
+  if (ec2_terminate_instances(ids, 1, &body) < 0) {
+    struct cloud_result r;
+
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "TerminateInstances too large");
+    fail_later(o, &r);
+  } else {
+    post(o, &body);
+  }
+  buf_release(&body);
+}
+
+static void
+http_closed(void *arg)
+{
+  struct aws *a = arg;
+
+  a->http = NULL;
+  if (a->ops > 0)
+    return; /* the last op_done finishes */
+  if (a->close_cb != NULL)
+    a->close_cb(a->close_arg);
+  aws_free(a);
+}
+
+static void
+aws_close(void *pctx, void (*cb)(void *arg), void *arg)
+{
+  struct aws *a = pctx;
+
+  a->closing = 1;
+  a->close_cb = cb;
+  a->close_arg = arg;
+  http_client_close(a->http, http_closed, a);
+}
+
+const struct cloud_provider cloud_aws_provider = {
+    .kind = "aws",
+    .fields = aws_fields,
+    .open = aws_open,
+    .launch = aws_launch,
+    .list = aws_list,
+    .terminate = aws_terminate,
+    .close = aws_close,
+};
+
+static int
+aws_site_open(const struct adapter_env *env, const json_t *config,
+              void **ctx, struct err *e)
+{
+  return cloud_open(&cloud_aws_provider, env, config, ctx, e);
+}
+
+const struct adapter_ops adapter_aws_ops = CLOUD_OPS("aws", aws_site_open);
