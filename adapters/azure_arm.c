@@ -764,6 +764,7 @@ read_statuses(json_t *props, struct cloud_vm *out, const char *ctx,
         out->state = CLOUD_VM_STOPPING;
       } else if (strcasecmp(c, "deallocated") == 0) {
         out->state = CLOUD_VM_GONE;
+        out->lingers = 1;
         copy_cut(out->end_reason, sizeof(out->end_reason), code);
       }
     }
@@ -826,8 +827,11 @@ read_vm(json_t *vm, struct cloud_vm *out, const char *ctx, struct err *e)
              "properties.provisioningState", &s, e);
   if (rc == 0 && s != NULL) {
     out->state = provisioning_state(json_string_value(s));
-    if (out->state == CLOUD_VM_GONE)
+    if (out->state == CLOUD_VM_GONE) {
       snprintf(out->end_reason, sizeof(out->end_reason), "Failed");
+      /* A failed VM keeps its disk and NIC until deleted. */
+      out->lingers = 1;
+    }
   }
   if (rc == 0)
     rc = read_statuses(props, out, ctx, e);

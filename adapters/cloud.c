@@ -70,6 +70,7 @@ struct pnode {
   int64_t next_try_ms;      /* a call waits for this */
   char vm_id[CLOUD_ID_LEN];
   int64_t created_ms, launched_ms, registered_ms, seen_ms, ended_ms;
+  int64_t boot_from_ms;     /* the boot timeout counts from here */
   int64_t idle_since_ms;
   int64_t gpus_used;
   uint64_t heartbeats;
@@ -94,9 +95,10 @@ struct pjob {
 
 struct orphan {
   char id[CLOUD_ID_LEN];
-  char zone[CLOUD_NAME_LEN];
   int64_t first_seen_ms;
-  int terminating;
+  int terminating;          /* a reap is in flight */
+  int reaped;               /* and it was done */
+  int listed;               /* in the last listing */
 };
 
 struct pool {
@@ -438,6 +440,7 @@ on_launched(void *arg, const struct cloud_result *r, const struct cloud_vm *vm)
   if (r->rc == 0) {
     snprintf(n->vm_id, sizeof(n->vm_id), "%s", vm->id);
     n->launched_ms = vm->launched_ms > 0 ? vm->launched_ms : time_now_ms();
+    n->boot_from_ms = time_now_ms();
     n->retries = 0;
     if (n->phase == PH_TERMINATING) {
       /* Its jobs went away while it was launching. */
@@ -445,7 +448,11 @@ on_launched(void *arg, const struct cloud_result *r, const struct cloud_vm *vm)
       n->next_try_ms = 0;
       return;
     }
-    n->phase = PH_BOOTING;
+    /* The agent may have registered before the answer came (a launch
+     * resent after a restart finds a VM that booted long ago): such a
+     * node stays ready, or the boot timeout would kill it. */
+    if (n->phase == PH_LAUNCHING)
+      n->phase = PH_BOOTING;
     n->reason[0] = '\0';
     log_info("site %s: node %" PRId64 " is VM %s", p->site, n->id, n->vm_id);
     save(n);
@@ -600,7 +607,7 @@ tick(uv_timer_t *t)
         launch(n);
       break;
     case PH_BOOTING:
-      if (now - n->launched_ms > p->boot_timeout_ms) {
+      if (now - n->boot_from_ms > p->boot_timeout_ms) {
         char why[96];
 
         snprintf(why, sizeof(why),
@@ -632,8 +639,12 @@ tick(uv_timer_t *t)
         terminate_call(n);
       break;
     case PH_ENDED:
-      list_remove(&n->link);
-      free(n);
+      /* Kept until a listing that began after its end, which shows
+       * whether its VM is really gone. */
+      if (!p->listing && n->ended_ms < p->list_started_ms) {
+        list_remove(&n->link);
+        free(n);
+      }
       break;
     }
   }
@@ -680,13 +691,30 @@ parse_node_tag(const char *s, int64_t *id)
   return 0;
 }
 
+/* A reap in flight: the orphan table may move before it answers. */
+struct reap {
+  struct pool *pool;
+  char id[CLOUD_ID_LEN];
+};
+
 static void
 on_reaped(void *arg, const struct cloud_result *r)
 {
-  struct pool *p = arg;
+  struct reap *rp = arg;
+  struct pool *p = rp->pool;
 
-  if (!p->closing && r->rc < 0 && r->why != CLOUD_REFUSED_NOT_FOUND)
-    log_warn("site %s: terminating an unknown VM: %s", p->site, r->msg);
+  for (size_t i = 0; !p->closing && i < p->norphans; i++) {
+    if (strcmp(p->orphans[i].id, rp->id) != 0)
+      continue;
+    /* Done, or tried again at the next listing that shows the VM (else
+     * it would bill until tenbind restarts). */
+    p->orphans[i].terminating = 0;
+    p->orphans[i].reaped = r->rc == 0 || r->why == CLOUD_REFUSED_NOT_FOUND;
+    if (!p->orphans[i].reaped)
+      log_warn("site %s: terminating unknown VM %s: %s", p->site, rp->id,
+               r->msg);
+  }
+  free(rp);
 }
 
 /* A tagged VM of no node tenbind knows: terminated once it has been seen
@@ -701,6 +729,9 @@ orphan_seen(struct pool *p, const struct cloud_vm *vm, int64_t now)
   for (size_t i = 0; i < p->norphans; i++)
     if (strcmp(p->orphans[i].id, vm->id) == 0)
       o = &p->orphans[i];
+  if (o != NULL) {
+    o->listed = 1;
+  }
   if (o == NULL) {
     if (p->norphans == MAX_ORPHANS)
       return;
@@ -709,25 +740,29 @@ orphan_seen(struct pool *p, const struct cloud_vm *vm, int64_t now)
     o = &p->orphans[p->norphans++];
     memset(o, 0, sizeof(*o));
     snprintf(o->id, sizeof(o->id), "%s", vm->id);
-    snprintf(o->zone, sizeof(o->zone), "%s", vm->zone);
     o->first_seen_ms = now;
+    o->listed = 1;
     log_warn("site %s: VM %s (node tag '%s') belongs to no node tenbind "
              "knows; terminating it in %" PRId64 " s",
              p->site, vm->id, vm->node, p->orphan_grace_ms / 1000);
   }
-  if (!o->terminating && now - o->first_seen_ms >= p->orphan_grace_ms) {
-    struct cloud_vm v = *vm;
+  if (!o->terminating && !o->reaped &&
+      now - o->first_seen_ms >= p->orphan_grace_ms) {
+    struct reap *rp = xcalloc(1, sizeof(*rp));
 
+    rp->pool = p;
+    snprintf(rp->id, sizeof(rp->id), "%s", vm->id);
     o->terminating = 1;
     log_warn("site %s: reaping VM %s: no node of this tenbind", p->site,
              vm->id);
-    p->prov->terminate(p->pctx, &v, on_reaped, p);
+    p->prov->terminate(p->pctx, vm, on_reaped, rp);
   }
 }
 
-/* n's VM ended without tenbind asking. */
+/* n's VM ended without tenbind asking; one that lingers is deleted
+ * still. */
 static void
-vm_gone(struct pnode *n, const char *detail, int64_t now)
+vm_gone(struct pnode *n, const char *detail, int lingers, int64_t now)
 {
   struct pool *p = n->pool;
   char why[CLOUD_MSG_LEN];
@@ -738,10 +773,32 @@ vm_gone(struct pnode *n, const char *detail, int64_t now)
   /* A spot VM that went away took its jobs before they ended: they run
    * again elsewhere.  On demand, that is a loss to report. */
   evict_jobs(n, n->spot ? JOB_QUEUED : JOB_LOST, why);
+  if (lingers) {
+    terminate(n, "%s", why);
+    return;
+  }
   snprintf(n->reason, sizeof(n->reason), "%s", why);
   n->phase = PH_ENDED;
   n->ended_ms = now;
   save(n);
+}
+
+/* An orphan no longer listed is gone: forgotten, so that the table
+ * holds only VMs that still exist.  One whose reap is in flight stays:
+ * its callback holds it. */
+static void
+forget_orphans(struct pool *p)
+{
+  size_t kept = 0;
+
+  for (size_t i = 0; i < p->norphans; i++) {
+    if (!p->orphans[i].listed && !p->orphans[i].terminating)
+      continue;
+    if (kept != i)
+      p->orphans[kept] = p->orphans[i];
+    kept++;
+  }
+  p->norphans = kept;
 }
 
 static void
@@ -763,6 +820,8 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
   LIST_FOREACH(q, &p->nodes) {
     LIST_ENTRY(q, struct pnode, link)->listed = 0;
   }
+  for (size_t i = 0; i < p->norphans; i++)
+    p->orphans[i].listed = 0;
   for (size_t i = 0; i < count; i++) {
     const struct cloud_vm *vm = &vms[i];
     struct pnode *n = NULL;
@@ -772,8 +831,13 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
       continue;
     if (parse_node_tag(vm->node, &id) == 0)
       n = find_node(p, id);
+    /* A node that ended after this listing began may still show its
+     * VM; one that ended before and still has a VM running leaks it. */
+    if (n != NULL && n->phase == PH_ENDED && n->ended_ms >= p->list_started_ms)
+      continue;
     if (n == NULL || n->phase == PH_ENDED) {
-      if (vm->state != CLOUD_VM_GONE && vm->state != CLOUD_VM_STOPPING)
+      if ((vm->state != CLOUD_VM_GONE && vm->state != CLOUD_VM_STOPPING) ||
+          vm->lingers)
         orphan_seen(p, vm, now);
       continue;
     }
@@ -782,13 +846,14 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
       if (n->phase == PH_TERMINATING || strcmp(n->vm_id, vm->id) != 0)
         continue;
       if (n->phase == PH_BOOTING || n->phase == PH_READY)
-        vm_gone(n, vm->end_reason, now);
+        vm_gone(n, vm->end_reason, vm->lingers, now);
       continue;
     }
     if (n->vm_id[0] == '\0' && !n->calling) {
       /* Launched before a crash that came before the answer. */
       snprintf(n->vm_id, sizeof(n->vm_id), "%s", vm->id);
       n->launched_ms = vm->launched_ms > 0 ? vm->launched_ms : now;
+      n->boot_from_ms = now;
       if (n->phase == PH_LAUNCHING)
         n->phase = PH_BOOTING;
       log_info("site %s: adopted VM %s as node %" PRId64, p->site, vm->id,
@@ -798,6 +863,7 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
         terminate_call(n);
     }
   }
+  forget_orphans(p);
   /* EC2 stops listing a VM about an hour after it ended, and lists a
    * new one only after a few seconds: a VM missing from a listing that
    * began well after its launch is gone. */
@@ -807,7 +873,7 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
     if (!n->listed && n->vm_id[0] != '\0' && !n->calling &&
         (n->phase == PH_BOOTING || n->phase == PH_READY) &&
         n->launched_ms < p->list_started_ms - LIST_LAG_MS)
-      vm_gone(n, "not listed any more", now);
+      vm_gone(n, "not listed any more", 0, now);
   }
 }
 
@@ -850,33 +916,38 @@ pick_shape(const struct pool *p, const struct job_spec *spec)
   return -1;
 }
 
+/* j runs on n.  Its log is n's: a job that runs again on another node
+ * (after a spot interruption) starts a log of its own there. */
 static void
 attach(struct pool *p, struct pjob *j, struct pnode *n)
 {
   j->node = n;
   n->gpus_used += j->gpus;
   list_insert_tail(&p->jobs, &j->link);
+  if (j->log_path == NULL) {
+    struct buf b;
+
+    buf_init(&b, 8192);
+    if (buf_addf(&b, "%s/%" PRId64 "/node-%" PRId64 ".log", p->logs_dir,
+                 j->id, n->id) == 0)
+      j->log_path = buf_take(&b, NULL);
+    buf_release(&b);
+  }
 }
 
-/* A job of this site, its log where node_log writes it (a
- * restarted tenbind keeps the path the broker had recorded). */
+/* A job of this site; a restarted tenbind keeps the log path the
+ * broker had recorded. */
 static struct pjob *
-new_job(struct pool *p, const struct adapter_job *job)
+new_job(const struct adapter_job *job)
 {
   struct pjob *j = xcalloc(1, sizeof(*j));
-  struct buf b;
 
   list_init(&j->link);
   j->id = job->id;
   j->spec = jobspec_to_json(job->spec);
   j->gpus = job->spec->gpus;
-  buf_init(&b, 8192);
   if (job->log_path != NULL)
     j->log_path = xstrdup(job->log_path);
-  else if (buf_addf(&b, "%s/%" PRId64 "/output.log", p->logs_dir, job->id) ==
-           0)
-    j->log_path = buf_take(&b, NULL);
-  buf_release(&b);
   return j;
 }
 
@@ -908,7 +979,7 @@ cloud_submit(void *ctx, const struct adapter_job *job, struct err *e)
     if (n == NULL)
       return e->code;
   }
-  j = new_job(p, job);
+  j = new_job(job);
   attach(p, j, n);
   snprintf(why, sizeof(why), "on node %" PRId64 " (%s)", n->id,
            phase_names[n->phase]);
@@ -960,7 +1031,7 @@ cloud_adopt(void *ctx, const struct adapter_job *job, struct err *e)
     push(p, job->id, JOB_LOST, "its node is gone", NULL);
     return 0;
   }
-  j = new_job(p, job);
+  j = new_job(job);
   attach(p, j, n);
   return 0;
 }
@@ -1157,9 +1228,10 @@ cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
     if (j->node != n)
       continue;
     if (j->final) {
-      /* Acknowledged a heartbeat after the final state was queued, once
-       * the broker has recorded it. */
-      if (n->heartbeats > j->final_hb) {
+      /* Acknowledged in a later heartbeat, once the queue has handed
+       * every update to the broker, which records them as it gets them:
+       * an agent forgets only what is on disk. */
+      if (n->heartbeats > j->final_hb && p->q.n == 0) {
         json_array_append_new(ack, json_integer(j->id));
         detach(j);
         job_free(j);
@@ -1488,6 +1560,8 @@ load_node(const struct adapter_node *v, void *arg)
   n->idle_since_ms = now;
   if (v->reason != NULL)
     snprintf(n->reason, sizeof(n->reason), "%s", v->reason);
+  /* Nor could a booting VM reach it: its boot timeout starts again. */
+  n->boot_from_ms = now;
   if (n->phase == PH_BOOTING && n->launched_ms == 0)
     n->launched_ms = now;
   list_insert_tail(&p->nodes, &n->link);

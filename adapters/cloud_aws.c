@@ -156,8 +156,10 @@ read_credentials(struct aws *a, const json_t *config, struct err *e)
     if (rc == 0 && tf != NULL)
       rc = secret_read_file(tf, SECRET_FIRST_LINE, &a->session_token, NULL,
                             e);
-    if (rc < 0)
+    if (rc < 0) {
       err_prefix(e, "field 'credentials'");
+      e->code = ERR_CONFIG;
+    }
     return rc < 0 ? ERR_CONFIG : 0;
   }
   if (profile == NULL && file == NULL && getenv("AWS_ACCESS_KEY_ID") &&
@@ -190,7 +192,7 @@ read_credentials(struct aws *a, const json_t *config, struct err *e)
   rc = secret_read_file(path, 0, &text, NULL, e);
   if (rc < 0) {
     err_prefix(e, "field 'credentials'");
-    rc = ERR_CONFIG;
+    rc = e->code = ERR_CONFIG;
     goto out;
   }
   a->access_key = ini_get(text, profile, "aws_access_key_id");
@@ -469,8 +471,12 @@ ec2_instance_vm(const struct ec2_instance *in, struct cloud_vm *vm)
     vm->state = CLOUD_VM_STOPPING;
     break;
   case 48:
-  case 80:
     vm->state = CLOUD_VM_GONE;
+    break;
+  case 80:
+    /* Stopped: its volumes are still billed until it is terminated. */
+    vm->state = CLOUD_VM_GONE;
+    vm->lingers = 1;
     break;
   default:
     vm->state = CLOUD_VM_UNKNOWN;

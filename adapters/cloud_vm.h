@@ -42,6 +42,9 @@ struct cloud_vm {
   char node[CLOUD_NAME_LEN];     /* CLOUD_TAG_NODE's value, or "" */
   char end_reason[CLOUD_NAME_LEN]; /* a provider's word for why it
                                       ended (spot), or "" */
+  int lingers;                 /* GONE, yet its resources are still there
+                                  (a failed Azure VM, a stopped EC2
+                                  one): it must still be deleted */
 };
 
 /* What a refusal means to the pool: what to do next. */

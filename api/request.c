@@ -88,6 +88,7 @@ api__job_text(const struct job_view *j, const json_t *extra, struct buf *out)
   jsonx_set_str(v, "gpu_type", j->gpu_type);
   jsonx_set_str(v, "alloc", j->alloc);
   json_object_set_new(v, "hold", json_boolean(j->hold));
+  json_object_set_new(v, "restarts", json_integer(j->restarts));
   json_object_set_new(v, "exit_code", j->exit_code >= 0
                                           ? json_integer(j->exit_code)
                                           : json_null());

@@ -138,6 +138,7 @@ struct job_view {
   int64_t updated_ms;
   int64_t started_ms;   /* 0 until running */
   int64_t ended_ms;     /* 0 until final */
+  int restarts;         /* placed again after it had started */
   char *spec_json;      /* canonical jobspec_to_json() text, or NULL */
   /* What its holds cost, from the ledger (broker_job_get only; a hold
    * still running up to now): set when has_cost. */

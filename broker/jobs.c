@@ -201,6 +201,7 @@ broker__job_view_borrow(struct job_view *v, const struct db_job *j)
   v->updated_ms = j->updated_ms;
   v->started_ms = j->started_ms;
   v->ended_ms = j->ended_ms;
+  v->restarts = j->restarts;
   v->spec_json = j->spec_json;
 }
 

@@ -183,6 +183,7 @@ collect_cb(const struct db_job *j, void *arg)
   r->updated_ms = j->updated_ms;
   r->started_ms = j->started_ms;
   r->ended_ms = j->ended_ms;
+  r->restarts = j->restarts;
   return 0;
 }
 
