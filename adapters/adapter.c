@@ -14,6 +14,8 @@ static const struct adapter_ops *const adapters[] = {
     &adapter_local_ops,
     &adapter_slurm_ops,
     &adapter_aws_ops,
+    &adapter_gcp_ops,
+    &adapter_azure_ops,
     NULL,
 };
 

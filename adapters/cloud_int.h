@@ -107,6 +107,10 @@ struct cloud_provider {
  * adapter_find() lists them. */
 extern const struct cloud_provider cloud_aws_provider;   /* cloud_aws.c */
 extern const struct adapter_ops adapter_aws_ops;
+extern const struct cloud_provider cloud_gcp_provider;   /* cloud_gcp.c */
+extern const struct adapter_ops adapter_gcp_ops;
+extern const struct cloud_provider cloud_azure_provider; /* cloud_azure.c */
+extern const struct adapter_ops adapter_azure_ops;
 
 /* Open a VM-pool site over prov: what each kind's open() does (tests
  * open a pool over a fake provider this way).  The other ops are the

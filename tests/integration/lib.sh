@@ -351,3 +351,54 @@ t_fake() {
     curl -fsS -X "$1" "$FRONT_URL$2"
   fi
 }
+
+# t_gcp_fake_start [gce_fake.py args...]: our Compute Engine fake (token
+# endpoint checking the JWT's signature, requestId dedup, faults, the VM
+# emulator).  Sets GCE_URL (and FRONT_URL, for t_fake) and GCP_KEY, a
+# copy of the test service account whose token_uri is the fake's; VMs
+# live in $T_DIR/vms.
+t_gcp_fake_start() {
+  local sa="$TENBIN_SOURCE_DIR/tests/data/gcp/service-account.json"
+  rm -f "$T_DIR/gce.port"
+  python3 "$TENBIN_SOURCE_DIR/tests/fakes/gce_fake.py" --root "$T_DIR/vms" \
+    --port-file "$T_DIR/gce.port" --service-account "$sa" "$@" \
+    >"$T_DIR/gce.log" 2>&1 &
+  T_BG_PIDS+=($!)
+  for _ in $(seq 1 100); do
+    [ -s "$T_DIR/gce.port" ] && break
+    sleep 0.1
+  done
+  [ -s "$T_DIR/gce.port" ] || { echo "gce_fake did not start:" >&2; cat "$T_DIR/gce.log" >&2; return 1; }
+  GCE_URL="http://127.0.0.1:$(cat "$T_DIR/gce.port")"
+  FRONT_URL=$GCE_URL
+  GCP_KEY="$T_DIR/gcp-key.json"
+  (umask 077 && jq --arg u "$GCE_URL/token" '.token_uri = $u' "$sa" >"$GCP_KEY")
+}
+
+# t_azure_fake_start [azure_fake.py args...]: our Azure fake (Entra's
+# client-credentials token endpoint, ARM's virtualMachines with their
+# async operations, faults, the VM emulator).  Sets AZURE_URL (and
+# FRONT_URL, for t_fake), AZ_TENANT, AZ_CLIENT, AZ_SUB and AZ_SECRET_FILE
+# (the client secret, mode 0600); VMs live in $T_DIR/vms.
+t_azure_fake_start() {
+  local secret
+  AZ_TENANT=72f988bf-86f1-41af-91ab-2d7cd011db47
+  AZ_CLIENT=11111111-2222-4333-8444-555555555555
+  AZ_SUB=0b1f6471-1bf0-4dda-aec3-111111111111
+  AZ_SECRET_FILE="$T_DIR/azure-secret"
+  secret="s3cret~$(head -c 12 /dev/urandom | base64 | tr -d '/+=\n')"
+  (umask 077 && printf '%s\n' "$secret" >"$AZ_SECRET_FILE")
+  rm -f "$T_DIR/azure.port"
+  python3 "$TENBIN_SOURCE_DIR/tests/fakes/azure_fake.py" --root "$T_DIR/vms" \
+    --port-file "$T_DIR/azure.port" --tenant "$AZ_TENANT" \
+    --client-id "$AZ_CLIENT" --client-secret "$secret" \
+    --subscription "$AZ_SUB" "$@" >"$T_DIR/azure.log" 2>&1 &
+  T_BG_PIDS+=($!)
+  for _ in $(seq 1 100); do
+    [ -s "$T_DIR/azure.port" ] && break
+    sleep 0.1
+  done
+  [ -s "$T_DIR/azure.port" ] || { echo "azure_fake did not start:" >&2; cat "$T_DIR/azure.log" >&2; return 1; }
+  AZURE_URL="http://127.0.0.1:$(cat "$T_DIR/azure.port")"
+  FRONT_URL=$AZURE_URL
+}
