@@ -105,6 +105,8 @@ struct adapter_node {
   int64_t price_micro;    /* per node-hour; 0: unpriced */
   int64_t created_ms, launched_ms, registered_ms, seen_ms, ended_ms;
   const char *reason;     /* or NULL */
+  int64_t idle_gpus;      /* GPUs no running job holds, */
+  int64_t idle_from_ms;   /* since then */
 };
 
 typedef int (*adapter_node_cb)(const struct adapter_node *n, void *arg);
@@ -124,7 +126,25 @@ struct adapter_node_store {
    * the same startup script), into token[0..tokenlen). */
   int (*token)(void *arg, int64_t id, char *token, size_t tokenlen,
                struct err *e);
+  /* Bill gpus of n's VM idle from from_ms to to_ms, and record n (its
+   * idle_gpus and idle_from_ms moved on), in one transaction: a VM's
+   * uptime is billed whole, the jobs' holds plus these pieces. */
+  int (*bill_idle)(void *arg, const struct adapter_node *n, int64_t from_ms,
+                   int64_t to_ms, int64_t gpus, struct err *e);
 };
+
+/* A price a site's provider gives, as the broker records it. */
+struct adapter_price {
+  const char *gpu_type;        /* lowercase, as jobs name it (borrowed) */
+  const char *kind;            /* "on_demand" or "spot" (static) */
+  int64_t per_gpu_hour_micro;  /* a node's price over its GPUs */
+};
+
+/* The answer of ops->prices(): rc 0 and n prices (borrowed for the
+ * call), or a negative code and e saying why. */
+typedef void (*adapter_prices_cb)(void *arg, int rc,
+                                  const struct adapter_price *p, size_t n,
+                                  const struct err *e);
 
 /* What the broker gives every adapter at open. */
 struct adapter_env {

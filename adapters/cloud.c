@@ -76,6 +76,8 @@ struct pnode {
   uint64_t heartbeats;
   int interrupted;
   int listed;               /* in the last listing */
+  int64_t idle_gpus;        /* billed idle since idle_from_ms */
+  int64_t idle_from_ms;
   char reason[CLOUD_MSG_LEN];
 };
 
@@ -152,6 +154,9 @@ cloud_refuse(struct cloud_result *r, enum cloud_refusal why,
   va_end(ap);
 }
 
+/* GPUs of n that jobs running there hold. */
+static int64_t running_gpus(const struct pnode *n);
+
 /* ---- the node store ---- */
 
 static void
@@ -165,7 +170,10 @@ node_view(const struct pnode *n, struct adapter_node *v)
   v->zone = n->pool->zones[n->zone_ix];
   v->spot = n->spot;
   v->attempt = n->attempt;
-  v->state = phase_names[n->phase];
+  /* Ready is idle or busy to whoever reads the record. */
+  v->state = n->phase != PH_READY ? phase_names[n->phase]
+             : running_gpus(n) > 0 ? "busy"
+                                   : "idle";
   v->vm_id = n->vm_id[0] != '\0' ? n->vm_id : NULL;
   v->gpus = s->gpus;
   v->gpu_type = s->gpu_type;
@@ -175,6 +183,8 @@ node_view(const struct pnode *n, struct adapter_node *v)
   v->seen_ms = n->seen_ms;
   v->ended_ms = n->ended_ms;
   v->reason = n->reason[0] != '\0' ? n->reason : NULL;
+  v->idle_gpus = n->idle_gpus;
+  v->idle_from_ms = n->idle_from_ms;
 }
 
 /* Record n; a failure is logged (the next change writes it again). */
@@ -202,6 +212,48 @@ set_reason(struct pnode *n, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(n->reason, sizeof(n->reason), fmt, ap);
   va_end(ap);
+}
+
+/*
+ * Bill n's idle GPUs up to at, and start the next idle piece: whenever
+ * what runs on n changes, when its VM appears, and when it ends.  The
+ * jobs' own holds bill the GPUs they run on, these pieces the rest, so
+ * the ledger has the VM's whole uptime.  n is recorded in the same
+ * transaction.
+ */
+static void
+account(struct pnode *n, int64_t at)
+{
+  const struct cloud_shape *s = &n->pool->shapes[n->shape];
+  int64_t idle = 0, from = n->idle_from_ms, gpus = n->idle_gpus;
+  struct adapter_node v;
+  struct err e = {0};
+
+  if (n->launched_ms > 0 && n->phase != PH_ENDED) {
+    idle = s->gpus - running_gpus(n);
+    if (idle < 0)
+      idle = 0;
+  }
+  if (idle == gpus && n->phase != PH_ENDED)
+    return;
+  if (at < from)
+    at = from;
+  n->idle_gpus = idle;
+  n->idle_from_ms = at;
+  node_view(n, &v);
+  if (n->pool->store->bill_idle(n->pool->store_arg, &v, from, at,
+                                from > 0 ? gpus : 0, &e) < 0)
+    log_error("site %s: billing node %" PRId64 "'s idle time: %s",
+              n->pool->site, n->id, e.msg);
+}
+
+/* n's VM is gone (or never was): recorded, its last idle piece billed. */
+static void
+end_node(struct pnode *n, int64_t at)
+{
+  n->phase = PH_ENDED;
+  n->ended_ms = at;
+  account(n, at);
 }
 
 /* ---- jobs ---- */
@@ -238,6 +290,21 @@ find_job(struct pool *p, int64_t id)
   return NULL;
 }
 
+static int64_t
+running_gpus(const struct pnode *n)
+{
+  const struct list *q;
+  int64_t sum = 0;
+
+  LIST_FOREACH(q, &n->pool->jobs) {
+    const struct pjob *j = LIST_ENTRY(q, struct pjob, link);
+
+    if (j->node == n && j->running && !j->final)
+      sum += j->gpus;
+  }
+  return sum;
+}
+
 static void
 job_free(struct pjob *j)
 {
@@ -260,6 +327,9 @@ detach(struct pjob *j)
     n->gpus_used = 0;
     n->idle_since_ms = time_now_ms();
   }
+  /* Off the node, it no longer counts as running there. */
+  j->node = NULL;
+  account(n, time_now_ms());
 }
 
 /* Every job of n that has not ended leaves it: placed again (QUEUED)
@@ -410,10 +480,8 @@ give_up(struct pnode *n, const struct cloud_result *r)
   log_warn("site %s: %s; backing off for %" PRId64 " s", p->site, reason,
            p->backoff_ms / 1000);
   evict_jobs(n, JOB_QUEUED, reason);
-  n->phase = PH_ENDED;
-  n->ended_ms = time_now_ms();
   set_reason(n, "launch failed: %s", r->msg);
-  save(n);
+  end_node(n, time_now_ms());
 }
 
 static int64_t
@@ -442,6 +510,9 @@ on_launched(void *arg, const struct cloud_result *r, const struct cloud_vm *vm)
     n->launched_ms = vm->launched_ms > 0 ? vm->launched_ms : time_now_ms();
     n->boot_from_ms = time_now_ms();
     n->retries = 0;
+    /* The VM bills from its launch. */
+    n->idle_from_ms = n->launched_ms;
+    account(n, n->launched_ms);
     if (n->phase == PH_TERMINATING) {
       /* Its jobs went away while it was launching. */
       save(n);
@@ -460,9 +531,7 @@ on_launched(void *arg, const struct cloud_result *r, const struct cloud_vm *vm)
   }
   if (n->phase == PH_TERMINATING && r->why != CLOUD_REFUSED_THROTTLE &&
       r->why != CLOUD_REFUSED_TRANSIENT) {
-    n->phase = PH_ENDED;
-    n->ended_ms = time_now_ms();
-    save(n);
+    end_node(n, time_now_ms());
     return;
   }
   switch (r->why) {
@@ -508,11 +577,9 @@ on_terminated(void *arg, const struct cloud_result *r)
   if (p->closing)
     return;
   if (r->rc == 0 || r->why == CLOUD_REFUSED_NOT_FOUND) {
-    n->phase = PH_ENDED;
-    n->ended_ms = time_now_ms();
     log_info("site %s: node %" PRId64 " (VM %s) ended: %s", p->site, n->id,
              n->vm_id, n->reason);
-    save(n);
+    end_node(n, time_now_ms());
     return;
   }
   n->retries++;
@@ -547,8 +614,8 @@ terminate(struct pnode *n, const char *fmt, ...)
   n->phase = PH_TERMINATING;
   n->retries = 0;
   if (n->vm_id[0] == '\0' && !n->calling) {
-    n->phase = PH_ENDED;
-    n->ended_ms = time_now_ms();
+    end_node(n, time_now_ms());
+    return;
   }
   save(n);
   if (n->phase == PH_TERMINATING && !n->calling && n->vm_id[0] != '\0')
@@ -778,9 +845,7 @@ vm_gone(struct pnode *n, const char *detail, int lingers, int64_t now)
     return;
   }
   snprintf(n->reason, sizeof(n->reason), "%s", why);
-  n->phase = PH_ENDED;
-  n->ended_ms = now;
-  save(n);
+  end_node(n, now);
 }
 
 /* An orphan no longer listed is gone: forgotten, so that the table
@@ -854,6 +919,8 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
       snprintf(n->vm_id, sizeof(n->vm_id), "%s", vm->id);
       n->launched_ms = vm->launched_ms > 0 ? vm->launched_ms : now;
       n->boot_from_ms = now;
+      n->idle_from_ms = n->launched_ms;
+      account(n, n->launched_ms);
       if (n->phase == PH_LAUNCHING)
         n->phase = PH_BOOTING;
       log_info("site %s: adopted VM %s as node %" PRId64, p->site, vm->id,
@@ -1135,6 +1202,7 @@ report(struct pool *p, struct pnode *n, struct pjob *j, const json_t *r)
     j->running = 1;
     u.state = JOB_RUNNING;
     adapter_queue_push(&p->q, &u);
+    account(n, u.at_ms > 0 ? u.at_ms : time_now_ms());
   } else if (job_state_is_final(st) && !j->final) {
     v = json_object_get(r, "exit_code");
     if (json_is_integer(v) && json_integer_value(v) >= -1 &&
@@ -1148,6 +1216,7 @@ report(struct pool *p, struct pnode *n, struct pjob *j, const json_t *r)
     j->final = 1;
     j->final_hb = n->heartbeats;
     adapter_queue_push(&p->q, &u);
+    account(n, u.at_ms > 0 ? u.at_ms : time_now_ms());
   }
 }
 
@@ -1549,6 +1618,9 @@ load_node(const struct adapter_node *v, void *arg)
   for (int i = 0; i <= PH_ENDED; i++)
     if (v->state != NULL && strcmp(phase_names[i], v->state) == 0)
       n->phase = (enum phase)i;
+  if (v->state != NULL &&
+      (strcmp(v->state, "idle") == 0 || strcmp(v->state, "busy") == 0))
+    n->phase = PH_READY;
   if (v->vm_id != NULL)
     snprintf(n->vm_id, sizeof(n->vm_id), "%s", v->vm_id);
   n->created_ms = v->created_ms;
@@ -1560,6 +1632,8 @@ load_node(const struct adapter_node *v, void *arg)
   n->idle_since_ms = now;
   if (v->reason != NULL)
     snprintf(n->reason, sizeof(n->reason), "%s", v->reason);
+  n->idle_gpus = v->idle_gpus;
+  n->idle_from_ms = v->idle_from_ms;
   /* Nor could a booting VM reach it: its boot timeout starts again. */
   n->boot_from_ms = now;
   if (n->phase == PH_BOOTING && n->launched_ms == 0)

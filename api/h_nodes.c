@@ -112,6 +112,9 @@ node_json(const struct node_view *n, void *arg)
   jsonx_set_time(v, "registered", n->registered_ms);
   jsonx_set_time(v, "ended", n->ended_ms);
   json_object_set_new(v, "uptime_s", json_integer(n->uptime_ms / 1000));
+  json_object_set_new(v, "cost_micro", n->cost_micro >= 0
+                                           ? json_integer(n->cost_micro)
+                                           : json_null());
   jsonx_set_str(v, "reason", n->reason);
   json_array_append_new(arg, v);
   return 0;

@@ -721,6 +721,8 @@ struct node_view {
   const char *gpu_type;
   int64_t created_ms, launched_ms, registered_ms, ended_ms;
   int64_t uptime_ms;      /* launched to ended (or now) */
+  int64_t cost_micro;     /* its uptime at the site's on-demand rate for
+                             its GPUs now; -1 when unpriced */
   const char *reason;     /* or NULL */
 };
 typedef int (*node_view_cb)(const struct node_view *n, void *arg);

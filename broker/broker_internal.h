@@ -237,6 +237,17 @@ void broker__ledger_close(struct broker *b);
 int broker__ledger_hold(struct broker *b, const struct db_job *j,
                         int64_t hold_ms, int64_t to_ms, const char *outcome,
                         struct err *e) WARN_UNUSED;
+/* The project a VM's idle GPUs are billed to: no project's name can
+ * hold parentheses, so no project is charged for it by mistake. */
+#define BROKER_IDLE_PROJECT "(idle)"
+/*
+ * Bill gpus of node node_id's VM at site, idle from from_ms to to_ms,
+ * as a closed hold of the node (job_id -node_id) at the site's rates for
+ * gpu_type.  Runs inside the caller's transaction.
+ */
+int broker__ledger_idle(struct broker *b, const char *site, int64_t node_id,
+                        const char *gpu_type, int64_t gpus, int64_t from_ms,
+                        int64_t to_ms, struct err *e) WARN_UNUSED;
 /* Rewrite the open holds whose open piece reached midnight, a batch of
  * them (every open hold when all), as their jobs stand at now; in the
  * caller's transaction.  1 when some are left for the next call. */

@@ -98,10 +98,19 @@ midnights(int64_t t0, int64_t t1, int tz, int64_t **out)
   return n;
 }
 
-int
-broker__ledger_hold(struct broker *b, const struct db_job *j,
-                    int64_t hold_ms, int64_t to_ms, const char *outcome,
-                    struct err *e)
+/* What a hold is of: a job's GPUs, or a VM's idle ones. */
+struct holder {
+  int64_t id;             /* the usage rows' job_id */
+  const char *project;
+  const char *site;
+  int64_t gpus;
+  int billing_minimum;    /* a closed job hold is billed at least the
+                             site's minimum; an idle piece never */
+};
+
+static int
+bill_hold(struct broker *b, const struct holder *j, const char *type,
+          int64_t hold_ms, int64_t to_ms, const char *outcome, struct err *e)
 {
   const struct site *s = broker__site(b, j->site);
   enum site_pricing pricing = s != NULL ? s->cost.kind : SITE_UNPRICED;
@@ -109,7 +118,6 @@ broker__ledger_hold(struct broker *b, const struct db_job *j,
   struct price_series ps[PRICE_SERIES_MAX];
   struct price_bill *bills = NULL;
   struct db_usage *rows = NULL;
-  char type[ADAPTER_GPU_TYPE_LEN];
   char(*days)[11] = NULL;
   int64_t *cuts = NULL;
   size_t nseries = 0, ncuts, n;
@@ -118,11 +126,10 @@ broker__ledger_hold(struct broker *b, const struct db_job *j,
 
   if (j->gpus <= 0 || j->site == NULL)
     return 0;
-  gpu_type_of(s, j, type, sizeof(type));
   if (pricing == SITE_RENTED) {
     rc = history(b, j->site, type, "on_demand", &series[0], e);
     nseries = 1;
-    if (outcome != NULL)
+    if (outcome != NULL && j->billing_minimum)
       min_ms = s->cost.min_billed_seconds * 1000;
   } else if (pricing == SITE_OWNED) {
     rc = history(b, j->site, "*", "sunk", &series[0], e);
@@ -187,6 +194,30 @@ out:
   free(days);
   free(cuts);
   return rc;
+}
+
+int
+broker__ledger_hold(struct broker *b, const struct db_job *j,
+                    int64_t hold_ms, int64_t to_ms, const char *outcome,
+                    struct err *e)
+{
+  const struct holder h = {j->id, j->project, j->site, j->gpus, 1};
+  char type[ADAPTER_GPU_TYPE_LEN];
+
+  if (j->gpus <= 0 || j->site == NULL)
+    return 0;
+  gpu_type_of(broker__site(b, j->site), j, type, sizeof(type));
+  return bill_hold(b, &h, type, hold_ms, to_ms, outcome, e);
+}
+
+int
+broker__ledger_idle(struct broker *b, const char *site, int64_t node_id,
+                    const char *gpu_type, int64_t gpus, int64_t from_ms,
+                    int64_t to_ms, struct err *e)
+{
+  const struct holder h = {-node_id, BROKER_IDLE_PROJECT, site, gpus, 0};
+
+  return bill_hold(b, &h, gpu_type, from_ms, to_ms, "idle", e);
 }
 
 void

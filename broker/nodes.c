@@ -102,7 +102,9 @@ row_of(const struct site *s, const struct adapter_node *n, struct db_node *r)
                         .registered_ms = n->registered_ms,
                         .seen_ms = n->seen_ms,
                         .ended_ms = n->ended_ms,
-                        .reason = n->reason};
+                        .reason = n->reason,
+                        .idle_gpus = n->idle_gpus,
+                        .idle_from_ms = n->idle_from_ms};
 }
 
 static int
@@ -170,7 +172,9 @@ visit_row(const struct db_node *r, void *arg)
                                  .registered_ms = r->registered_ms,
                                  .seen_ms = r->seen_ms,
                                  .ended_ms = r->ended_ms,
-                                 .reason = r->reason};
+                                 .reason = r->reason,
+                                 .idle_gpus = r->idle_gpus,
+                                 .idle_from_ms = r->idle_from_ms};
 
   return la->cb(&n, la->cb_arg);
 }
@@ -195,11 +199,35 @@ store_token(void *arg, int64_t id, char *token, size_t tokenlen,
   return 0;
 }
 
+static int
+store_bill_idle(void *arg, const struct adapter_node *n, int64_t from_ms,
+                int64_t to_ms, int64_t gpus, struct err *e)
+{
+  struct site *s = arg;
+  struct broker *b = s->broker;
+  struct db_node r;
+  int rc;
+
+  row_of(s, n, &r);
+  rc = db_begin(b->db, e);
+  if (rc == 0 && gpus > 0 && to_ms > from_ms)
+    rc = broker__ledger_idle(b, s->name, n->id, n->gpu_type, gpus, from_ms,
+                             to_ms, e);
+  if (rc == 0)
+    rc = db_node_update(b->db, &r, e);
+  if (rc == 0)
+    rc = db_commit(b->db, e);
+  if (rc < 0)
+    db_rollback(b->db);
+  return rc;
+}
+
 const struct adapter_node_store broker__node_store = {
     .create = store_create,
     .update = store_update,
     .list = store_list,
     .token = store_token,
+    .bill_idle = store_bill_idle,
 };
 
 /* ---- the node agents' calls ---- */
@@ -281,15 +309,35 @@ broker_node_log(struct broker *b, const char *token, int64_t job_id,
 /* ---- what operators see ---- */
 
 struct view_arg {
+  struct broker *b;
   node_view_cb cb;
   void *arg;
   int64_t now;
 };
 
+/* What node r cost so far: its uptime at its site's on-demand rate for
+ * its GPU type now, or -1 when the site does not rent it. */
+static int64_t
+node_cost(struct broker *b, const struct db_node *r, int64_t uptime_ms)
+{
+  const struct site *s = broker__site(b, r->site);
+
+  if (s == NULL || s->cost.kind != SITE_RENTED || r->gpu_type == NULL)
+    return -1;
+  for (size_t i = 0; i < s->cost.nrented; i++)
+    if (strcmp(s->cost.rented[i].gpu_type, r->gpu_type) == 0)
+      return price_charge(s->cost.rented[i].per_gpu_hour_micro, r->gpus,
+                          uptime_ms);
+  return -1;
+}
+
 static int
 visit_view(const struct db_node *r, void *arg)
 {
   struct view_arg *va = arg;
+  int64_t up = r->launched_ms == 0 ? 0
+               : (r->ended_ms != 0 ? r->ended_ms : va->now) -
+                     r->launched_ms;
   const struct node_view v = {
       .id = r->id,
       .site = r->site,
@@ -304,10 +352,8 @@ visit_view(const struct db_node *r, void *arg)
       .launched_ms = r->launched_ms,
       .registered_ms = r->registered_ms,
       .ended_ms = r->ended_ms,
-      .uptime_ms = r->launched_ms == 0
-                       ? 0
-                       : (r->ended_ms != 0 ? r->ended_ms : va->now) -
-                             r->launched_ms,
+      .uptime_ms = up,
+      .cost_micro = node_cost(va->b, r, up),
       .reason = r->reason};
 
   return va->cb(&v, va->arg);
@@ -317,7 +363,7 @@ int
 broker_node_list(struct broker *b, const char *site, int64_t ended_since_ms,
                  node_view_cb cb, void *arg, struct err *e)
 {
-  struct view_arg va = {cb, arg, time_now_ms()};
+  struct view_arg va = {b, cb, arg, time_now_ms()};
 
   return db_node_list(b->db, site, ended_since_ms, visit_view, &va, e);
 }

@@ -231,20 +231,23 @@ prices_text(const json_t *cost, struct buf *out)
 static int
 show_nodes(const json_t *nodes)
 {
-  static const char *const head[] = {"NODE", "STATE", "SHAPE", "ZONE",
-                                     "MARKET", "VM", "UPTIME", "REASON"};
+  static const char *const head[] = {"NODE",   "STATE", "SHAPE",
+                                     "ZONE",   "MARKET", "VM",
+                                     "UPTIME", "COST",  "REASON"};
   struct cli_table t;
   size_t i;
   json_t *n;
   int rc;
 
   printf("\n");
-  cli_table_init(&t, head, 8);
-  cli_table_set_max(&t, 7, 60);
+  cli_table_init(&t, head, 9);
+  cli_table_set_max(&t, 8, 60);
   cli_table_set_right(&t, 6);
+  cli_table_set_right(&t, 7);
   json_array_foreach(nodes, i, n) {
-    char id[24], up[32];
-    const char *row[8];
+    char id[24], up[32], cost[40] = "-";
+    const char *row[9];
+    const json_t *c = json_object_get(n, "cost_micro");
 
     snprintf(id, sizeof(id), "%lld",
              (long long)json_integer_value(json_object_get(n, "id")));
@@ -256,8 +259,11 @@ show_nodes(const json_t *nodes)
     row[3] = jsonx_str(n, "zone");
     row[4] = json_is_true(json_object_get(n, "spot")) ? "spot" : "on-demand";
     row[5] = jsonx_str(n, "vm_id") != NULL ? jsonx_str(n, "vm_id") : "-";
+    if (json_is_integer(c))
+      money(json_integer_value(c), cost, sizeof(cost));
     row[6] = up;
-    row[7] = jsonx_str(n, "reason") != NULL ? jsonx_str(n, "reason") : "";
+    row[7] = cost;
+    row[8] = jsonx_str(n, "reason") != NULL ? jsonx_str(n, "reason") : "";
     cli_table_add(&t, row);
   }
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;

@@ -570,6 +570,8 @@ struct db_node {
   int64_t seen_ms;        /* its agent's last heartbeat */
   int64_t ended_ms;       /* 0 while it may still exist */
   const char *reason;     /* why it ended or the last refusal, or NULL */
+  int64_t idle_gpus;      /* GPUs no running job holds, */
+  int64_t idle_from_ms;   /* since then (billed up to then) */
 };
 typedef int (*db_node_cb)(const struct db_node *n, void *arg);
 

@@ -12,7 +12,7 @@
 #define NODE_COLS                                                         \
   "id, site, shape, zone, spot, attempt, state, vm_id, gpus, gpu_type, " \
   "price_micro, created_ms, launched_ms, registered_ms, seen_ms, "       \
-  "ended_ms, reason"
+  "ended_ms, reason, idle_gpus, idle_from_ms"
 
 enum nd_stmt { ND_INSERT, ND_UPDATE, ND_TOKEN, ND_BY_TOKEN, ND_LIST, ND_COUNT };
 
@@ -21,14 +21,15 @@ _Static_assert(ND_COUNT <= DB__ND_MAX, "struct db has too few nd slots");
 static const char *const nd_sql[ND_COUNT] = {
     [ND_INSERT] = "INSERT INTO nodes (site, shape, zone, spot, attempt, "
                   "state, vm_id, gpus, gpu_type, price_micro, created_ms, "
-                  "launched_ms, registered_ms, seen_ms, ended_ms, reason) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                  "?12, ?13, ?14, ?15, ?16)",
+                  "launched_ms, registered_ms, seen_ms, ended_ms, reason, "
+                  "idle_gpus, idle_from_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
     [ND_UPDATE] = "UPDATE nodes SET shape = ?2, zone = ?3, spot = ?4, "
                   "attempt = ?5, state = ?6, vm_id = ?7, gpus = ?8, "
                   "gpu_type = ?9, price_micro = ?10, launched_ms = ?11, "
                   "registered_ms = ?12, seen_ms = ?13, ended_ms = ?14, "
-                  "reason = ?15 WHERE id = ?1",
+                  "reason = ?15, idle_gpus = ?16, idle_from_ms = ?17 "
+                  "WHERE id = ?1",
     [ND_TOKEN] = "UPDATE nodes SET token_hash = ?2 WHERE id = ?1",
     [ND_BY_TOKEN] = "SELECT " NODE_COLS " FROM nodes WHERE token_hash = ?1",
     [ND_LIST] = "SELECT " NODE_COLS " FROM nodes WHERE (?1 IS NULL OR "
@@ -76,6 +77,8 @@ read_node(sqlite3_stmt *st, struct db_node *n)
   n->seen_ms = sqlite3_column_int64(st, 14);
   n->ended_ms = sqlite3_column_int64(st, 15);
   n->reason = db__col_borrow(st, 16);
+  n->idle_gpus = sqlite3_column_int64(st, 17);
+  n->idle_from_ms = sqlite3_column_int64(st, 18);
 }
 
 /* The fields both insert and update bind, from first on. */
@@ -108,6 +111,8 @@ db_node_insert(struct db *db, struct db_node *n, struct err *e)
   db__bind_int64(st, 14, n->seen_ms, &rc);
   db__bind_int64(st, 15, n->ended_ms, &rc);
   db__bind_text(st, 16, n->reason, &rc);
+  db__bind_int64(st, 17, n->idle_gpus, &rc);
+  db__bind_int64(st, 18, n->idle_from_ms, &rc);
   ret = db__step_write(db, st, rc, "recording a node", e);
   if (ret == 0)
     n->id = sqlite3_last_insert_rowid(db__conn(db));
@@ -127,6 +132,8 @@ db_node_update(struct db *db, const struct db_node *n, struct err *e)
   db__bind_int64(st, 13, n->seen_ms, &rc);
   db__bind_int64(st, 14, n->ended_ms, &rc);
   db__bind_text(st, 15, n->reason, &rc);
+  db__bind_int64(st, 16, n->idle_gpus, &rc);
+  db__bind_int64(st, 17, n->idle_from_ms, &rc);
   return db__step_write(db, st, rc, "updating a node", e);
 }
 

@@ -1,4 +1,6 @@
--- 009_nodes: the VMs of the aws, gcp and azure sites (issue 24).  A node
+-- 009_nodes: the VMs of the aws, gcp and azure sites (issue 24).
+-- (The idle pieces are usage rows whose job_id is the node's id negated:
+-- a VM's idle time is no job's.)  A node
 -- is written before its launch request leaves, so the request's
 -- idempotency token (derived from the id) is the same after a crash, and
 -- every VM that ever existed is here with its launch and end time: that
@@ -23,7 +25,12 @@ CREATE TABLE nodes (
   registered_ms INTEGER NOT NULL DEFAULT 0,
   seen_ms INTEGER NOT NULL DEFAULT 0,
   ended_ms INTEGER NOT NULL DEFAULT 0,
-  reason TEXT
+  reason TEXT,
+  -- The VM's GPUs that no running job holds, since when: billed to the
+  -- project '(idle)' piece by piece, so that the jobs' holds and the
+  -- idle pieces add up to the VM's whole uptime.
+  idle_gpus INTEGER NOT NULL DEFAULT 0,
+  idle_from_ms INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX nodes_live ON nodes(site) WHERE ended_ms = 0;
 

@@ -26,6 +26,7 @@ cat >"$T_DIR/config.json" <<JSON
                "gpus": 8}],
    "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "tags": {"team": "ml"},
+   "cost": {"rented": {"per_gpu_hour": {"h100": 6.88}}},
    "node_agent": {"path": "$TENBIN_BIN/tenbin-agent",
                   "server": "http://127.0.0.1:$port"}}
 ]}
@@ -46,7 +47,7 @@ t_expect "its output came back through the node agent" \
   "$("$TENBIN" logs "$id")" "hello from $vm"
 t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
 t_expect "tenbin site show lists the node and its VM" \
-  "$("$TENBIN" site show aws)" "1 +(ready|terminating|ended) +p5 +us-east-1a +on-demand +$vm"
+  "$("$TENBIN" site show aws)" "1 +(idle|busy|terminating|ended) +p5 +us-east-1a +on-demand +$vm +[0-9]+s +[$][0-9.]+"
 
 # Idle for 2 s: terminated, in EC2 and in tenbin's record.
 for _ in $(seq 1 100); do
@@ -63,6 +64,22 @@ t_expect "the VM is terminated at the provider" \
   "$(t_fake GET /_fake/vms | jq -r '.[0].state')" '^(shutting-down|terminated)$'
 # The node agent runs with the VM's directory as its root.
 pgrep -f -- "--root $T_DIR/vms/$vm" >/dev/null && t_fail "a process of the VM still runs" || t_ok "no process of the VM is left"
+
+# The ledger has the VM's whole uptime: the job's hold (1 GPU) plus the
+# idle pieces of the node's 8 GPUs, the idle ones billed to '(idle)'.
+t_expect "the job's hold and the idle pieces add up to the VM's uptime x 8 GPUs" \
+  "$(python3 - "$T_STATE/tenbin.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+billed = db.execute("select sum((to_ms - from_ms) * gpus) from usage where site = 'aws'").fetchone()[0]
+up = db.execute("select sum((ended_ms - launched_ms) * gpus) from nodes where site = 'aws'").fetchone()[0]
+# A job's times come from its agent, the VM's from EC2 and tenbind: a
+# few milliseconds apart on one machine.
+print("ok" if abs(billed - up) <= 8 * 100 else f"billed {billed} of {up} GPU-ms")
+PY
+)" '^ok$'
+t_expect "the report shows the idle GPUs as their own line, in dollars" \
+  "$(curl -fsS "$T_URL/v1/reports/usage?by=project" | jq -r '.lines[] | select(.project == "(idle)") | .billed_micro > 0')" '^true$'
 
 # Node tokens: forged, and one of a node that has ended.
 t_expect "a forged node token gets 401" \

@@ -92,6 +92,8 @@ struct stored {
   int attempt;
   int64_t gpus;
   int64_t created_ms, launched_ms, registered_ms, seen_ms, ended_ms;
+  int64_t idle_gpus, idle_from_ms;
+  int64_t idle_gpu_ms;   /* every idle piece billed, summed */
 };
 
 /* An update as the broker got it (strings copied). */
@@ -102,6 +104,7 @@ struct rec {
   char *log_path;
   char *reason;
   int exit_code;
+  int64_t at_ms;
 };
 
 struct fx {
@@ -182,6 +185,8 @@ store_write(struct stored *s, const struct adapter_node *n)
   s->registered_ms = n->registered_ms;
   s->seen_ms = n->seen_ms;
   s->ended_ms = n->ended_ms;
+  s->idle_gpus = n->idle_gpus;
+  s->idle_from_ms = n->idle_from_ms;
 }
 
 static int
@@ -243,6 +248,8 @@ store_list(void *arg, adapter_node_cb cb, void *cb_arg, struct err *e)
         .seen_ms = s->seen_ms,
         .ended_ms = s->ended_ms,
         .reason = s->reason[0] != '\0' ? s->reason : NULL,
+        .idle_gpus = s->idle_gpus,
+        .idle_from_ms = s->idle_from_ms,
     };
     int rc;
 
@@ -267,11 +274,26 @@ store_token(void *arg, int64_t id, char *token, size_t tokenlen,
   return 0;
 }
 
+static int
+store_bill_idle(void *arg, const struct adapter_node *n, int64_t from_ms,
+                int64_t to_ms, int64_t gpus, struct err *e)
+{
+  struct fx *f = arg;
+  struct stored *s = stored(f, n->id);
+
+  if (s == NULL)
+    return err_set(e, ERR_NOT_FOUND, "no node %" PRId64, n->id);
+  assert_true(to_ms >= from_ms);
+  s->idle_gpu_ms += gpus * (to_ms - from_ms);
+  return store_update(arg, n, e);
+}
+
 static const struct adapter_node_store fake_store = {
     .create = store_create,
     .update = store_update,
     .list = store_list,
     .token = store_token,
+    .bill_idle = store_bill_idle,
 };
 
 /* ---- the fake provider ---- */
@@ -612,6 +634,7 @@ on_update(void *arg, const struct adapter_update *batch, size_t n)
     r->log_path = xstrdup(u->log_path);
     r->reason = xstrdup(u->reason);
     r->exit_code = u->exit_code;
+    r->at_ms = u->at_ms;
   }
 }
 
@@ -1140,12 +1163,12 @@ test_launch_answer_after_registration_keeps_node_ready(void **state)
   ans = heartbeat(f, 1, hb_body(NULL, NULL));
   assert_int_equal(json_array_size(json_object_get(ans, "assign")), 1);
   json_decref(ans);
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
   release_launches(f);
   RUN_UNTIL(f, strcmp(stored(f, 1)->vm_id, "i-node1") == 0);
   lists = count_calls(f, C_LIST, 0);
   RUN_UNTIL(f, count_calls(f, C_LIST, 0) >= lists + 2);
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
   assert_int_equal(count_calls(f, C_TERMINATE, 0), 0);
   assert_null(update_of(f, 1, JOB_QUEUED));
 }
@@ -1186,7 +1209,7 @@ test_heartbeat_assigns_job_reports_state_and_acks_it_next_time(void **state)
 
   /* The first heartbeat registers the node and assigns the job. */
   ans = heartbeat(f, 1, hb_body(NULL, NULL));
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
   assert_true(stored(f, 1)->registered_ms > 0);
   a = json_object_get(ans, "assign");
   assert_int_equal(json_array_size(a), 1);
@@ -1326,6 +1349,38 @@ test_idle_node_is_terminated_after_idle_timeout(void **state)
 }
 
 static void
+test_vm_uptime_is_billed_whole_as_job_holds_plus_idle_pieces(void **state)
+{
+  struct fx *f = *state;
+  const struct rec *run, *end;
+  const struct stored *s;
+  json_t *ans;
+
+  set_int(f, "idle_timeout_s", 1);
+  open_pool(f);
+  running_job(f, 1);
+  ans = heartbeat_job(f, 1, 1, "succeeded", 0);
+  json_decref(ans);
+  RUN_UNTIL(f, update_of(f, 1, JOB_SUCCEEDED) != NULL);
+  ans = heartbeat_job(f, 1, 1, "succeeded", 0);
+  assert_true(has_id(ans, "ack", 1));
+  json_decref(ans);
+  RUN_UNTIL(f, state_is(f, 1, "ended"));
+  run = update_of(f, 1, JOB_RUNNING);
+  end = update_of(f, 1, JOB_SUCCEEDED);
+  s = stored(f, 1);
+  /* The job held the node's 8 GPUs from the time the agent said it ran
+   * to the time it said it ended (the broker bills that hold); the idle
+   * pieces are the rest of the VM's GPU time, before and after. */
+  assert_true(run->at_ms > 0 && end->at_ms >= run->at_ms);
+  assert_true(s->launched_ms > 0 && s->ended_ms >= s->launched_ms);
+  assert_true(s->idle_gpu_ms > 0);
+  assert_int_equal(s->idle_gpu_ms + 8 * (end->at_ms - run->at_ms),
+                   8 * (s->ended_ms - s->launched_ms));
+  assert_int_equal(s->idle_gpus, 0);
+}
+
+static void
 test_min_nodes_keeps_a_node_launched_past_idle_timeout(void **state)
 {
   struct fx *f = *state;
@@ -1342,13 +1397,13 @@ test_min_nodes_keeps_a_node_launched_past_idle_timeout(void **state)
   ans = heartbeat(f, 1, hb_body(NULL, NULL));
   assert_int_equal(json_array_size(json_object_get(ans, "assign")), 0);
   json_decref(ans);
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
   /* Idle past its timeout for a few ticks (one listing per tick here),
    * it is kept: it is the last one. */
   lists = count_calls(f, C_LIST, 0);
   RUN_UNTIL(f, count_calls(f, C_LIST, 0) >= lists + 2);
   assert_int_equal(count_calls(f, C_TERMINATE, 0), 0);
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
   assert_int_equal(count_calls(f, C_CREATE, 0), 1);
   adapter_aws_ops.capacity(f->ctx, &cap);
   assert_int_equal(cap.reachable, 1);
@@ -1467,7 +1522,7 @@ test_listed_vm_of_unanswered_launch_is_adopted(void **state)
   /* Its agent registers as any other. */
   ans = heartbeat(f, 1, hb_body(NULL, NULL));
   json_decref(ans);
-  assert_string_equal(stored(f, 1)->state, "ready");
+  assert_string_equal(stored(f, 1)->state, "idle");
 }
 
 static void
@@ -1565,6 +1620,7 @@ main(void)
       T(test_node_log_appends_at_offset_and_conflicts_with_size_held),
       T(test_cancelled_running_job_goes_out_in_heartbeat_cancel),
       T(test_idle_node_is_terminated_after_idle_timeout),
+      T(test_vm_uptime_is_billed_whole_as_job_holds_plus_idle_pieces),
       T(test_min_nodes_keeps_a_node_launched_past_idle_timeout),
       T(test_silent_agent_loses_its_jobs_and_node_is_terminated),
       T(test_interruption_requeues_job_as_preempted_and_terminates_node),
