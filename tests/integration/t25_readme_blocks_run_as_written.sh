@@ -114,6 +114,7 @@ t25_end() {
       cat "$T1_LOG" >&2
     fi
     T1_PID=""
+    if declare -F "stopped_$1" >/dev/null; then "stopped_$1"; fi
   fi
   for pid in $(jobs -p); do
     kill -TERM "$pid" 2>/dev/null || true
@@ -185,6 +186,39 @@ check_datasets() {
            .bytes_wire > 1000000 and .bytes_wire < 4000000')" '^true$'
 }
 
+# $job is the block's h100 job.
+check_clouds() {
+  local js left=""
+  js=$(curl -fsS 'http://127.0.0.1:8750/v1/jobs?limit=100')
+  t_expect "clouds: one job ran on each provider" \
+    "$(jq -r '[.jobs[] | select(.state == "succeeded") | .site] | sort | join(" ")' <<<"$js")" '^aws azure gcp$'
+  t_expect "clouds: the h100 job's output came from its EC2 instance" \
+    "$(tenbin logs "$job")" '^hi from i-[0-9a-f]+$'
+  # The README says idle nodes go after 20 s.
+  for _ in $(seq 1 600); do
+    left=$(for s in aws gcp azure; do curl -fsS "http://127.0.0.1:8750/v1/sites/$s"; done |
+      jq -s '[.[].nodes[] | select(.state != "ended")] | length')
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  t_expect "clouds: every node idled out within a minute" "$left" '^0$'
+  t_expect "clouds: one node per site, each ended for being idle" \
+    "$(for s in aws gcp azure; do curl -fsS "http://127.0.0.1:8750/v1/sites/$s"; done |
+       jq -rs '[.[].nodes[] | .reason] | join(",")')" '^idle for 20 s,idle for 20 s,idle for 20 s$'
+}
+
+# After Ctrl-C: the fakes and the VMs' processes (all named by their
+# paths under var/clouds) are gone.
+stopped_clouds() {
+  local left=""
+  for _ in $(seq 1 300); do
+    left=$(pgrep -f -- "$T_CO/var/clouds/" || true)
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  t_expect "clouds: Ctrl-C left no fake and no VM running" "${left:-none}" '^none$'
+}
+
 t25_wait_state() {
   local id=$1 want=$2 state=""
   for _ in $(seq 1 300); do
@@ -208,7 +242,7 @@ awk '
   { print }
 ' "$README" >"$T_DIR/readme.sh"
 blocks=$(sed -n 's/^t25_begin //p' "$T_DIR/readme.sh" | tr '\n' ' ')
-t_expect "the README marks its runnable blocks" "$blocks" '^quickstart slurm datasets $'
+t_expect "the README marks its runnable blocks" "$blocks" '^quickstart slurm clouds datasets $'
 
 cd "$T_CO" || exit 1
 set -E
