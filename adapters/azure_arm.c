@@ -725,7 +725,7 @@ static int
 read_statuses(json_t *props, struct cloud_vm *out, const char *ctx,
               struct err *e)
 {
-  json_t *view, *list, *st, *code;
+  json_t *view = NULL, *list = NULL, *st, *code = NULL;
   const char *c;
   size_t n;
   int rc = field(props, "instanceView", JSON_OBJECT, ctx,
@@ -808,7 +808,7 @@ read_tags(json_t *vm, struct cloud_vm *out, const char *ctx, struct err *e)
 static int
 read_vm(json_t *vm, struct cloud_vm *out, const char *ctx, struct err *e)
 {
-  json_t *name, *props, *hw, *s, *zones;
+  json_t *name = NULL, *props = NULL, *hw = NULL, *s = NULL, *zones = NULL;
   int rc;
 
   memset(out, 0, sizeof(*out));
@@ -893,7 +893,7 @@ int
 azarm_parse_list(const char *json, size_t len, struct azarm_page *p,
                  struct err *e)
 {
-  json_t *root = NULL, *value, *link;
+  json_t *root = NULL, *value = NULL, *link = NULL;
   struct cloud_vm vm;
   size_t count;
   int rc;
@@ -946,7 +946,7 @@ static int
 read_error(json_t *err_obj, char *code, size_t code_cap, char *msg,
            size_t msg_cap, const char *ctx, struct err *e)
 {
-  json_t *c, *m;
+  json_t *c = NULL, *m = NULL;
   int rc = field(err_obj, "code", JSON_STRING, ctx, "error.code", &c, e);
 
   if (rc == 0)
@@ -964,7 +964,7 @@ int
 azarm_parse_operation(const char *json, size_t len,
                       struct azarm_operation *out, struct err *e)
 {
-  json_t *root = NULL, *status, *error;
+  json_t *root = NULL, *status = NULL, *error = NULL;
   const char *s;
   int rc = load(json, len, "operation answer", &root, e);
 

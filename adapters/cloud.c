@@ -1410,8 +1410,9 @@ check_fields(const struct cloud_provider *prov, const json_t *config,
     for (size_t i = 0; prov->fields[i] != NULL && !known; i++)
       known = strcmp(prov->fields[i], key) == 0;
     if (!known)
-      return err_set(e, ERR_CONFIG, "field '%.64s': not a field of a %s site",
-                     key, prov->kind);
+      return err_set(e, ERR_CONFIG,
+                     "field '%.64s': not a field of %s sites", key,
+                     prov->kind);
   }
   return 0;
 }

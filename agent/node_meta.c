@@ -130,7 +130,7 @@ node_meta_parse_aws(const char *body, size_t len,
   }
   /* A time we cannot read still leaves the notice: the end is then
    * unknown, which the protocol allows. */
-  if (when != NULL && time_parse_iso(when, &ms) < 0)
+  if (when != NULL && (time_parse_iso(when, &ms) < 0 || ms < 0))
     ms = 0;
   interruption_init(out, NODE_PROVIDER_AWS);
   notice_add(out, "spot/instance-action: ");
@@ -300,7 +300,8 @@ node_meta_parse_azure(const char *body, size_t len, const char *vm_name,
       notice_add(out, ": ");
       notice_add(out, desc);
     }
-    out->ends_ms = ms;
+    /* An end before 1970 is no end anyone can mean. */
+    out->ends_ms = ms > 0 ? ms : 0;
     rc = 1;
     goto out;
   }

@@ -92,4 +92,20 @@ fi
 t_expect "an API token's place is no node token's: no token, 401" \
   "$(t_http POST /v1/nodes/heartbeat -d '{}')" '^401 '
 t_stop
+
+# A bad aws site is refused at start, naming the file, the field and why.
+refused() {
+  local what=$1 patch=$2 want=$3 rc=0 out
+  jq "$patch" "$T_DIR/config.json" >"$T_DIR/bad.json"
+  out=$("$TENBIND" --listen 127.0.0.1:0 --state "$T_DIR/bad-state" --config "$T_DIR/bad.json" 2>&1 >/dev/null) || rc=$?
+  t_expect "tenbind refuses $what" "$rc $out" "^[1-9][0-9]* .*bad.json.*$want"
+}
+refused "min_nodes over max_nodes" '.sites[1].min_nodes = 5' "sites\\[1\\].*'min_nodes'.*more than max_nodes"
+refused "a negative timeout" '.sites[1].idle_timeout_s = -1' "idle_timeout_s"
+refused "a zone of another region" '.sites[1].zones = ["eu-west-1a"]' "'zones\\[0\\]'.*not a zone of region us-east-1"
+refused "a shape without a GPU type" 'del(.sites[1].shapes[0].gpu_type)' "'shapes\\[0\\].gpu_type'"
+refused "an unknown market" '.sites[1].shapes[0].market = "cheap"' "'shapes\\[0\\].market'"
+refused "an unknown field" '.sites[1].zone = "us-east-1a"' "'zone': not a field of aws sites"
+refused "credentials that are not there" '.sites[1].credentials.file = "/nonexistent/creds"' "'credentials'"
+refused "no URL for the nodes to dial" 'del(.sites[1].node_agent.server)' "'node_agent.server'"
 t_done
