@@ -932,7 +932,8 @@ on_operation(struct op *o, const struct http_client_response *resp)
   }
   if (time_now_ms() >= o->poll_until_ms) {
     cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1,
-                 "GCE operation %s still %s after %d s", o->opname, op.status == GCE_OP_PENDING ? "PENDING" : "RUNNING",
+                 "GCE operation %s still %s after %d s", o->opname,
+                 op.status == GCE_OP_PENDING ? "PENDING" : "RUNNING",
                  POLL_GIVE_UP_MS / 1000);
     finish(o, &r, NULL);
     return;
