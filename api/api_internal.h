@@ -115,6 +115,8 @@ void api__nodes_log(struct api_call *call);
 /* site's nodes, live and ended in the last day, as a JSON array (new). */
 int api__site_nodes(struct api_call *call, const char *site, json_t **out,
                     struct err *e) WARN_UNUSED;
+/* The tenbin_nodes family of /metrics, appended to out. */
+int api__metrics_nodes(struct broker *b, struct buf *out) WARN_UNUSED;
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

@@ -386,7 +386,9 @@ api__metrics(struct api_call *call)
   metrics_view_init(&m);
   buf_init(&b, 16 * 1024 * 1024);
   if (broker_metrics_get(call->api->broker, &m, &e) < 0 ||
-      metrics_text(&m, &b) < 0 || api__metrics_http(call->api, &b) < 0) {
+      metrics_text(&m, &b) < 0 ||
+      api__metrics_nodes(call->api->broker, &b) < 0 ||
+      api__metrics_http(call->api, &b) < 0) {
     metrics_view_release(&m);
     buf_release(&b);
     api__reply_errf(call, ERR_INTERNAL, "cannot produce metrics");

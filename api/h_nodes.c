@@ -7,10 +7,13 @@
  * node it is, always).
  */
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/api_internal.h"
+#include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/timeutil.h"
 
@@ -136,4 +139,54 @@ api__site_nodes(struct api_call *call, const char *site, json_t **out,
   }
   *out = nodes;
   return 0;
+}
+
+/* Live nodes counted by site and state, for /metrics. */
+struct node_counts {
+  struct {
+    char site[128];
+    char state[16];
+    int64_t n;
+  } c[512];
+  size_t n;
+};
+
+static int
+count_node(const struct node_view *v, void *arg)
+{
+  struct node_counts *nc = arg;
+  size_t i;
+
+  for (i = 0; i < nc->n; i++)
+    if (strcmp(nc->c[i].site, v->site) == 0 &&
+        strcmp(nc->c[i].state, v->state) == 0)
+      break;
+  if (i == nc->n) {
+    if (nc->n == sizeof(nc->c) / sizeof(nc->c[0]))
+      return 0;
+    snprintf(nc->c[i].site, sizeof(nc->c[i].site), "%s", v->site);
+    snprintf(nc->c[i].state, sizeof(nc->c[i].state), "%s", v->state);
+    nc->c[i].n = 0;
+    nc->n++;
+  }
+  nc->c[i].n++;
+  return 0;
+}
+
+int
+api__metrics_nodes(struct broker *b, struct buf *out)
+{
+  struct node_counts *nc = xcalloc(1, sizeof(*nc));
+  struct err e = {0};
+  int rc = broker_node_list(b, NULL, INT64_MAX, count_node, nc, &e);
+
+  if (rc == 0)
+    rc = buf_adds(out, "# HELP tenbin_nodes VMs of elastic sites by state "
+                       "(launching, booting, idle, busy, terminating).\n"
+                       "# TYPE tenbin_nodes gauge\n");
+  for (size_t i = 0; rc == 0 && i < nc->n; i++)
+    rc = buf_addf(out, "tenbin_nodes{site=\"%s\",state=\"%s\"} %lld\n",
+                  nc->c[i].site, nc->c[i].state, (long long)nc->c[i].n);
+  free(nc);
+  return rc;
 }

@@ -46,6 +46,8 @@ t_expect "one VM was launched, tagged with its node" \
 t_expect "its output came back through the node agent" \
   "$("$TENBIN" logs "$id")" "hello from $vm"
 t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
+t_expect "/metrics counts the node by state" \
+  "$(curl -fsS "$T_URL/metrics" | grep '^tenbin_nodes{site="aws"')" '^tenbin_nodes\{site="aws",state="(idle|busy)"\} 1$'
 t_expect "tenbin site show lists the node and its VM" \
   "$("$TENBIN" site show aws)" "1 +(idle|busy|terminating|ended) +p5 +us-east-1a +on-demand +$vm +[0-9]+s +[$][0-9.]+"
 
