@@ -25,7 +25,7 @@
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */
-#define ADAPTER_API_VERSION 4
+#define ADAPTER_API_VERSION 5
 
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
@@ -201,6 +201,12 @@ struct adapter_ops {
   int (*node_log)(void *ctx, int64_t node_id, int64_t job_id,
                   int64_t offset, const char *data, size_t len,
                   int64_t *size, struct err *e);
+
+  /* Optional (NULL where the site has no price source): the prices its
+   * provider asks now, per GPU type, into cb(arg, ...) exactly once, from
+   * the loop, never from inside the call; ERR_UNAVAILABLE once close()
+   * has begun, before close's cb. */
+  void (*prices)(void *ctx, adapter_prices_cb cb, void *arg);
 };
 
 /* The adapter for a site kind, or NULL. */

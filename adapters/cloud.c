@@ -1768,3 +1768,12 @@ cloud_close(void *ctx, void (*cb)(void *arg), void *arg)
   uv_timer_stop(&p->tick);
   p->prov->close(p->pctx, provider_closed, p);
 }
+
+void
+cloud_prices(void *ctx, adapter_prices_cb cb, void *arg)
+{
+  struct pool *p = ctx;
+
+  cloud_prices_ask(p->loop, p->prov, p->pctx, p->shapes, p->nshapes, cb,
+                   arg);
+}

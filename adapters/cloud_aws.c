@@ -13,6 +13,14 @@
  *
  * Each call is one attempt (the pool decides about retrying); the HTTP
  * client only retries a connection that broke before an answer.
+ *
+ * Prices: spot from DescribeSpotPriceHistory, the price in effect now
+ * of each shape's type in the site's zones, and of those the first zone
+ * in the site's order that has one: the pool launches there first and
+ * moves on only when refused, so that is what a spot node most often
+ * pays (the lowest would be a price few nodes get).  EC2 has no
+ * on-demand price call short of the offer file, about 100k products per
+ * region: on demand stays the config's.
  */
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -22,6 +30,7 @@
 
 #include "adapters/aws_ec2.h"
 #include "adapters/cloud_int.h"
+#include "adapters/price_feed.h"
 #include "adapters/sigv4.h"
 #include "http/client.h"
 #include "util/alloc.h"
@@ -38,6 +47,8 @@
 #define MAX_TAGS (EC2_MAX_TAGS - 2)
 #define BODY_MAX (1u << 20)
 #define ANSWER_MAX (32u << 20)
+#define SPOT_PAGE 1000        /* DescribeSpotPriceHistory's MaxResults */
+#define MAX_SPOT_PAGES 20     /* one row per type and zone: plenty */
 
 struct aws {
   uv_loop_t *loop;
@@ -51,13 +62,17 @@ struct aws {
   int nsgs;
   struct ec2_tag tags[MAX_TAGS]; /* the site's own, besides tenbin's */
   int ntags;
+  const struct cloud_shape *shapes; /* the pool's, alive while it is */
+  size_t nshapes;
+  char zones[CLOUD_MAX_ZONES][CLOUD_NAME_LEN]; /* in the site's order */
+  size_t nzones;
   unsigned ops;               /* calls whose callback is still due */
   int closing;
   void (*close_cb)(void *arg);
   void *close_arg;
 };
 
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE };
+enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
 
 struct op {
   struct aws *a;
@@ -65,6 +80,7 @@ struct op {
   cloud_launch_cb launch_cb;
   cloud_list_cb list_cb;
   cloud_done_cb done_cb;
+  cloud_prices_cb prices_cb;
   void *arg;
   char zone[CLOUD_NAME_LEN];  /* a launch's, when EC2 does not say */
   char instance[CLOUD_NAME_LEN];
@@ -73,6 +89,11 @@ struct op {
   int pages;
   struct cloud_result r;      /* a failure before the request left */
   uv_timer_t later;
+  /* prices: the instant asked about, and per shape and zone the newest
+   * spot price seen (at 0: none) */
+  int64_t at_ms;
+  int64_t spot_at[CLOUD_MAX_SHAPES][CLOUD_MAX_ZONES];
+  int64_t spot[CLOUD_MAX_SHAPES][CLOUD_MAX_ZONES];
 };
 
 /* ---- config ---- */
@@ -335,6 +356,8 @@ aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
     goto out;
   }
   a->region = xstrdup(region);
+  a->shapes = env->shapes;
+  a->nshapes = env->nshapes;
   /* A zone of another region is a typo that would fail every launch. */
   json_array_foreach(zones, i, z) {
     const char *name = json_string_value(z);
@@ -345,6 +368,8 @@ aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
                    "of region %s", i, name, region);
       goto out;
     }
+    if (i < CLOUD_MAX_ZONES && strlen(name) < CLOUD_NAME_LEN)
+      snprintf(a->zones[a->nzones++], CLOUD_NAME_LEN, "%s", name);
   }
   if (endpoint != NULL) {
     a->endpoint = xstrdup(endpoint);
@@ -419,6 +444,9 @@ finish(struct op *o, const struct cloud_result *r)
     break;
   case OP_TERMINATE:
     o->done_cb(o->arg, r);
+    break;
+  case OP_PRICES:
+    o->prices_cb(o->arg, r, NULL, 0);
     break;
   }
   op_done(o);
@@ -537,6 +565,9 @@ refusal(int rc, const struct http_client_response *resp,
 }
 
 static void send_page(struct op *o, const char *next_token);
+static void on_prices(struct op *o, int rc,
+                      const struct http_client_response *resp,
+                      const struct err *e);
 
 static void
 on_answer(void *arg, int rc, const struct http_client_response *resp,
@@ -544,11 +575,17 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
 {
   struct op *o = arg;
   struct cloud_result r = {0};
-  struct ec2_instance *page = xcalloc(PAGE_SIZE, sizeof(*page));
-  struct ec2_answer ans = {.instances = page, .max = PAGE_SIZE};
+  struct ec2_instance *page = NULL;
+  struct ec2_answer ans = {0};
   struct err pe = {0};
   int prc = -1;
 
+  if (o->kind == OP_PRICES) {
+    on_prices(o, rc, resp, e);
+    return;
+  }
+  page = xcalloc(PAGE_SIZE, sizeof(*page));
+  ans = (struct ec2_answer){.instances = page, .max = PAGE_SIZE};
   r.retry_after_ms = -1;
   if (rc == 0)
     prc = ec2_parse(resp->body, resp->len, &ans, &pe);
@@ -604,6 +641,7 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     }
     break;
   case OP_TERMINATE:
+  case OP_PRICES: /* read by on_prices */
     break;
   }
 out:
@@ -791,6 +829,154 @@ aws_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
   buf_release(&body);
 }
 
+/* ---- prices ---- */
+
+/* The types of the site's shapes, each once, into types; the count. */
+static size_t
+shape_types(const struct aws *a, const char **types)
+{
+  size_t n = 0;
+
+  for (size_t s = 0; s < a->nshapes; s++) {
+    size_t k = 0;
+
+    while (k < n && strcmp(types[k], a->shapes[s].type) != 0)
+      k++;
+    if (k == n)
+      types[n++] = a->shapes[s].type;
+  }
+  return n;
+}
+
+static void
+send_prices_page(struct op *o, const char *next_token)
+{
+  struct aws *a = o->a;
+  const char *types[CLOUD_MAX_SHAPES], *zones[CLOUD_MAX_ZONES];
+  struct buf body;
+
+  for (size_t z = 0; z < a->nzones; z++)
+    zones[z] = a->zones[z];
+  buf_init(&body, BODY_MAX);
+  if (pricefeed_ec2_spot_body(types, shape_types(a, types), zones,
+                              a->nzones, o->at_ms, next_token, &body) < 0) {
+    struct cloud_result r;
+
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1,
+                 "DescribeSpotPriceHistory too large");
+    fail_later(o, &r);
+  } else {
+    post(o, &body);
+  }
+  buf_release(&body);
+}
+
+/* A page's rows into o: per shape of the row's type, the newest price of
+ * each of the site's zones. */
+static void
+keep_spot(struct op *o, const struct pricefeed_spot *rows, size_t n)
+{
+  struct aws *a = o->a;
+
+  for (size_t i = 0; i < n; i++) {
+    const struct pricefeed_spot *row = &rows[i];
+    size_t z = 0;
+
+    /* What Linux/UNIX was called in EC2-Classic days is the same. */
+    if (strcmp(row->product, "Linux/UNIX") != 0 &&
+        strcmp(row->product, "Linux/UNIX (Amazon VPC)") != 0)
+      continue;
+    while (z < a->nzones && strcmp(a->zones[z], row->zone) != 0)
+      z++;
+    for (size_t s = 0; z < a->nzones && s < a->nshapes; s++) {
+      if (strcmp(a->shapes[s].type, row->type) != 0 ||
+          row->at_ms < o->spot_at[s][z])
+        continue;
+      o->spot_at[s][z] = row->at_ms > 0 ? row->at_ms : 1;
+      o->spot[s][z] = row->price_micro;
+    }
+  }
+}
+
+/* Each shape's spot price: its first zone's, in the site's order, that
+ * has one. */
+static void
+prices_done(struct op *o)
+{
+  struct aws *a = o->a;
+  struct cloud_price p[CLOUD_MAX_SHAPES];
+  struct cloud_result r = {0};
+  size_t n = 0;
+
+  r.retry_after_ms = -1;
+  for (size_t s = 0; s < a->nshapes; s++) {
+    for (size_t z = 0; z < a->nzones; z++) {
+      if (o->spot_at[s][z] == 0)
+        continue;
+      p[n++] = (struct cloud_price){s, -1, o->spot[s][z]};
+      break;
+    }
+  }
+  o->prices_cb(o->arg, &r, p, n);
+  op_done(o);
+}
+
+static void
+on_prices(struct op *o, int rc, const struct http_client_response *resp,
+          const struct err *e)
+{
+  struct pricefeed_spot_page *pg = xcalloc(1, sizeof(*pg));
+  struct cloud_result r = {0};
+  struct err pe = {0};
+
+  pg->rows = xcalloc(SPOT_PAGE, sizeof(*pg->rows));
+  pg->max = SPOT_PAGE;
+  r.retry_after_ms = -1;
+  if (o->a->closing) {
+    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "the site is closing");
+    r.rc = ERR_UNAVAILABLE;
+  } else if (rc < 0 || resp->status != 200) {
+    struct ec2_answer ans = {0};
+    int prc = 0;
+
+    /* Only the error's code and message are wanted of it: an answer
+     * that does not read leaves them empty, and the status speaks. */
+    if (rc == 0)
+      prc = ec2_parse(resp->body, resp->len, &ans, &pe);
+    (void)prc;
+    refusal(rc, resp, e, &ans, &r);
+  } else if (pricefeed_ec2_spot_parse(resp->body, resp->len, pg, &pe) < 0) {
+    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "%s", pe.msg);
+  } else if (pg->nout > pg->n) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "a page of %zu spot prices",
+                 pg->nout);
+  } else {
+    keep_spot(o, pg->rows, pg->n);
+    if (pg->next_token[0] == '\0') {
+      prices_done(o);
+    } else if (++o->pages >= MAX_SPOT_PAGES) {
+      cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d pages of "
+                   "spot prices", MAX_SPOT_PAGES);
+    } else {
+      send_prices_page(o, pg->next_token);
+    }
+  }
+  if (r.rc < 0)
+    finish(o, &r);
+  free(pg->rows);
+  free(pg);
+}
+
+static void
+aws_prices(void *pctx, cloud_prices_cb cb, void *arg)
+{
+  struct op *o = op_new(pctx, OP_PRICES, arg);
+
+  o->prices_cb = cb;
+  o->at_ms = time_now_ms();
+  send_prices_page(o, NULL);
+}
+
 static void
 http_closed(void *arg)
 {
@@ -823,6 +1009,7 @@ const struct cloud_provider cloud_aws_provider = {
     .list = aws_list,
     .terminate = aws_terminate,
     .close = aws_close,
+    .prices = aws_prices,
 };
 
 static int

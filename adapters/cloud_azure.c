@@ -23,6 +23,11 @@
  * Each call is one attempt (the pool decides about retrying); polls of
  * an operation ride over a few failed polls, and the HTTP client only
  * retries a connection that broke before an answer.
+ *
+ * Prices come from the public Retail Prices API ("prices_endpoint"),
+ * asked without the ARM token, which is for ARM alone: for each VM size
+ * of the site's shapes, the Linux Consumption rows of the site's
+ * location, page by page, read by the rules of price_feed.h.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,6 +38,7 @@
 #include "adapters/azure_auth.h"
 #include "adapters/cloud_int.h"
 #include "adapters/oauth.h"
+#include "adapters/price_feed.h"
 #include "http/client.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -68,6 +74,8 @@
  * characters. */
 #define SUB_LEN 64
 #define GROUP_LEN 90
+/* Pages of one size's prices: a few rows per meter, 1000 to a page. */
+#define MAX_PRICE_PAGES 20
 
 struct azure {
   uv_loop_t *loop;
@@ -76,6 +84,9 @@ struct azure {
   char *endpoint;             /* ARM's base, "https://management.azure.com" */
   char *list_url;             /* the group's virtualMachines */
   char *token_url;
+  char *prices_base;          /* Retail Prices' base URL */
+  const struct cloud_shape *shapes; /* the pool's, alive while it is */
+  size_t nshapes;
   char *client_id;
   char *secret;               /* secret_free */
   char *subscription, *group, *location;
@@ -95,7 +106,7 @@ struct azure {
   void *close_arg;
 };
 
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE };
+enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
 
 enum op_step {
   S_PUT,          /* launch: the PUT */
@@ -103,7 +114,8 @@ enum op_step {
   S_DELETE,       /* launch: deleting the VM whose creation failed */
   S_DELETING,     /* launch: polling that delete */
   S_LIST,         /* list: a page */
-  S_TERMINATE     /* terminate: the DELETE */
+  S_TERMINATE,    /* terminate: the DELETE */
+  S_PRICES        /* prices: a page of a size's */
 };
 
 enum op_wait { W_NONE, W_HTTP, W_TOKEN, W_TIMER };
@@ -118,6 +130,7 @@ struct op {
   cloud_launch_cb launch_cb;
   cloud_list_cb list_cb;
   cloud_done_cb done_cb;
+  cloud_prices_cb prices_cb;
   void *arg;
   const char *method;         /* of the next request (static) */
   char *url;                  /* of the next request */
@@ -144,6 +157,12 @@ struct op {
   struct cloud_result r;      /* a failure to answer, or a launch's
                                  refusal kept while its VM is deleted */
   uv_timer_t timer;
+  /* prices: the shape asked about, what its pages came to, and the
+   * shapes' prices so far */
+  size_t shape_ix;
+  struct pricefeed_azure feed;
+  struct cloud_price prices[CLOUD_MAX_SHAPES];
+  size_t nprices;
 };
 
 /* ---- config ---- */
@@ -151,7 +170,8 @@ struct op {
 static const char *const azure_fields[] = {
     "subscription", "resource_group", "location", "credentials",
     "endpoint", "login_endpoint", "image", "subnet_id", "nic_id",
-    "admin_user", "ssh_public_key", "tags", "ca_file", NULL};
+    "admin_user", "ssh_public_key", "tags", "ca_file", "prices_endpoint",
+    NULL};
 
 /* 1 when s is 1..max bytes, each a letter, a digit or one of extra. */
 static int
@@ -394,6 +414,7 @@ azure_free(struct azure *a)
   free(a->endpoint);
   free(a->list_url);
   free(a->token_url);
+  free(a->prices_base);
   free(a->client_id);
   secret_free(a->secret);
   free(a->subscription);
@@ -467,9 +488,14 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
     if (zone0 == NULL)
       zone0 = name;
   }
+  a->shapes = env->shapes;
+  a->nshapes = env->nshapes;
   rc = read_base(config, "endpoint", AZARM_ENDPOINT, &a->endpoint, e);
   if (rc == 0)
     rc = read_base(config, "login_endpoint", AZURE_LOGIN, &login, e);
+  if (rc == 0)
+    rc = read_base(config, "prices_endpoint", PRICEFEED_AZURE_PRICES,
+                   &a->prices_base, e);
   if (rc == 0 && azarm_list_url(a->endpoint, a->subscription, a->group, &b,
                                 e) < 0)
     rc = ERR_CONFIG;
@@ -539,6 +565,10 @@ finish(struct op *o, const struct cloud_result *r)
     break;
   case OP_TERMINATE:
     o->done_cb(o->arg, r);
+    break;
+  case OP_PRICES:
+    o->prices_cb(o->arg, r, r->rc == 0 ? o->prices : NULL,
+                 r->rc == 0 ? o->nprices : 0);
     break;
   }
   list_remove(&o->link);
@@ -829,6 +859,30 @@ send_now(struct op *o)
   fail(o, &r);
 }
 
+/* Send o's request without a token: Retail Prices is public, and the
+ * ARM token is not given to another service. */
+static void
+send_public(struct op *o)
+{
+  static const char *const headers[] = {"Accept: application/json", NULL};
+  struct http_client_request req = {0};
+  struct cloud_result r;
+  struct err e = {0};
+
+  req.method = "GET";
+  req.url = o->url;
+  req.headers = headers;
+  req.max_response = AZARM_ANSWER_MAX;
+  req.max_attempts = 2;
+  if (http_client_send(o->a->http, &req, on_answer, o, &e) == 0) {
+    o->wait = W_HTTP;
+    return;
+  }
+  cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "Retail Prices request: %s",
+               e.msg);
+  fail(o, &r);
+}
+
 /* Send o's request, first getting a token when none can be sent. */
 static void
 request(struct op *o)
@@ -840,6 +894,10 @@ request(struct op *o)
   if (a->closing) {
     closing_result(&r);
     fail_later(o, &r);
+    return;
+  }
+  if (o->kind == OP_PRICES) {
+    send_public(o);
     return;
   }
   if (a->token[0] == '\0' || now >= a->token_expires_ms) {
@@ -1211,6 +1269,113 @@ on_terminated(struct op *o, const struct http_client_response *resp)
   fail(o, &r);
 }
 
+/* ---- prices ---- */
+
+/* Ask for the prices of shape o->shape_ix on, each size once; answer
+ * when every shape is priced. */
+static void
+ask_shape(struct op *o)
+{
+  struct azure *a = o->a;
+  struct cloud_result r;
+  struct buf url;
+
+  while (o->shape_ix < a->nshapes) {
+    const char *size = a->shapes[o->shape_ix].type;
+    size_t k = 0;
+
+    while (k < o->shape_ix && strcmp(a->shapes[k].type, size) != 0)
+      k++;
+    if (k == o->shape_ix)
+      break;
+    /* A size asked already: the same prices. */
+    for (size_t i = 0; i < o->nprices; i++) {
+      if (o->prices[i].shape == k) {
+        o->prices[o->nprices] = o->prices[i];
+        o->prices[o->nprices++].shape = o->shape_ix;
+        break;
+      }
+    }
+    o->shape_ix++;
+  }
+  memset(&r, 0, sizeof(r));
+  r.retry_after_ms = -1;
+  if (o->shape_ix == a->nshapes) {
+    fail_later(o, &r);
+    return;
+  }
+  pricefeed_azure_init(&o->feed);
+  o->pages = 0;
+  buf_init(&url, AZARM_URL_MAX);
+  if (pricefeed_azure_url(a->prices_base, a->location,
+                          a->shapes[o->shape_ix].type, &url) < 0) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "no Retail Prices URL for "
+                 "size '%.64s'", a->shapes[o->shape_ix].type);
+    fail_later(o, &r);
+  } else {
+    set_url(o, buf_str(&url));
+    request(o);
+  }
+  buf_release(&url);
+}
+
+static void
+on_retail(struct op *o, const struct http_client_response *resp)
+{
+  struct azure *a = o->a;
+  const char *size = a->shapes[o->shape_ix].type;
+  struct cloud_result r;
+  struct err pe = {0};
+
+  memset(&r, 0, sizeof(r));
+  r.retry_after_ms = -1;
+  if (resp->status != 200) {
+    arm_refusal(resp, "Retail Prices", &r);
+    fail(o, &r);
+    return;
+  }
+  if (pricefeed_azure_parse(resp->body, resp->len, a->location, size,
+                            &o->feed, &pe) < 0) {
+    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "%s", pe.msg);
+    fail(o, &r);
+    return;
+  }
+  if (o->feed.next_link[0] != '\0') {
+    /* Only pages of the API asked: a link elsewhere is not followed. */
+    if (!azarm_link_ok(o->feed.next_link, a->prices_base)) {
+      cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "NextPageLink '%.100s' is "
+                   "not on %s", o->feed.next_link, a->prices_base);
+      fail(o, &r);
+    } else if (++o->pages >= MAX_PRICE_PAGES) {
+      cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d pages of "
+                   "prices of %s", MAX_PRICE_PAGES, size);
+      fail(o, &r);
+    } else {
+      set_url(o, o->feed.next_link);
+      request(o);
+    }
+    return;
+  }
+  if (o->feed.on_demand_micro >= 0 || o->feed.spot_micro >= 0)
+    o->prices[o->nprices++] = (struct cloud_price){
+        o->shape_ix, o->feed.on_demand_micro, o->feed.spot_micro};
+  else
+    log_info("site %s: no Linux price of %s in %s among %zu rows", a->site,
+             size, a->location, o->feed.rows);
+  o->shape_ix++;
+  ask_shape(o);
+}
+
+static void
+azure_prices(void *pctx, cloud_prices_cb cb, void *arg)
+{
+  struct op *o = op_new(pctx, OP_PRICES, arg);
+
+  o->prices_cb = cb;
+  o->step = S_PRICES;
+  ask_shape(o);
+}
+
 static void
 on_answer(void *arg, int rc, const struct http_client_response *resp,
           const struct err *e)
@@ -1235,7 +1400,7 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     fail(o, &r);
     return;
   }
-  if (resp->status == 401 && !o->auth_retried) {
+  if (resp->status == 401 && !o->auth_retried && o->kind != OP_PRICES) {
     /* Revoked or expired early: a new token, once. */
     o->auth_retried = 1;
     if (o->gen == a->token_gen)
@@ -1260,6 +1425,9 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     break;
   case S_TERMINATE:
     on_terminated(o, resp);
+    break;
+  case S_PRICES:
+    on_retail(o, resp);
     break;
   }
 }
@@ -1408,6 +1576,7 @@ const struct cloud_provider cloud_azure_provider = {
     .list = azure_list,
     .terminate = azure_terminate,
     .close = azure_close,
+    .prices = azure_prices,
 };
 
 static int

@@ -20,16 +20,28 @@
  *
  * Each call is one attempt (the pool decides about retrying); the HTTP
  * client only retries a connection that broke before an answer.
+ *
+ * Prices come from the Cloud Billing Catalog (the same token serves):
+ * every page of Compute Engine's SKUs, of which the GPU SKUs of the
+ * site's region are kept, and per shape the on-demand and Spot price of
+ * its GPU times its GPUs.  A machine type's vCPU and memory SKUs are
+ * not added: the price is the GPUs' part of the node, which is most of
+ * a GPU node's.  A GPU SKU is found by the shape's GPU type as a word
+ * of its name, or by the name the site's "gpu_skus" gives for the type
+ * where several names hold it ("Nvidia H100 80GB GPU" and "... Mega
+ * GPU").
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "adapters/cloud_int.h"
 #include "adapters/gce.h"
 #include "adapters/gcp_auth.h"
 #include "adapters/oauth.h"
+#include "adapters/price_feed.h"
 #include "http/client.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -55,6 +67,10 @@
 #define POLL_GIVE_UP_MS (15 * 60 * 1000)
 #define DISK_GB_DEFAULT 100 /* GPU images (CUDA, drivers) need ~50 */
 #define MAX_LABELS (GCE_MAX_LABELS - 2)
+#define SKU_PAGE_SIZE 5000 /* the Catalog's most per page */
+#define SKU_PAGE_GPUS 1024 /* GPU SKUs of one region on one page */
+#define MAX_GPU_SKUS 4096  /* ... on all pages */
+#define MAX_SKU_PAGES 100
 
 struct gcp {
   uv_loop_t *loop;
@@ -73,6 +89,13 @@ struct gcp {
   size_t nshapes;
   char accel_type[CLOUD_MAX_SHAPES][CLOUD_NAME_LEN]; /* "" when none */
   int accel_count[CLOUD_MAX_SHAPES];
+  /* prices: the Catalog's base URL, the region, and the SKU names
+   * "gpu_skus" gives per GPU type */
+  char *billing;
+  char region[CLOUD_NAME_LEN];
+  char sku_type[CLOUD_MAX_SHAPES][ADAPTER_GPU_TYPE_LEN];
+  char sku_name[CLOUD_MAX_SHAPES][PRICEFEED_SKU_LEN];
+  size_t nskus;
 
   /* the bearer token, shared by every call */
   char token[OAUTH_TOKEN_LEN];
@@ -90,8 +113,8 @@ struct gcp {
   void *close_arg;
 };
 
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE };
-enum op_step { ST_INSERT, ST_POLL, ST_LIST, ST_DELETE };
+enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
+enum op_step { ST_INSERT, ST_POLL, ST_LIST, ST_DELETE, ST_SKUS };
 
 struct op {
   struct list link; /* in gcp.ops */
@@ -102,6 +125,7 @@ struct op {
   cloud_launch_cb launch_cb;
   cloud_list_cb list_cb;
   cloud_done_cb done_cb;
+  cloud_prices_cb prices_cb;
   void *arg;
   /* the request, kept for a resend after a 401 */
   const char *method;
@@ -127,6 +151,9 @@ struct op {
   int pages;
   struct cloud_vm *vms;
   size_t n, cap;
+  /* prices: the region's GPU SKUs of the pages so far */
+  struct pricefeed_sku *skus;
+  size_t nskus;
   struct cloud_result r; /* what the timer answers, when failing */
   uv_timer_t timer;      /* the poll backoff, or an answer later */
 };
@@ -136,7 +163,7 @@ struct op {
 static const char *const gcp_fields[] = {
     "project", "region", "credentials_file", "endpoint", "image", "network",
     "subnetwork", "disk_size_gb", "disk_type", "service_account", "labels",
-    "external_ip", "ca_file", NULL};
+    "external_ip", "ca_file", "billing_endpoint", "gpu_skus", NULL};
 
 /* e's message, now an ERR_CONFIG (site config errors are). */
 static int
@@ -358,6 +385,55 @@ launch_of(const struct gcp *g, size_t i, const char *name, const char *zone,
   };
 }
 
+/* Where prices come from: "billing_endpoint" (the Catalog's base URL)
+ * and "gpu_skus" ({"h100": "Nvidia H100 80GB GPU"}: the SKU name of a GPU
+ * type where its word alone names several). */
+static int
+read_billing(struct gcp *g, const json_t *config, struct err *e)
+{
+  const char *base = jsonx_str(config, "billing_endpoint");
+  const json_t *skus = json_object_get(config, "gpu_skus");
+  const char *key;
+  json_t *v;
+  size_t n;
+
+  if (base == NULL)
+    base = PRICEFEED_GCP_BILLING;
+  n = strnlen(base, 513);
+  if (n > 512 ||
+      (strncmp(base, "https://", 8) != 0 && strncmp(base, "http://", 7) != 0) ||
+      strpbrk(base, "?# \t\r\n") != NULL)
+    return err_set(e, ERR_CONFIG, "field 'billing_endpoint': an http(s) URL "
+                   "of at most 512 bytes, without query");
+  while (n > 8 && base[n - 1] == '/')
+    n--;
+  g->billing = xstrndup(base, n);
+  if (skus == NULL || json_is_null(skus))
+    return 0;
+  if (!json_is_object(skus) || json_object_size(skus) > CLOUD_MAX_SHAPES)
+    return err_set(e, ERR_CONFIG, "field 'gpu_skus': an object of at most "
+                   "%d GPU types", CLOUD_MAX_SHAPES);
+  json_object_foreach((json_t *)skus, key, v) {
+    const char *name = json_string_value(v);
+
+    if (strlen(key) >= ADAPTER_GPU_TYPE_LEN || !word_ok(key, 31) ||
+        name == NULL || name[0] == '\0' ||
+        strlen(name) >= PRICEFEED_SKU_LEN)
+      return err_set(e, ERR_CONFIG, "field 'gpu_skus.%.40s': a GPU type "
+                     "(lowercase) and the name of its SKU, at most %d "
+                     "characters, such as \"Nvidia H100 80GB GPU\"", key,
+                     PRICEFEED_SKU_LEN - 1);
+    for (const char *p = name; *p != '\0'; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f)
+        return err_set(e, ERR_CONFIG, "field 'gpu_skus.%s': no control "
+                       "characters", key);
+    snprintf(g->sku_type[g->nskus], ADAPTER_GPU_TYPE_LEN, "%s", key);
+    snprintf(g->sku_name[g->nskus], PRICEFEED_SKU_LEN, "%s", name);
+    g->nskus++;
+  }
+  return 0;
+}
+
 /* Build every shape's insert once, so that what Google would refuse for
  * every launch is a config error now. */
 static int
@@ -387,6 +463,7 @@ gcp_free(struct gcp *g)
 {
   gcp_key_free(g->key);
   free(g->base);
+  free(g->billing);
   free(g->project);
   free(g->image);
   free(g->network);
@@ -426,7 +503,10 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
                  "\"us-central1\" is needed");
     goto out;
   }
+  snprintf(g->region, sizeof(g->region), "%s", region);
   rc = read_zones(g, config, region, e);
+  if (rc == 0)
+    rc = read_billing(g, config, e);
   if (rc < 0)
     goto out;
   if (endpoint == NULL)
@@ -518,6 +598,7 @@ op_free_cb(uv_handle_t *h)
   free(o->url);
   free(o->body);
   free(o->vms);
+  free(o->skus);
   free(o);
 }
 
@@ -538,6 +619,8 @@ op_new(struct gcp *g, enum op_kind kind, void *arg)
 
 /* Answer o's caller with r and retire o; the provider goes once it has
  * begun closing, its client is closed and no op is left. */
+static void prices_answer(struct op *o, const struct cloud_result *r);
+
 static void
 finish(struct op *o, const struct cloud_result *r, const struct cloud_vm *vm)
 {
@@ -561,6 +644,9 @@ finish(struct op *o, const struct cloud_result *r, const struct cloud_vm *vm)
     break;
   case OP_TERMINATE:
     o->done_cb(o->arg, r);
+    break;
+  case OP_PRICES:
+    prices_answer(o, r);
     break;
   }
   list_remove(&o->link);
@@ -996,6 +1082,54 @@ done:
   finish(o, &r, NULL);
 }
 
+static void send_skus(struct op *o, const char *page_token);
+
+/* A page of the Catalog's SKUs: its GPU SKUs of the region kept, then
+ * the next page or the answer. */
+static void
+on_skus(struct op *o, const struct http_client_response *resp)
+{
+  struct gcp *g = o->g;
+  struct pricefeed_sku_page *p = xcalloc(1, sizeof(*p));
+  struct cloud_result r = {0};
+  struct err e = {0};
+
+  r.retry_after_ms = -1;
+  p->rows = xcalloc(SKU_PAGE_GPUS, sizeof(*p->rows));
+  p->max = SKU_PAGE_GPUS;
+  if (pricefeed_gcp_skus_parse(resp->body, resp->len, g->region, p, &e) <
+      0) {
+    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "%s", e.msg);
+    goto done;
+  }
+  if (p->nout > p->n || o->nskus + p->n > MAX_GPU_SKUS) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d GPU SKUs in "
+                 "%s", p->nout > p->n ? SKU_PAGE_GPUS : MAX_GPU_SKUS,
+                 p->nout > p->n ? "a page" : "the Catalog");
+    goto done;
+  }
+  if (p->n > 0) {
+    o->skus = xrealloc(o->skus, (o->nskus + p->n) * sizeof(*o->skus));
+    memcpy(o->skus + o->nskus, p->rows, p->n * sizeof(*o->skus));
+    o->nskus += p->n;
+  }
+  if (p->next_token[0] != '\0') {
+    if (++o->pages >= MAX_SKU_PAGES) {
+      cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d pages of "
+                   "SKUs", MAX_SKU_PAGES);
+      goto done;
+    }
+    send_skus(o, p->next_token);
+    free(p->rows);
+    free(p);
+    return;
+  }
+done:
+  free(p->rows);
+  free(p);
+  finish(o, &r, NULL);
+}
+
 static void
 on_answer(void *arg, int rc, const struct http_client_response *resp,
           const struct err *e)
@@ -1039,6 +1173,9 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     case ST_DELETE:
       finish(o, &r, NULL);
       return;
+    case ST_SKUS:
+      on_skus(o, resp);
+      return;
     }
   }
   gce_parse_error(resp->body, resp->len, resp->status, &ge);
@@ -1053,7 +1190,8 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     return;
   }
   refusal(resp, &ge, &r);
-  if (r.why == CLOUD_REFUSED_NOT_FOUND && o->step != ST_LIST) {
+  if (r.why == CLOUD_REFUSED_NOT_FOUND && o->step != ST_LIST &&
+      o->step != ST_SKUS) {
     /* An insert's: its image or machine type, the config's mistake.  A
      * poll's: the operation, which a resend of the insert finds. */
     r.why =
@@ -1208,6 +1346,92 @@ gcp_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
   buf_release(&url);
 }
 
+/* ---- prices ---- */
+
+static void
+send_skus(struct op *o, const char *page_token)
+{
+  struct gcp *g = o->g;
+  struct cloud_result r;
+  struct buf url;
+
+  buf_init(&url, URL_MAX);
+  if (pricefeed_gcp_skus_url(g->billing, SKU_PAGE_SIZE, page_token, &url) <
+      0) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "the Catalog's URL is too "
+                 "long");
+    fail_later(o, &r);
+  } else {
+    set_request(o, "GET", &url, NULL, 0);
+    o->reauthed = 0;
+    send_with_token(o);
+  }
+  buf_release(&url);
+}
+
+/* The SKU name "gpu_skus" gives gpu_type, or NULL. */
+static const char *
+sku_of(const struct gcp *g, const char *gpu_type)
+{
+  for (size_t i = 0; i < g->nskus; i++)
+    if (strcasecmp(g->sku_type[i], gpu_type) == 0)
+      return g->sku_name[i];
+  return NULL;
+}
+
+/* Answer a prices op with r, or with each shape's prices from the SKUs
+ * gathered when r is a success. */
+static void
+prices_answer(struct op *o, const struct cloud_result *r)
+{
+  struct gcp *g = o->g;
+  struct cloud_price p[CLOUD_MAX_SHAPES];
+  size_t n = 0;
+
+  if (r->rc < 0) {
+    o->prices_cb(o->arg, r, NULL, 0);
+    return;
+  }
+  for (size_t s = 0; s < g->nshapes; s++) {
+    const struct cloud_shape *sh = &g->shapes[s];
+    const char *sku = sku_of(g, sh->gpu_type);
+    int64_t micro[2] = {-1, -1};
+
+    for (int spot = 0; spot < 2; spot++) {
+      char why[PRICEFEED_SKU_LEN * 2 + 96];
+      int rc = pricefeed_gcp_gpu_price(o->skus, o->nskus, sh->gpu_type, sku,
+                                       spot, &micro[spot], why, sizeof(why));
+
+      if (rc == 0)
+        micro[spot] *= sh->gpus;
+      else if (rc == ERR_CONFLICT)
+        log_warn("gcp: shape %s: %s", sh->name, why);
+      else
+        log_info("gcp: shape %s: %s", sh->name, why);
+    }
+    if (micro[0] >= 0 || micro[1] >= 0)
+      p[n++] = (struct cloud_price){s, micro[0], micro[1]};
+  }
+  o->prices_cb(o->arg, r, p, n);
+}
+
+static void
+gcp_prices(void *pctx, cloud_prices_cb cb, void *arg)
+{
+  struct gcp *g = pctx;
+  struct op *o = op_new(g, OP_PRICES, arg);
+  struct cloud_result r;
+
+  o->prices_cb = cb;
+  o->step = ST_SKUS;
+  if (g->closing) {
+    closing_result(&r);
+    fail_later(o, &r);
+    return;
+  }
+  send_skus(o, NULL);
+}
+
 static void
 http_closed(void *arg)
 {
@@ -1254,6 +1478,7 @@ const struct cloud_provider cloud_gcp_provider = {
     .list = gcp_list,
     .terminate = gcp_terminate,
     .close = gcp_close,
+    .prices = gcp_prices,
 };
 
 static int

@@ -70,6 +70,20 @@ typedef void (*cloud_list_cb)(void *arg, const struct cloud_result *r,
                               const struct cloud_vm *vms, size_t n);
 typedef void (*cloud_done_cb)(void *arg, const struct cloud_result *r);
 
+/* A shape's prices from the provider's price source, per node-hour:
+ * -1 where the source gives none (AWS's on-demand price is in an offer
+ * file too large to fetch; it stays the config's). */
+struct cloud_price {
+  size_t shape;                  /* index in cloud_env's shapes */
+  int64_t on_demand_micro;
+  int64_t spot_micro;
+};
+
+/* The shapes' prices, n of them, when r->rc is 0 (a shape the source
+ * does not price is left out). */
+typedef void (*cloud_prices_cb)(void *arg, const struct cloud_result *r,
+                                const struct cloud_price *p, size_t n);
+
 /* What a provider gets at open. */
 struct cloud_env {
   uv_loop_t *loop;
@@ -101,6 +115,9 @@ struct cloud_provider {
   void (*terminate)(void *pctx, const struct cloud_vm *vm,
                     cloud_done_cb cb, void *arg);
   void (*close)(void *pctx, void (*cb)(void *arg), void *arg);
+  /* The shapes' prices from the cloud's price source (price_feed.h);
+   * NULL when it has none. */
+  void (*prices)(void *pctx, cloud_prices_cb cb, void *arg);
 };
 
 /* Each provider file is one site kind: its provider and its adapter, as
@@ -130,6 +147,20 @@ int cloud_node_log(void *ctx, int64_t node_id, int64_t job_id,
                    int64_t offset, const char *data, size_t len,
                    int64_t *size, struct err *e);
 
+/* The adapter's prices() of a pool (cloud.c): cloud_prices_ask with the
+ * pool's own loop, provider and shapes. */
+void cloud_prices(void *ctx, adapter_prices_cb cb, void *arg);
+/*
+ * Ask prov for its shapes' prices and answer cb per GPU type
+ * (cloud_prices.c): a node's price over its GPUs, of the first shape of
+ * the type in config order that has one, since the pool launches shapes
+ * in that order.  shapes are borrowed until cb has run; cb runs once,
+ * from the loop.
+ */
+void cloud_prices_ask(uv_loop_t *loop, const struct cloud_provider *prov,
+                      void *pctx, const struct cloud_shape *shapes,
+                      size_t nshapes, adapter_prices_cb cb, void *arg);
+
 /* A kind's adapter_ops: the pool's ops with the kind's open(). */
 #define CLOUD_OPS(name, open_fn)                                           \
   {                                                                        \
@@ -137,7 +168,7 @@ int cloud_node_log(void *ctx, int64_t node_id, int64_t job_id,
     .submit = cloud_submit, .cancel = cloud_cancel, .adopt = cloud_adopt, \
     .capacity = cloud_capacity, .close = cloud_close,                     \
     .log_dir = cloud_log_dir, .node_heartbeat = cloud_node_heartbeat,     \
-    .node_log = cloud_node_log,                                           \
+    .node_log = cloud_node_log, .prices = cloud_prices,                   \
   }
 
 /* Set r to a refusal of class why, with a message. */

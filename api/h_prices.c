@@ -29,7 +29,10 @@ price_cb(const struct price_view *v, void *arg)
   json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s}", "site", v->site,
                         "gpu_type", v->gpu_type, "kind", v->kind,
                         "per_gpu_hour_micro", (json_int_t)v->rate_micro,
-                        "source", v->admin ? "admin" : "config");
+                        "source",
+                        v->admin      ? "admin"
+                        : v->provider ? "provider"
+                                      : "config");
 
   jsonx_set_time(o, "since", v->since_ms);
   if (v->inputs != NULL)

@@ -438,6 +438,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   broker__scheduler_init(b);
   broker__stager_init(b);
   broker__ledger_init(b);
+  broker__prices_init(b);
   rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
@@ -552,6 +553,7 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
   broker__scheduler_close(b);
   broker__stager_close(b);
   broker__ledger_close(b);
+  broker__prices_close(b);
   part_closed(b);
 }
 

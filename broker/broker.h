@@ -547,6 +547,7 @@ struct price_view {
   int admin;              /* set with tenbin prices set */
   const struct price_owned *inputs; /* an owned site's finance inputs the
                                        rate comes from, else NULL */
+  int provider;           /* read from the site's provider */
 };
 typedef int (*price_view_cb)(const struct price_view *v, void *arg);
 

@@ -44,7 +44,8 @@ enum site_pricing { SITE_UNPRICED = 0, SITE_OWNED, SITE_RENTED };
 
 struct site_rate {
   char gpu_type[32];              /* lower case, a job's rule */
-  int64_t per_gpu_hour_micro;     /* on demand */
+  int64_t per_gpu_hour_micro;     /* on demand: the config's until the
+                                     site's provider gives one */
   int64_t spot_micro;             /* -1: no spot price */
 };
 
@@ -59,6 +60,8 @@ struct site_cost {
   struct site_egress *egress_to;  /* to named sites (another region of
                                      the same cloud), owned array */
   size_t negress_to;
+  int64_t refresh_s;              /* rented: "price_refresh_s", -1 when
+                                     not given (prices.c's default) */
 };
 
 struct site {
@@ -78,6 +81,9 @@ struct site {
                                      owned, NULL for nowhere */
   struct agent_seen agent_seen;
   struct site_cost cost;
+  uint64_t prices_due;            /* uv_now() of the next ask of its
+                                     provider's prices (prices.c) */
+  int prices_asking;              /* an ask is in flight */
 };
 
 struct stage;
@@ -137,6 +143,8 @@ struct broker {
 
   /* the ledger: its timer, and the report zone's offset in minutes */
   uv_timer_t ledger_timer;
+  /* the next ask of a site's provider prices (prices.c) */
+  uv_timer_t prices_timer;
   int tz_offset_min;
   /* budgets by project, as stored, with what each spent (budgets.c) */
   struct budget *budgets;
@@ -447,6 +455,22 @@ void broker__site_cost_release(struct site_cost *c);
  * gave and no longer gives) from now_ms on. */
 int broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
     WARN_UNUSED;
+/* Start asking the providers of the sites that have one for their
+ * prices, each every price_refresh_s, the first time now. */
+void broker__prices_init(struct broker *b);
+/* Close the prices' timer (broker_close). */
+void broker__prices_close(struct broker *b);
+/*
+ * Record the n prices site s's provider gave at now_ms, in one
+ * transaction with the ledger's catch-up: a price of a GPU type the
+ * config rents becomes a 'provider' period where it changed, overriding
+ * the config's price (for the cost policy too), unless an admin's price
+ * is in force, which holds.  Malformed prices and types the site does
+ * not rent are skipped (logged).
+ */
+int broker__prices_record(struct broker *b, struct site *s,
+                          const struct adapter_price *p, size_t n,
+                          int64_t now_ms, struct err *e) WARN_UNUSED;
 /* The rented rate of a GPU type (lower case), or NULL. */
 /* What a GB from a site of cost c to site to costs, micro-dollars. */
 int64_t broker__egress_rate(const struct site_cost *c, const char *to);

@@ -2,8 +2,17 @@
  * A site's price model, from its config's "cost" block: "owned" (finance
  * inputs, turned into rates by policies/price.c) or "rented" (rates per
  * GPU type).  A site without the block is unpriced, never free.
+ *
+ * The price history has three sources.  The config's prices are
+ * recorded at each start where they changed; an admin's (tenbin prices
+ * set) hold until the config changes that price; and a rented site
+ * whose adapter has a price source (the aws, gcp and azure sites) has it
+ * asked every price_refresh_s, its prices recorded where they changed.
+ * A provider's price overrides the config's, in the ledger and in the
+ * cost policy, but never an admin's that is in force.
  */
 #include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +24,7 @@
 #include "util/alloc.h"
 #include "util/grow.h"
 #include "util/jsonx.h"
+#include "util/log.h"
 #include "util/timeutil.h"
 
 /* Defaults of an owned site's optional inputs (README "Prices"). */
@@ -22,6 +32,14 @@
 #define OWNED_PUE 1.5               /* between today's average and new sites */
 #define OWNED_GPUS_PER_NODE 8
 #define RENTED_MIN_BILLED_S 60
+/* A provider's prices are asked hourly unless the config says: its
+ * catalog changes far more slowly, and reading one (GCP's SKUs) is some
+ * megabytes. */
+#define PRICE_REFRESH_S 3600
+#define PRICE_REFRESH_MIN_S 60
+#define PRICE_REFRESH_MAX_S (30 * 86400)
+/* A failed ask is tried again this soon (or at the refresh, if sooner). */
+#define PRICE_RETRY_MS (5 * 60 * 1000)
 
 /* obj[key] as a number into *out: dflt (when not NAN) when absent, else
  * ERR_CONFIG naming where+key. */
@@ -138,7 +156,8 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   static const struct jsonx_field fields[] = {
       {"per_gpu_hour", JX_OBJECT},     {"spot_per_gpu_hour", JX_OBJECT},
       {"min_billed_seconds", JX_INT},  {"egress_per_gb", JX_NUMBER},
-      {"egress_to_sites_per_gb", JX_OBJECT}, {NULL, 0}};
+      {"egress_to_sites_per_gb", JX_OBJECT}, {"price_refresh_s", JX_INT},
+      {NULL, 0}};
   const json_t *to = json_object_get(r, "egress_to_sites_per_gb");
   const json_t *od = json_object_get(r, "per_gpu_hour");
   const json_t *spot = json_object_get(r, "spot_per_gpu_hour");
@@ -193,6 +212,12 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
                  &c->min_billed_seconds, where, e);
   if (rc < 0)
     return ERR_CONFIG;
+  if (jsonx_int(r, "price_refresh_s", 0, PRICE_REFRESH_MAX_S, -1,
+                &c->refresh_s, where, NULL) < 0 ||
+      (c->refresh_s > 0 && c->refresh_s < PRICE_REFRESH_MIN_S))
+    return err_set(e, ERR_CONFIG, "field '%sprice_refresh_s': 0 (never) or "
+                   "%d to %d seconds", where, PRICE_REFRESH_MIN_S,
+                   PRICE_REFRESH_MAX_S);
   v = json_object_get(r, "egress_per_gb");
   c->egress_per_gb_micro = 0;
   if (v != NULL && !json_is_null(v) &&
@@ -357,6 +382,16 @@ broker__prices_sync(struct broker *b, int64_t now_ms, struct err *e)
   struct in_force_list l = {0};
   int rc = 0;
 
+  /* A refresh asked of a site that has nothing to ask is a mistake. */
+  for (size_t i = 0; i < b->nsites; i++) {
+    const struct site *s = &b->sites[i];
+
+    if (s->cost.kind == SITE_RENTED && s->cost.refresh_s > 0 &&
+        s->ops->prices == NULL)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost.rented."
+                     "price_refresh_s': a %s site has no price source to "
+                     "refresh from", i, s->kind);
+  }
   /* What the config gives: a new period where it changed since the
    * config last said (an admin's price holds until then). */
   for (size_t i = 0; rc == 0 && i < b->nsites; i++) {
@@ -468,8 +503,13 @@ static int
 to_view(const struct db_price *p, void *arg)
 {
   struct list_arg *a = arg;
-  struct price_view v = {p->site, p->gpu_type, p->kind, p->rate_micro,
-                         p->valid_from_ms, p->admin, NULL};
+  struct price_view v = {.site = p->site,
+                         .gpu_type = p->gpu_type,
+                         .kind = p->kind,
+                         .rate_micro = p->rate_micro,
+                         .since_ms = p->valid_from_ms,
+                         .admin = p->admin == DB_PRICE_ADMIN,
+                         .provider = p->admin == DB_PRICE_PROVIDER};
   const struct site *s = broker__site(a->b, p->site);
 
   if (p->rate_micro == DB_PRICE_WITHDRAWN)
@@ -486,4 +526,252 @@ broker_price_list(struct broker *b, price_view_cb cb, void *arg,
   struct list_arg a = {b, cb, arg};
 
   return db_price_current(b->db, time_now_ms(), to_view, &a, e);
+}
+
+/* ---- a provider's prices ---- */
+
+/* The row in force of one key of a site. */
+struct held {
+  char gpu_type[32], kind[16];
+  int64_t rate_micro, from_ms;
+  int admin, provider;
+};
+
+struct held_list {
+  const char *site;
+  struct held *v;
+  size_t n, cap;
+};
+
+static int
+collect_held(const struct db_price *p, void *arg)
+{
+  struct held_list *l = arg;
+  struct held *h;
+
+  if (strcmp(p->site, l->site) != 0)
+    return 0;
+  GROW(l->v, l->n + 1, l->cap);
+  h = &l->v[l->n++];
+  snprintf(h->gpu_type, sizeof(h->gpu_type), "%s", p->gpu_type);
+  snprintf(h->kind, sizeof(h->kind), "%s", p->kind);
+  h->rate_micro = p->rate_micro;
+  h->from_ms = p->valid_from_ms;
+  h->admin = p->admin == DB_PRICE_ADMIN;
+  h->provider = p->admin == DB_PRICE_PROVIDER;
+  return 0;
+}
+
+static const struct held *
+find_held(const struct held_list *l, const char *gpu_type, const char *kind)
+{
+  for (size_t k = 0; k < l->n; k++)
+    if (strcmp(l->v[k].gpu_type, gpu_type) == 0 &&
+        strcmp(l->v[k].kind, kind) == 0)
+      return &l->v[k];
+  return NULL;
+}
+
+/* Why a price an adapter gave cannot be recorded, or NULL. */
+static const char *
+price_problem(const struct adapter_price *p)
+{
+  if (p->gpu_type == NULL || jobspec_gpu_type_problem(p->gpu_type) != NULL)
+    return "no GPU type as jobs name them";
+  if (p->kind == NULL ||
+      (strcmp(p->kind, "on_demand") != 0 && strcmp(p->kind, "spot") != 0))
+    return "its kind is neither on_demand nor spot";
+  if (p->per_gpu_hour_micro < 0 || p->per_gpu_hour_micro > PRICE_MAX_MICRO)
+    return "not 0 to 10000 dollars a GPU-hour";
+  return NULL;
+}
+
+/* A price in force that the cost policy should see, once committed. */
+struct in_memory {
+  struct site_rate *rate;
+  int spot;
+  int64_t micro;
+};
+
+int
+broker__prices_record(struct broker *b, struct site *s,
+                      const struct adapter_price *p, size_t n,
+                      int64_t now_ms, struct err *e)
+{
+  struct held_list l = {s->name, NULL, 0, 0};
+  struct in_memory *mem = xcalloc(n > 0 ? n : 1, sizeof(*mem));
+  size_t nmem = 0, changed = 0;
+  int began = 0, rc;
+
+  rc = db_price_current(b->db, now_ms, collect_held, &l, e);
+  if (rc == 0)
+    rc = db_begin(b->db, e);
+  began = rc == 0;
+  for (size_t k = 0; rc == 0 && k < n; k++) {
+    const char *why = price_problem(&p[k]);
+    struct site_rate *rate = NULL;
+    const struct held *h;
+    int64_t from = now_ms;
+    char type[32];
+
+    if (why != NULL) {
+      log_warn("site %s: a price its provider gave is ignored: %s",
+               s->name, why);
+      continue;
+    }
+    lower_type(p[k].gpu_type, type);
+    for (size_t r = 0; r < s->cost.nrented; r++)
+      if (strcmp(s->cost.rented[r].gpu_type, type) == 0)
+        rate = &s->cost.rented[r];
+    if (rate == NULL) {
+      log_debug("site %s: its provider prices %s, which the config does "
+                "not rent", s->name, type);
+      continue;
+    }
+    h = find_held(&l, type, p[k].kind);
+    /* An admin's price holds until the config changes it. */
+    if (h != NULL && h->admin)
+      continue;
+    mem[nmem++] = (struct in_memory){rate, strcmp(p[k].kind, "spot") == 0,
+                                     p[k].per_gpu_hour_micro};
+    if (h != NULL && h->provider && h->rate_micro == p[k].per_gpu_hour_micro)
+      continue;
+    /* A row of the same millisecond would replace the one in force. */
+    if (h != NULL && h->from_ms >= from)
+      from = h->from_ms + 1;
+    rc = db_price_insert(b->db,
+                         &(struct db_price){.site = s->name,
+                                            .gpu_type = type,
+                                            .kind = p[k].kind,
+                                            .valid_from_ms = from,
+                                            .rate_micro =
+                                                p[k].per_gpu_hour_micro,
+                                            .admin = DB_PRICE_PROVIDER},
+                         e);
+    if (rc == 0)
+      log_info("site %s: %s %s price from its provider: %" PRId64
+               " micro-dollars a GPU-hour", s->name, type, p[k].kind,
+               p[k].per_gpu_hour_micro);
+    changed++;
+  }
+  /* The new rates and the running holds cut where they start, at once. */
+  if (rc == 0 && changed > 0)
+    rc = broker__ledger_catch_up(b, now_ms, 1, e);
+  if (rc == 0 && began)
+    rc = db_commit(b->db, e);
+  else if (began)
+    db_rollback(b->db);
+  for (size_t k = 0; rc == 0 && k < nmem; k++) {
+    if (mem[k].spot)
+      mem[k].rate->spot_micro = mem[k].micro;
+    else
+      mem[k].rate->per_gpu_hour_micro = mem[k].micro;
+  }
+  free(mem);
+  free(l.v);
+  return rc < 0 ? err_prefix(e, "recording site %s's provider prices",
+                             s->name)
+                : 0;
+}
+
+/* How often s's provider is asked for prices, ms; 0: never. */
+static int64_t
+refresh_ms(const struct site *s)
+{
+  if (s->cost.kind != SITE_RENTED || s->ops->prices == NULL ||
+      s->cost.refresh_s == 0)
+    return 0;
+  return (s->cost.refresh_s < 0 ? PRICE_REFRESH_S : s->cost.refresh_s) *
+         1000;
+}
+
+static void prices_tick(uv_timer_t *t);
+
+/* The timer, for the soonest ask due. */
+static void
+prices_arm(struct broker *b)
+{
+  uint64_t now = uv_now(b->loop), soonest = UINT64_MAX;
+
+  if (b->closing)
+    return;
+  for (size_t i = 0; i < b->nsites; i++) {
+    const struct site *s = &b->sites[i];
+
+    if (refresh_ms(s) > 0 && !s->prices_asking && s->prices_due < soonest)
+      soonest = s->prices_due;
+  }
+  uv_timer_stop(&b->prices_timer);
+  if (soonest != UINT64_MAX)
+    uv_timer_start(&b->prices_timer, prices_tick,
+                   soonest > now ? soonest - now : 0, 0);
+}
+
+static void
+on_prices(void *arg, int rc, const struct adapter_price *p, size_t n,
+          const struct err *e)
+{
+  struct site *s = arg;
+  struct broker *b = s->broker;
+  int64_t every = refresh_ms(s), wait = every;
+  struct err re = {0};
+
+  s->prices_asking = 0;
+  /* The answer of a site being closed has no one to go to. */
+  if (b->closing || s->ctx == NULL)
+    return;
+  if (rc < 0) {
+    log_warn("site %s: its provider's prices: %s", s->name,
+             e != NULL && e->msg[0] != '\0' ? e->msg : err_str(rc));
+    if (wait > PRICE_RETRY_MS)
+      wait = PRICE_RETRY_MS;
+  } else if (broker__prices_record(b, s, p, n, time_now_ms(), &re) < 0) {
+    log_warn("site %s: %s", s->name, re.msg);
+  }
+  s->prices_due = uv_now(b->loop) + (uint64_t)wait;
+  prices_arm(b);
+}
+
+static void
+prices_tick(uv_timer_t *t)
+{
+  struct broker *b = t->data;
+  uint64_t now = uv_now(b->loop);
+
+  for (size_t i = 0; i < b->nsites; i++) {
+    struct site *s = &b->sites[i];
+
+    if (refresh_ms(s) == 0 || s->prices_asking || s->ctx == NULL ||
+        s->prices_due > now)
+      continue;
+    s->prices_asking = 1;
+    s->ops->prices(s->ctx, on_prices, s);
+  }
+  prices_arm(b);
+}
+
+void
+broker__prices_init(struct broker *b)
+{
+  uint64_t now = uv_now(b->loop);
+
+  uv_timer_init(b->loop, &b->prices_timer);
+  b->prices_timer.data = b;
+  for (size_t i = 0; i < b->nsites; i++) {
+    struct site *s = &b->sites[i];
+    int64_t every = refresh_ms(s);
+
+    s->prices_due = now;
+    if (every > 0)
+      log_info("site %s: prices from its provider every %" PRId64 " s",
+               s->name, every / 1000);
+  }
+  prices_arm(b);
+}
+
+void
+broker__prices_close(struct broker *b)
+{
+  uv_timer_stop(&b->prices_timer);
+  broker__close_handle(b, (uv_handle_t *)&b->prices_timer);
 }

@@ -361,18 +361,23 @@ int db_token_find(struct db *db, const char *hash_hex, struct db_token *out,
 int db_token_count(struct db *db, int64_t *count, struct err *e)
     WARN_UNUSED;
 
-/* ---- prices (005_prices.sql) ---- */
+/* ---- prices (005_prices.sql, 010_provider_prices.sql) ---- */
 
 /* A rate of a site from a time on; a row read is borrowed by the
  * callback it is handed to. */
 #define DB_PRICE_WITHDRAWN (-1) /* rate_micro: no price from then on */
+/* Who set a price other than the config (db_price.admin 0): */
+#define DB_PRICE_ADMIN 1        /* an admin (tenbin prices set) */
+#define DB_PRICE_PROVIDER 2     /* the site's price source (010) */
 struct db_price {
   const char *site;
   const char *gpu_type;   /* as jobs name it, or "*" (an owned site) */
   const char *kind;       /* "on_demand", "spot", "sunk", "marginal" */
   int64_t valid_from_ms;
   int64_t rate_micro;     /* per GPU-hour, or DB_PRICE_WITHDRAWN */
-  int admin;              /* set by an admin, not read from the config */
+  /* 0 read from the config, else DB_PRICE_ADMIN or DB_PRICE_PROVIDER.
+   * NEEDSWORK: it is a source now, and should be named so. */
+  int admin;
 };
 typedef int (*db_price_cb)(const struct db_price *p, void *arg);
 

@@ -1,8 +1,9 @@
 /*
- * The price history (db.h "prices"; schema in 005_prices.sql).  Same
- * rules as datasets.c: statements prepared once at open into struct
- * db's slots for this file, values always bound, rows handed to
- * callbacks borrowed.
+ * The price history (db.h "prices"; schema in 005_prices.sql, its
+ * sources widened by 010_provider_prices.sql).  Same rules as
+ * datasets.c: statements prepared once at open into struct db's slots
+ * for this file, values always bound, rows handed to callbacks
+ * borrowed.
  */
 #include <sqlite3.h>
 #include <string.h>
@@ -64,7 +65,12 @@ read_price(sqlite3_stmt *st, struct db_price *p)
   p->rate_micro = sqlite3_column_type(st, 4) == SQLITE_NULL
                       ? DB_PRICE_WITHDRAWN
                       : sqlite3_column_int64(st, 4);
-  p->admin = strcmp(db__col_borrow(st, 5), "admin") == 0;
+  if (strcmp(db__col_borrow(st, 5), "admin") == 0)
+    p->admin = DB_PRICE_ADMIN;
+  else if (strcmp(db__col_borrow(st, 5), "provider") == 0)
+    p->admin = DB_PRICE_PROVIDER;
+  else
+    p->admin = 0;
 }
 
 int
@@ -83,7 +89,11 @@ db_price_insert(struct db *db, const struct db_price *p, struct err *e)
   } else {
     db__bind_int64(st, 5, p->rate_micro, &rc);
   }
-  db__bind_text(st, 6, p->admin ? "admin" : "config", &rc);
+  db__bind_text(st, 6,
+                p->admin == DB_PRICE_PROVIDER ? "provider"
+                : p->admin != 0               ? "admin"
+                                              : "config",
+                &rc);
   return db__step_write(db, st, rc, "recording a price", e);
 }
 

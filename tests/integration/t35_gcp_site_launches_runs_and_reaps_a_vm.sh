@@ -68,7 +68,7 @@ t_expect "its output came back through the node agent" \
   "$("$TENBIN" logs "$id")" "hello from $vm"
 t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
 t_expect "tenbin site show lists the node and its VM" \
-  "$("$TENBIN" site show gcp)" "1 +(ready|terminating|ended) +a3 +us-central1-a +on-demand +$vm"
+  "$("$TENBIN" site show gcp)" "1 +(idle|busy|terminating|ended) +a3 +us-central1-a +on-demand +$vm"
 t_expect "the startup script went in as the startup-script metadata" \
   "$(head -n 2 "$T_DIR/vms/$vm/user-data" | tr '\n' ' ')" '^#!/bin/sh # tenbin node 1 of site gcp $'
 

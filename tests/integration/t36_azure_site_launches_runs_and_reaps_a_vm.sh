@@ -76,7 +76,7 @@ t_expect "its output came back through the node agent" \
   "$("$TENBIN" logs "$id")" "hello from $emu"
 t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
 t_expect "tenbin site show lists the node and its VM" \
-  "$("$TENBIN" site show az)" "1 +(ready|terminating|ended) +nd96 +1 +on-demand +$vm"
+  "$("$TENBIN" site show az)" "1 +(idle|busy|terminating|ended) +nd96 +1 +on-demand +$vm"
 t_expect "the startup script went in as the VM's customData" \
   "$(head -n 2 "$T_DIR/vms/$emu/user-data" | tr '\n' ' ')" '^#!/bin/sh # tenbin node 1 of site az $'
 t_expect "the token endpoint granted a token" "$(grants)" '^[1-9]'
@@ -129,7 +129,7 @@ t_expect "the pool moved on from the allocation failure" \
 t_expect "the failed VM was deleted before the next launch" \
   "$(grep -c "DELETE /subscriptions/[^ ]*/virtualMachines/tenbin-[a-z0-9-]*-$node?[^ ]* -> 20[024]" "$T_DIR/azure.log")" '^[1-9]'
 t_expect "tenbin site show has the node in zone 2" \
-  "$("$TENBIN" site show az)" "$node +(booting|ready|terminating|ended) +nd96 +2 "
+  "$("$TENBIN" site show az)" "$node +(booting|idle|busy|terminating|ended) +nd96 +2 "
 emu2=$(vms_of_node "$node" '| select(.zone == "2")' | jq -r '.[0].vm_id')
 t_expect "and the job ran there" "$("$TENBIN" logs "$id")" "zone two on $emu2"
 t_fake POST /_fake/faults '{"capacity": []}' >/dev/null
