@@ -30,3 +30,11 @@ adapter_find(const char *kind)
   }
   return NULL;
 }
+
+int
+adapter_is_elastic(const struct adapter_ops *ops)
+{
+  /* Nodes that dial in are what makes a site elastic: one test, so the
+   * two can never disagree. */
+  return ops != NULL && ops->node_heartbeat != NULL;
+}

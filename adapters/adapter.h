@@ -57,6 +57,19 @@ struct adapter_capacity {
   struct adapter_gpu_pool pools[ADAPTER_MAX_POOLS];
 };
 
+/*
+ * Where an elastic site's node pulls a job's dataset version from: the
+ * agent of the dataset's source site (docs/NODES.md).  The version id
+ * is the SHA-256 of the version's manifest, so the node checks what it
+ * gets against it.  Strings are borrowed for the call.
+ */
+struct adapter_dataset {
+  const char *name;            /* the dataset */
+  const char *version;         /* 64 lowercase hex digits */
+  const char *url;             /* the source agent's base URL */
+  const char *token;           /* and its bearer token */
+};
+
 /* One job handed to an adapter; borrowed for the duration of the call. */
 struct adapter_job {
   int64_t id;                  /* tenbin job id (the tag) */
@@ -66,6 +79,10 @@ struct adapter_job {
   const char *remote_id;
   const char *alloc;
   const char *log_path;
+  /* Elastic sites only, for submit() and adopt(): the dataset version
+   * the job's node pulls before the job starts, or NULL for none.  The
+   * spec's env has TENBIN_DATASET; the node adds TENBIN_DATASET_DIR. */
+  const struct adapter_dataset *dataset;
 };
 
 /* A change of a job's state at the site, reported to the broker. */
@@ -80,6 +97,11 @@ struct adapter_update {
   int exit_code;         /* -1 when not ended by exit */
   int signal;            /* 0 when not ended by a signal */
   int64_t at_ms;         /* when it happened, 0 = now */
+  /* A final update of a job whose node pulled its dataset (elastic
+   * sites): the bytes that crossed the network, which the broker bills
+   * as egress from the dataset's source, and whether the pull failed. */
+  int64_t pulled_bytes;
+  int pull_failed;
 };
 
 /* Updates in the order they happened; n >= 1.  u is borrowed. */
@@ -211,5 +233,15 @@ struct adapter_ops {
 
 /* The adapter for a site kind, or NULL. */
 const struct adapter_ops *adapter_find(const char *kind);
+
+/*
+ * 1 for an elastic site's adapter (aws, gcp, azure: the one kind of
+ * adapter whose ops have node_heartbeat), else 0.  An elastic site has
+ * no storage of its own that outlives a VM: it holds no dataset
+ * replicas and the stager never pulls to it; a job with a dataset goes
+ * to it at once with adapter_job.dataset, and the node pulls the
+ * version itself.
+ */
+int adapter_is_elastic(const struct adapter_ops *ops);
 
 #endif

@@ -93,6 +93,9 @@ struct pjob {
   int final;                /* a final state pushed ... */
   uint64_t final_hb;        /* ... in this heartbeat of its node */
   char *log_path;
+  json_t *dataset;          /* where the node pulls the job's dataset
+                               from (docs/NODES.md), or NULL */
+  int pulling;              /* the agent's "pulling" reason pushed */
 };
 
 struct orphan {
@@ -310,6 +313,7 @@ job_free(struct pjob *j)
 {
   list_remove(&j->link);
   json_decref(j->spec);
+  json_decref(j->dataset);
   free(j->log_path);
   free(j);
 }
@@ -1015,6 +1019,11 @@ new_job(const struct adapter_job *job)
   j->gpus = job->spec->gpus;
   if (job->log_path != NULL)
     j->log_path = xstrdup(job->log_path);
+  if (job->dataset != NULL)
+    j->dataset = json_pack("{s:s, s:s, s:s, s:s}", "name",
+                           job->dataset->name, "version",
+                           job->dataset->version, "url", job->dataset->url,
+                           "token", job->dataset->token);
   return j;
 }
 
@@ -1198,7 +1207,12 @@ report(struct pool *p, struct pnode *n, struct pjob *j, const json_t *r)
   v = json_object_get(r, "at_ms");
   if (json_is_integer(v) && json_integer_value(v) > 0)
     u.at_ms = json_integer_value(v);
-  if (st == JOB_RUNNING && !j->running) {
+  if (st == JOB_SUBMITTED && u.reason != NULL && !j->pulling) {
+    /* The node pulls the job's dataset first: say so, once. */
+    j->pulling = 1;
+    u.state = JOB_SUBMITTED;
+    adapter_queue_push(&p->q, &u);
+  } else if (st == JOB_RUNNING && !j->running) {
     j->running = 1;
     u.state = JOB_RUNNING;
     adapter_queue_push(&p->q, &u);
@@ -1212,6 +1226,12 @@ report(struct pool *p, struct pnode *n, struct pjob *j, const json_t *r)
     if (json_is_integer(v) && json_integer_value(v) >= 0 &&
         json_integer_value(v) < 128)
       u.signal = (int)json_integer_value(v);
+    /* Billed: a count past any dataset (2^50 bytes, a PiB) is not one. */
+    v = json_object_get(r, "pulled_bytes");
+    if (json_is_integer(v) && json_integer_value(v) > 0 &&
+        json_integer_value(v) <= ((json_int_t)1 << 50))
+      u.pulled_bytes = json_integer_value(v);
+    u.pull_failed = json_is_true(json_object_get(r, "pull_failed"));
     u.state = st;
     j->final = 1;
     j->final_hb = n->heartbeats;
@@ -1314,6 +1334,8 @@ cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
 
       json_object_set_new(a, "id", json_integer(j->id));
       json_object_set(a, "spec", j->spec);
+      if (j->dataset != NULL)
+        json_object_set(a, "dataset", j->dataset);
       json_array_append_new(assign, a);
     }
   }

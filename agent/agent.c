@@ -231,7 +231,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   struct http_client_config cc;
   int rc;
 
-  if (cfg->token == NULL || strlen(cfg->token) < 16)
+  if (cfg->host != NULL && (cfg->token == NULL || strlen(cfg->token) < 16))
     return err_set(e, ERR_CONFIG, "the agent token must have at least 16 "
                    "characters");
   a = xcalloc(1, sizeof(*a));
@@ -260,6 +260,9 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   rc = http_client_new(loop, &cc, &a->client, e);
   if (rc < 0)
     goto fail;
+  /* In-process only (agent_pull): no port, no token to check. */
+  if (cfg->host == NULL)
+    goto done;
   memset(&hc, 0, sizeof(hc));
   hc.host = cfg->host;
   hc.port = cfg->port;
@@ -276,6 +279,7 @@ agent_start(uv_loop_t *loop, const struct agent_config *cfg,
   rc = http_server_start(loop, &hc, &a->http, e);
   if (rc < 0)
     goto fail;
+done:
   *out = a;
   return 0;
 
@@ -293,7 +297,7 @@ fail:
 uint16_t
 agent_port(const struct agent *a)
 {
-  return http_server_port(a->http);
+  return a->http != NULL ? http_server_port(a->http) : 0;
 }
 
 void
@@ -343,21 +347,35 @@ client_closed(void *arg)
 }
 
 static void
+close_client(struct agent *a)
+{
+  if (a->client_closing)
+    return;
+  a->client_closing = 1;
+  http_client_close(a->client, client_closed, a);
+}
+
+static void
 server_closed(void *arg)
 {
   struct agent *a = arg;
 
   a->http = NULL;
-  http_client_close(a->client, client_closed, a);
+  close_client(a);
 }
 
 /* Once the pool holds nothing of ours, close the server (no request of
- * ours is left unanswered by then) and the client. */
+ * ours is left unanswered by then) and the client; an agent that
+ * listens nowhere has only the client. */
 static void
 close_step(struct agent *a)
 {
-  if (a->http != NULL && a->inflight == 0)
+  if (a->inflight > 0)
+    return;
+  if (a->http != NULL)
     http_server_close(a->http, server_closed, a);
+  else if (a->closing)
+    close_client(a);
 }
 
 void

@@ -31,9 +31,10 @@ struct pull;
 struct agent {
   uv_loop_t *loop;
   struct store *store;
-  struct http_server *http;
+  struct http_server *http;    /* NULL when it listens nowhere */
   struct http_client *client;
-  char *token;
+  int client_closing;          /* http_client_close was called */
+  char *token;                 /* NULL when it listens nowhere */
   unsigned parallel;
   size_t batch_bytes;
   int watch;                   /* watch published trees (watch.h) */

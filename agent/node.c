@@ -8,6 +8,13 @@
  * doing; the heartbeat tells tenbind, and its answer brings new
  * assignments, cancels, acknowledgements and, at the end, stop.
  *
+ * A job that names a dataset starts once its version is here: the
+ * agent library pulls it from the source agent tenbind named, in this
+ * process, into DIR/datasets (no port is opened for it).  Meanwhile the
+ * job is reported "submitted"; a pull that fails ends the job failed.
+ * The bytes a job's own pull moved go with its final state, for tenbind
+ * to bill.
+ *
  * A job's stdout is streamed to tenbind while the job runs (a read on
  * the thread pool, then a PUT), and its final state is held back from
  * the heartbeat until the whole file has been sent: whoever sees the
@@ -28,15 +35,19 @@
 #include <unistd.h>
 
 #include "adapters/local.h"
+#include "agent/agent.h"
 #include "agent/node.h"
 #include "http/client.h"
 #include "http/router.h"
 #include "spec/jobspec.h"
+#include "sync/agent_client.h"
+#include "sync/path.h"
 #include "util/alloc.h"
 #include "util/fileio.h"
 #include "util/jsonx.h"
 #include "util/list.h"
 #include "util/log.h"
+#include "util/strv.h"
 #include "util/timeutil.h"
 #include "util/utf8.h"
 
@@ -70,6 +81,14 @@ struct node_job {
   int64_t id;
   enum job_state state;  /* the site's: JOB_RUNNING until a final one */
   int submitted;         /* the local adapter has it (cancel goes there) */
+  /* A job with a dataset, until it is submitted: */
+  json_t *spec;          /* its spec, to start once the version is here */
+  char *ds;              /* "NAME@VERSION", or NULL for no dataset */
+  char *ds_dir;          /* the version's directory here, once pulled */
+  int pulling;           /* its version is being pulled */
+  int own_pull;          /* that pull is this job's: its bytes are too */
+  int64_t pulled_bytes;  /* what its own pull put on the wire */
+  int pull_failed;
   int cancel_sent;
   int exit_code;         /* -1 when not ended by exit */
   int sig;               /* 0 when not ended by a signal */
@@ -97,6 +116,7 @@ struct node_agent {
   unsigned backoff_ms;
   struct http_client *client;
   void *site;              /* the local adapter's ctx */
+  struct agent *data;      /* pulls datasets into DIR/datasets */
   struct node_meta *meta;
   uv_timer_t hb_timer;     /* the next heartbeat */
   uv_timer_t log_timer;    /* log bytes go out on each tick */
@@ -359,6 +379,53 @@ positive_id(const json_t *v, int64_t *out)
   return 0;
 }
 
+/* assign[i].dataset into *out (borrowed from item); absent or null is
+ * none.  Each field is checked as the pull will use it. */
+static int
+get_dataset(const json_t *item, size_t i, struct node_dataset *out,
+            struct err *e)
+{
+  const json_t *d = json_object_get(item, "dataset");
+  char what[64];
+  size_t n;
+
+  memset(out, 0, sizeof(*out));
+  if (d == NULL || json_is_null(d))
+    return 0;
+  if (!json_is_object(d))
+    return err_set(e, ERR_INVALID, "field 'assign[%zu].dataset' must be "
+                   "an object", i);
+  out->name = jsonx_str(d, "name");
+  out->version = jsonx_str(d, "version");
+  out->url = jsonx_str(d, "url");
+  out->token = jsonx_str(d, "token");
+  if (out->name == NULL || !syncpath_valid_name(out->name))
+    return err_set(e, ERR_INVALID, "field 'assign[%zu].dataset.name' must "
+                   "match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", i);
+  if (out->version == NULL || !agentc_valid_version(out->version))
+    return err_set(e, ERR_INVALID, "field 'assign[%zu].dataset.version' "
+                   "must be 64 lowercase hex digits", i);
+  snprintf(what, sizeof(what), "field 'assign[%zu].dataset.url'", i);
+  if (check_url(what, out->url, e) < 0) {
+    if (e != NULL)
+      e->code = ERR_INVALID;
+    return ERR_INVALID;
+  }
+  n = out->token != NULL ? strlen(out->token) : 0;
+  if (n == 0 || n > TOKEN_MAX)
+    return err_set(e, ERR_INVALID, "field 'assign[%zu].dataset.token' must "
+                   "have 1 to %d characters", i, TOKEN_MAX);
+  /* It goes into a header line. */
+  for (size_t k = 0; k < n; k++) {
+    if ((unsigned char)out->token[k] <= 0x20 ||
+        (unsigned char)out->token[k] >= 0x7f)
+      return err_set(e, ERR_INVALID, "field 'assign[%zu].dataset.token' "
+                     "holds a blank or a character that is not printable "
+                     "ASCII", i);
+  }
+  return 0;
+}
+
 /* An array of positive ids into a new array (*out; NULL when empty). */
 static int
 get_ids(const json_t *obj, const char *key, int64_t **out, size_t *n,
@@ -444,6 +511,8 @@ node_answer_parse(const char *body, size_t len, struct node_answer *out,
                 "object", i);
         goto out;
       }
+      if (get_dataset(item, i, &a.assign[i].dataset, e) < 0)
+        goto out;
       a.nassign++;
     }
   }
@@ -500,6 +569,9 @@ free_job(struct node_job *j)
   if (j == NULL)
     return;
   list_remove(&j->link);
+  json_decref(j->spec);
+  free(j->ds);
+  free(j->ds_dir);
   free(j->reason);
   free(j->alloc);
   free(j->log_path);
@@ -863,7 +935,19 @@ cancel_job(struct node_agent *a, struct node_job *j)
   struct adapter_job aj = {.id = j->id};
   struct err e = {0};
 
-  if (!j->submitted || job_state_is_final(j->state) || j->cancel_sent)
+  if (job_state_is_final(j->state) || j->cancel_sent)
+    return;
+  if (!j->submitted && j->spec != NULL) {
+    /* Still waiting for its dataset (or for room): nothing runs yet.
+     * The pull goes on; another job may want the version. */
+    j->pulling = 0;
+    job_end(j, JOB_CANCELLED, "cancelled before it started", -1, 0, 0);
+    log_finished(a, j);
+    log_info("node: job %lld cancelled before it started",
+             (long long)j->id);
+    return;
+  }
+  if (!j->submitted)
     return;
   if (adapter_local_ops.cancel(a->site, &aj, &e) < 0) {
     log_warn("node: job %lld: cannot cancel: %s", (long long)j->id,
@@ -874,14 +958,204 @@ cancel_job(struct node_agent *a, struct node_job *j)
   log_info("node: job %lld: cancelling", (long long)j->id);
 }
 
+/* Set or replace KEY=value in a job's environment. */
 static void
-take_assignment(struct node_agent *a, const struct node_assign *as)
+env_set(char ***env, const char *key, const char *value)
+{
+  size_t klen = strlen(key);
+  size_t n = klen + strlen(value) + 2;
+  char *kv = xmalloc(n);
+
+  snprintf(kv, n, "%s=%s", key, value);
+  for (size_t i = 0; *env != NULL && (*env)[i] != NULL; i++) {
+    if (strncmp((*env)[i], key, klen) == 0 && (*env)[i][klen] == '=') {
+      free((*env)[i]);
+      (*env)[i] = kv;
+      return;
+    }
+  }
+  strv_push(env, kv);
+  free(kv);
+}
+
+/*
+ * Hand j (its spec from specj) to the local adapter, with its dataset's
+ * directory when it has one.  0 started; ERR_UNAVAILABLE when the GPUs
+ * are busy now; another code with why (whylen bytes) when it cannot run.
+ */
+static int
+job_submit(struct node_agent *a, struct node_job *j, const json_t *specj,
+           char *why, size_t whylen)
 {
   struct job_spec spec;
   struct adapter_job aj;
-  struct node_job *j;
   struct err e = {0};
+  int rc;
+
+  jobspec_init(&spec);
+  rc = jobspec_from_json(&spec, specj, NULL, &e);
+  if (rc < 0) {
+    snprintf(why, whylen, "spec: %s", err_msg(&e));
+    goto out;
+  }
+  if (j->ds_dir != NULL) {
+    env_set(&spec.env, "TENBIN_DATASET_DIR", j->ds_dir);
+    env_set(&spec.env, "TENBIN_DATASET", j->ds);
+  }
+  memset(&aj, 0, sizeof(aj));
+  aj.id = j->id;
+  aj.spec = &spec;
+  rc = adapter_local_ops.submit(a->site, &aj, &e);
+  if (rc == ERR_CONFLICT) {
+    /* A shim from an earlier agent runs it still: watch that one. */
+    err_clear(&e);
+    rc = adapter_local_ops.adopt(a->site, &aj, &e);
+  }
+  if (rc < 0)
+    snprintf(why, whylen, "%s", err_msg(&e));
+out:
+  jobspec_release(&spec);
+  return rc;
+}
+
+/* 0 when specj reads as a job spec, else a code with why. */
+static int
+spec_check(const json_t *specj, char *why, size_t whylen)
+{
+  struct job_spec spec;
+  struct err e = {0};
+  int rc;
+
+  jobspec_init(&spec);
+  rc = jobspec_from_json(&spec, specj, NULL, &e);
+  if (rc < 0)
+    snprintf(why, whylen, "spec: %s", err_msg(&e));
+  jobspec_release(&spec);
+  return rc;
+}
+
+/* j could not run: it ended failed, why, and tenbind hears of it. */
+static void
+job_cannot_run(struct node_agent *a, struct node_job *j, const char *why)
+{
+  log_warn("node: job %lld cannot run: %s", (long long)j->id, why);
+  job_end(j, JOB_FAILED, why, -1, 0, 0);
+  j->log_done = 1;
+  heartbeat_soon(a);
+}
+
+/* Start j, whose version is here, unless the GPUs are busy: then it
+ * waits, held, for the next heartbeat's answer to try again (tenbind
+ * assigns it no more: it saw it). */
+static void
+start_pulled(struct node_agent *a, struct node_job *j)
+{
   char why[ERR_MSG_SIZE + 16];
+  int rc = job_submit(a, j, j->spec, why, sizeof(why));
+
+  if (rc == ERR_UNAVAILABLE) {
+    log_debug("node: job %lld waits for room: %s", (long long)j->id, why);
+    return;
+  }
+  json_decref(j->spec);
+  j->spec = NULL;
+  if (rc < 0) {
+    job_cannot_run(a, j, why);
+    return;
+  }
+  j->submitted = 1;
+  j->run_ms = time_now_ms();
+  log_info("node: job %lld started, with %s in %s", (long long)j->id, j->ds,
+           j->ds_dir);
+  heartbeat_soon(a);
+}
+
+/* What agent_pull calls back with: the job id, not the job, which may
+ * be gone by then. */
+struct pull_wait {
+  struct node_agent *a;
+  int64_t job_id;
+};
+
+static void
+on_pulled(void *arg, const struct agent_pull_end *end)
+{
+  struct pull_wait *w = arg;
+  struct node_agent *a = w->a;
+  struct node_job *j;
+  char why[ERR_MSG_SIZE + 160];
+
+  j = a->closing || a->exited ? NULL : find_job(a, w->job_id);
+  free(w);
+  /* Cancelled meanwhile, or the agent is going: nothing to start. */
+  if (j == NULL || !j->pulling)
+    return;
+  j->pulling = 0;
+  if (j->own_pull)
+    j->pulled_bytes = (int64_t)end->bytes_wire;
+  if (!end->complete) {
+    j->pull_failed = 1;
+    snprintf(why, sizeof(why), "dataset %.140s: the pull failed: %s",
+             j->ds, end->error != NULL ? end->error : "no reason given");
+    json_decref(j->spec);
+    j->spec = NULL;
+    job_cannot_run(a, j, why);
+    return;
+  }
+  log_info("node: job %lld: %s is here (%llu bytes on the wire)",
+           (long long)j->id, j->ds, (unsigned long long)end->bytes_wire);
+  j->ds_dir = xstrdup(end->path);
+  start_pulled(a, j);
+}
+
+/* Pull as's dataset for j (held, its spec kept): it starts when the
+ * version is here.  0, or a code with why (whylen bytes). */
+static int
+pull_dataset(struct node_agent *a, struct node_job *j,
+             const struct node_assign *as, char *why, size_t whylen)
+{
+  const struct node_dataset *d = &as->dataset;
+  char path[PATH_MAX];
+  struct pull_wait *w = xcalloc(1, sizeof(*w));
+  struct agent_pull_req r = {.name = d->name,
+                             .version = d->version,
+                             .src_url = d->url,
+                             .src_token = d->token,
+                             .cb = on_pulled,
+                             .arg = w};
+  struct err e = {0};
+  size_t n = strlen(d->name) + strlen(d->version) + 2;
+  int rc;
+
+  j->ds = xmalloc(n);
+  snprintf(j->ds, n, "%s@%s", d->name, d->version);
+  j->spec = json_incref(as->spec);
+  w->a = a;
+  w->job_id = j->id;
+  rc = agent_pull(a->data, &r, path, sizeof(path), &e);
+  if (rc < 0) {
+    free(w);
+    snprintf(why, whylen, "dataset %.140s: %s", j->ds, err_msg(&e));
+    return rc;
+  }
+  if (rc == AGENT_PULL_HELD) {
+    /* Pulled for an earlier job: nothing moves. */
+    free(w);
+    j->ds_dir = xstrdup(path);
+    return 0;
+  }
+  j->pulling = 1;
+  j->own_pull = rc == AGENT_PULL_STARTED;
+  log_info("node: job %lld waits for %s from %s", (long long)j->id, j->ds,
+           d->url);
+  return 0;
+}
+
+static void
+take_assignment(struct node_agent *a, const struct node_assign *as)
+{
+  struct node_job *j;
+  char why[ERR_MSG_SIZE + 160];
   int rc;
 
   if (find_job(a, as->id) != NULL)
@@ -904,36 +1178,34 @@ take_assignment(struct node_agent *a, const struct node_assign *as)
   j->state = JOB_RUNNING;
   j->exit_code = -1;
   j->run_ms = time_now_ms();
-  jobspec_init(&spec);
-  rc = jobspec_from_json(&spec, as->spec, NULL, &e);
-  if (rc < 0) {
-    snprintf(why, sizeof(why), "spec: %s", err_msg(&e));
-    goto failed;
+  if (as->dataset.name != NULL) {
+    /* Held from now on, whatever comes: tenbind sees it "submitted"
+     * while the version comes, and assigns it no more.  A spec that
+     * can never run is said so before anything moves. */
+    rc = spec_check(as->spec, why, sizeof(why));
+    if (rc == 0)
+      rc = pull_dataset(a, j, as, why, sizeof(why));
+    if (rc < 0)
+      goto failed;
+    if (!j->pulling)
+      start_pulled(a, j);
+    goto held;
   }
-  memset(&aj, 0, sizeof(aj));
-  aj.id = as->id;
-  aj.spec = &spec;
-  rc = adapter_local_ops.submit(a->site, &aj, &e);
-  if (rc == ERR_CONFLICT) {
-    /* A shim from an earlier agent runs it still: watch that one. */
-    err_clear(&e);
-    rc = adapter_local_ops.adopt(a->site, &aj, &e);
-  }
+  rc = job_submit(a, j, as->spec, why, sizeof(why));
   if (rc == ERR_UNAVAILABLE) {
     /* No room now: not held, so tenbind assigns it again. */
-    log_info("node: job %lld waits: %s", (long long)as->id, err_msg(&e));
+    log_info("node: job %lld waits: %s", (long long)as->id, why);
     free_job(j);
-    j = NULL;
-    goto out;
+    return;
   }
-  if (rc < 0) {
-    snprintf(why, sizeof(why), "%s", err_msg(&e));
+  if (rc < 0)
     goto failed;
-  }
   j->submitted = 1;
   log_info("node: job %lld started", (long long)j->id);
   goto held;
 failed:
+  json_decref(j->spec);
+  j->spec = NULL;
   log_warn("node: job %lld cannot run: %s", (long long)j->id, why);
   job_end(j, JOB_FAILED, why, -1, 0, 0);
   j->log_done = 1;
@@ -941,8 +1213,6 @@ held:
   list_insert_tail(&a->jobs, &j->link);
   a->njobs++;
   heartbeat_soon(a);
-out:
-  jobspec_release(&spec);
 }
 
 static int
@@ -975,6 +1245,7 @@ static void
 apply_answer(struct node_agent *a, const struct node_answer *ans)
 {
   struct node_job *j;
+  struct list *q;
 
   a->hb_ms = ans->heartbeat_ms;
   for (size_t i = 0; i < ans->nack; i++) {
@@ -994,6 +1265,13 @@ apply_answer(struct node_agent *a, const struct node_answer *ans)
     take_assignment(a, &ans->assign[i]);
   if (ans->stop)
     begin_stop(a);
+  /* Jobs whose version is here but whose GPUs were busy: again. */
+  LIST_FOREACH(q, &a->jobs) {
+    j = JOB_OF(q);
+    if (j->spec != NULL && !j->pulling && j->ds_dir != NULL &&
+        !job_state_is_final(j->state))
+      start_pulled(a, j);
+  }
 }
 
 /* ---- the heartbeat ---- */
@@ -1002,18 +1280,33 @@ static json_t *
 job_json(const struct node_job *j)
 {
   int final = reported_final(j);
+  /* Not started yet: its dataset comes, or its GPUs are busy. */
+  int waiting = !final && !j->submitted && j->spec != NULL;
   json_t *o = json_object();
+  char why[256];
 
   json_object_set_new(o, "id", json_integer(j->id));
   json_object_set_new(o, "state", json_string(job_state_name(
-                                      final ? j->state : JOB_RUNNING)));
+                                      final     ? j->state
+                                      : waiting ? JOB_SUBMITTED
+                                                : JOB_RUNNING)));
   json_object_set_new(o, "exit_code", json_integer(final ? j->exit_code
                                                          : -1));
   json_object_set_new(o, "signal", json_integer(final ? j->sig : 0));
-  set_text(o, "reason", final ? j->reason : NULL);
+  if (waiting) {
+    snprintf(why, sizeof(why), j->pulling ? "pulling dataset %.140s onto "
+             "the node" : "dataset %.140s pulled; waiting for GPUs", j->ds);
+    set_text(o, "reason", why);
+  } else {
+    set_text(o, "reason", final ? j->reason : NULL);
+  }
   set_text(o, "alloc", j->alloc);
   json_object_set_new(o, "at_ms", json_integer(final ? j->end_ms
                                                      : j->run_ms));
+  if (final && j->ds != NULL) {
+    json_object_set_new(o, "pulled_bytes", json_integer(j->pulled_bytes));
+    json_object_set_new(o, "pull_failed", json_boolean(j->pull_failed));
+  }
   return o;
 }
 
@@ -1339,6 +1632,37 @@ out:
   return rc;
 }
 
+/* The agent library on ROOT/datasets, in-process and listening
+ * nowhere: it pulls jobs' dataset versions, with tenbind's CA file and
+ * its rule on tokens over plain http. */
+static int
+open_data(struct node_agent *a, const struct node_config *cfg,
+          struct err *e)
+{
+  struct agent_config ac;
+  size_t n = strlen(cfg->root) + sizeof("/datasets");
+  char *dir = xmalloc(n);
+  int rc;
+
+  snprintf(dir, n, "%s/datasets", cfg->root);
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    rc = err_set(e, ERR_CONFIG, "cannot create '%s': %s", dir,
+                 strerror(errno));
+    goto out;
+  }
+  memset(&ac, 0, sizeof(ac));
+  ac.root = dir;
+  ac.draft_ms = -1;
+  ac.ca_file = cfg->ca_file;
+  ac.allow_insecure_tokens = cfg->allow_insecure_tokens;
+  rc = agent_start(a->loop, &ac, &a->data, e);
+  if (rc < 0)
+    err_prefix(e, "datasets in '%s'", dir);
+out:
+  free(dir);
+  return rc;
+}
+
 int
 node_agent_start(uv_loop_t *loop, const struct node_config *cfg,
                  struct node_agent **out, struct err *e)
@@ -1380,6 +1704,8 @@ node_agent_start(uv_loop_t *loop, const struct node_config *cfg,
   /* From here on a failure closes what is open through node_agent_close:
    * the caller runs the loop to let it go. */
   rc = open_site(a, cfg, e);
+  if (rc == 0)
+    rc = open_data(a, cfg, e);
   if (rc < 0)
     goto fail;
   memset(&cc, 0, sizeof(cc));
@@ -1468,6 +1794,13 @@ node_agent_close(struct node_agent *a, void (*cb)(void *arg), void *arg)
     a->pending++;
     node_meta_close(a->meta, on_part_closed, a);
     a->meta = NULL;
+  }
+  if (a->data != NULL) {
+    /* Pulls stop (their staging stays for the next start); jobs that
+     * waited for them hear so from inside this call, and let go. */
+    a->pending++;
+    agent_close(a->data, on_part_closed, a);
+    a->data = NULL;
   }
   if (a->site != NULL) {
     /* Jobs keep running under their shims. */

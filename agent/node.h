@@ -3,9 +3,11 @@
  * (aws, gcp, azure) launched.  The VM has no inbound port, so the agent
  * dials tenbind: it heartbeats, runs the jobs tenbind assigns to it the
  * way the local site does (the real local adapter, in-process, each job
- * under the agent's own executable as its shim), streams each job's
- * stdout to tenbind, and reports the provider's spot interruption
- * notice.  docs/NODES.md is the protocol.
+ * under the agent's own executable as its shim), pulls a job's dataset
+ * version from its source agent first (the agent library's pull,
+ * in-process, into DIR/datasets), streams each job's stdout to tenbind,
+ * and reports the provider's spot interruption notice.  docs/NODES.md
+ * is the protocol.
  *
  * Lifecycle (libuv style): node_agent_start() -> uv_run ->
  * node_agent_close(cb).  The agent ends by itself when tenbind retires
@@ -50,7 +52,8 @@ struct node_agent;
 struct node_config {
   const char *server;       /* tenbind's base URL, "https://host:port" */
   const char *token;        /* the node token (bearer) */
-  const char *root;         /* DIR: jobs and logs live in DIR/node */
+  const char *root;         /* DIR: jobs and logs live in DIR/node,
+                               pulled dataset versions in DIR/datasets */
   enum node_provider provider;
   const char *metadata_url; /* NULL: the provider's own address */
   const char *gpus;         /* --gpus SPEC: "auto" (NULL), "none",
@@ -60,9 +63,11 @@ struct node_config {
                                "--shim" to adapter_local_shim_main() */
   const char *hostname;     /* NULL: gethostname() */
   const char *agent_version; /* NULL: "unknown" */
-  const char *ca_file;      /* CAs tenbind's certificate is checked
-                               against; NULL: the system's */
-  int allow_insecure_tokens; /* the token may go over plain http to a
+  const char *ca_file;      /* CAs tenbind's and the dataset sources'
+                               certificates are checked against; NULL:
+                               the system's */
+  int allow_insecure_tokens; /* the tokens (the node's, the dataset
+                                sources') may go over plain http to a
                                 host other than loopback */
   unsigned meta_poll_ms;    /* 0: every 2000 ms (tests shorten it) */
   unsigned log_flush_ms;    /* 0: new log bytes go every 500 ms */
@@ -100,9 +105,19 @@ void node_agent_close(struct node_agent *a, void (*cb)(void *arg),
 int node_gpus_config(const char *spec, json_t **out,
                      struct err *e) WARN_UNUSED;
 
+/* Where an assignment's dataset version is pulled from before the job
+ * starts (docs/NODES.md); strings borrowed from the answer. */
+struct node_dataset {
+  const char *name;    /* NULL: the job names no dataset */
+  const char *version; /* 64 lowercase hex digits */
+  const char *url;     /* the source agent, http(s) */
+  const char *token;   /* its bearer token */
+};
+
 struct node_assign {
   int64_t id;
   json_t *spec; /* borrowed from the answer */
+  struct node_dataset dataset;
 };
 
 /* A heartbeat answer, read and checked. */
@@ -121,8 +136,9 @@ struct node_answer {
 /*
  * Read a heartbeat answer body (len bytes).  Keys it does not know are
  * ignored (tenbind may add some); a known key of the wrong type, an id
- * that is not a positive integer, an assignment without an object spec
- * or more entries than the caps is ERR_INVALID naming the field.  *out
+ * that is not a positive integer, an assignment without an object spec,
+ * a dataset whose name, version, url or token is not one, or more
+ * entries than the caps is ERR_INVALID naming the field.  *out
  * is filled (release with node_answer_release) only on success.
  */
 int node_answer_parse(const char *body, size_t len, struct node_answer *out,

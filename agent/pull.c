@@ -23,6 +23,8 @@
 
 #include "http/router.h"
 #include "agent/pull_int.h"
+#include "sync/agent_client.h"
+#include "sync/path.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -72,6 +74,23 @@ waiter_closed(uv_handle_t *h)
   free(h->data);
 }
 
+/* An in-process waiter's answer (agent_pull): how p ended, or that it
+ * was stopped. */
+static void
+waiter_call(struct pull_waiter *w, const struct pull *p)
+{
+  struct agent_pull_end end = {
+      .complete = p->state == PULL_COMPLETE,
+      .path = p->state == PULL_COMPLETE ? p->data : NULL,
+      .bytes_total = p->bytes_total,
+      .bytes_wire = p->bytes_wire,
+      .error = p->state == PULL_FAILED ? p->error : NULL};
+
+  if (p->state == PULL_RUNNING)
+    end.error = "the agent is closing";
+  w->cb(w->cb_arg, &end);
+}
+
 static void
 waiter_answer(struct pull_waiter *w)
 {
@@ -83,7 +102,10 @@ waiter_answer(struct pull_waiter *w)
       break;
     }
   }
-  agent_reply_json(w->req, 200, status_json(p));
+  if (w->req != NULL)
+    agent_reply_json(w->req, 200, status_json(p));
+  else
+    waiter_call(w, p);
   uv_timer_stop(&w->timer);
   w->timer.data = w;
   uv_close((uv_handle_t *)&w->timer, waiter_closed);
@@ -1088,6 +1110,118 @@ complete_json(struct http_request *req, const char *name,
   agent_reply_json(req, 200, v);
 }
 
+/* Where a pull comes from, checked for PUT's body and agent_pull alike;
+ * ERR_INVALID naming the field. */
+static int
+check_source(const char *url, const char *token, struct err *e)
+{
+  if (url == NULL || (strncmp(url, "http://", 7) != 0 &&
+                      strncmp(url, "https://", 8) != 0) ||
+      strlen(url) > 1024)
+    return err_set(e, ERR_INVALID, "field 'source.url': an http(s) URL of "
+                   "at most 1024 bytes is required");
+  if (token == NULL || strlen(token) > 4096 || strchr(token, '\n') ||
+      strchr(token, '\r'))
+    return err_set(e, ERR_INVALID, "field 'source.token': required, one "
+                   "line of at most 4096 bytes");
+  return 0;
+}
+
+/*
+ * Start (or restart, after a failure) the pull of v of name from url, or
+ * find it running: *out is the pull, 1 when it was running already, 0
+ * when it starts now.  ERR_UNAVAILABLE while a failed attempt winds
+ * down.  The version must not be held here (the caller looked).
+ */
+static int
+pull_start(struct agent *a, const char *name, const char *v,
+           const char *url, const char *token, uint64_t bwlimit,
+           struct pull **out, struct err *e)
+{
+  struct pull *p = pull_find(a, name, v);
+  size_t n;
+
+  *out = p;
+  if (p != NULL && p->state == PULL_RUNNING)
+    return 1;
+  if (p == NULL) {
+    p = xcalloc(1, sizeof(*p));
+    p->a = a;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    snprintf(p->v, sizeof(p->v), "%s", v);
+    manifest_init(&p->m);
+    store_staging_dir(a->store, name, v, p->staging, sizeof(p->staging));
+    store_data_dir(a->store, name, v, p->data, sizeof(p->data));
+    uv_timer_init(a->loop, &p->retry);
+    p->retry.data = p;
+    p->next = a->pulls;
+    a->pulls = p;
+    *out = p;
+  } else if (p->work > 0) {
+    /* A failed pull still finishing its last work: ask again soon. */
+    return err_set(e, ERR_UNAVAILABLE, "the previous attempt is still "
+                   "winding down; try again in a moment");
+  }
+  free(p->src_url);
+  free(p->src_token);
+  p->src_url = xstrdup(url);
+  n = strlen(p->src_url);
+  while (n > 0 && p->src_url[n - 1] == '/')
+    p->src_url[--n] = '\0';
+  p->src_token = xstrdup(token);
+  p->bwlimit = bwlimit;
+  pull_reset(p);
+  log_info("pull %s@%.12s from %s started", name, v, p->src_url);
+  fetch_manifest(p);
+  return 0;
+}
+
+int
+agent_pull(struct agent *a, const struct agent_pull_req *r, char *path,
+           size_t pathlen, struct err *e)
+{
+  struct store_version held;
+  struct pull_waiter *w;
+  struct pull *p;
+  int rc;
+
+  if (r->name == NULL || !syncpath_valid_name(r->name))
+    return err_set(e, ERR_INVALID, "dataset name '%.64s' must match "
+                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+                   r->name != NULL ? r->name : "");
+  if (r->version == NULL || !agentc_valid_version(r->version))
+    return err_set(e, ERR_INVALID, "version '%.70s' is not a 64-digit "
+                   "lowercase hex id", r->version != NULL ? r->version : "");
+  rc = check_source(r->src_url, r->src_token, e);
+  if (rc < 0)
+    return rc;
+  if (r->cb == NULL)
+    return err_set(e, ERR_INVALID, "agent_pull: no callback");
+  if (a->closing)
+    return err_set(e, ERR_UNAVAILABLE, "the agent is stopping");
+  if (store_version_get(a->store, r->name, r->version, &held)) {
+    snprintf(path, pathlen, "%s", held.path);
+    return AGENT_PULL_HELD;
+  }
+  rc = pull_start(a, r->name, r->version, r->src_url, r->src_token,
+                  r->bwlimit, &p, e);
+  if (rc < 0)
+    return rc;
+  /* Failed at once (the request could not even be sent): say so now,
+   * rather than call back from inside this call. */
+  if (p->state == PULL_FAILED)
+    return err_set(e, ERR_UNAVAILABLE, "%s", p->error);
+  w = xcalloc(1, sizeof(*w));
+  w->cb = r->cb;
+  w->cb_arg = r->arg;
+  w->p = p;
+  uv_timer_init(a->loop, &w->timer);
+  w->timer.data = w;
+  w->next = p->waiters;
+  p->waiters = w;
+  return rc == 1 ? AGENT_PULL_JOINED : AGENT_PULL_STARTED;
+}
+
 void
 pull_put(struct agent *a, struct http_request *req, const char *name,
          const char *v)
@@ -1104,6 +1238,7 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
   const char *url, *token;
   int64_t bwlimit;
   long wait_ms;
+  int rc;
 
   if (wait_param(req, &wait_ms) < 0)
     return;
@@ -1120,19 +1255,8 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
     goto fail;
   url = jsonx_str(src, "url");
   token = jsonx_str(src, "token");
-  if (url == NULL || (strncmp(url, "http://", 7) != 0 &&
-                      strncmp(url, "https://", 8) != 0) ||
-      strlen(url) > 1024) {
-    err_set(&e, ERR_INVALID, "field 'source.url': an http(s) URL of at "
-            "most 1024 bytes is required");
+  if (check_source(url, token, &e) < 0)
     goto fail;
-  }
-  if (token == NULL || strlen(token) > 4096 || strchr(token, '\n') ||
-      strchr(token, '\r')) {
-    err_set(&e, ERR_INVALID, "field 'source.token': required, one line "
-            "of at most 4096 bytes");
-    goto fail;
-  }
   if (jsonx_int(body, "bwlimit", 0, (int64_t)1 << 40, 0, &bwlimit, "",
                 &e) < 0)
     goto fail;
@@ -1142,47 +1266,14 @@ pull_put(struct agent *a, struct http_request *req, const char *name,
     complete_json(req, name, &held);
     return;
   }
-  p = pull_find(a, name, v);
-  if (p != NULL && p->state == PULL_RUNNING) {
-    json_decref(body);
-    reply_status(p, req, 200, wait_ms);
-    return;
-  }
-  if (p == NULL) {
-    p = xcalloc(1, sizeof(*p));
-    p->a = a;
-    snprintf(p->name, sizeof(p->name), "%s", name);
-    snprintf(p->v, sizeof(p->v), "%s", v);
-    manifest_init(&p->m);
-    store_staging_dir(a->store, name, v, p->staging, sizeof(p->staging));
-    store_data_dir(a->store, name, v, p->data, sizeof(p->data));
-    uv_timer_init(a->loop, &p->retry);
-    p->retry.data = p;
-    p->next = a->pulls;
-    a->pulls = p;
-  } else if (p->work > 0) {
-    /* A failed pull still finishing its last work: ask again soon. */
-    json_decref(body);
-    agent_reply_errf(req, ERR_UNAVAILABLE, "the previous attempt is "
-                     "still winding down; try again in a moment");
-    return;
-  }
-  free(p->src_url);
-  free(p->src_token);
-  p->src_url = xstrdup(url);
-  {
-    size_t n = strlen(p->src_url);
-
-    while (n > 0 && p->src_url[n - 1] == '/')
-      p->src_url[--n] = '\0';
-  }
-  p->src_token = xstrdup(token);
-  p->bwlimit = (uint64_t)bwlimit;
-  pull_reset(p);
+  rc = pull_start(a, name, v, url, token, (uint64_t)bwlimit, &p, &e);
   json_decref(body);
-  log_info("pull %s@%.12s from %s started", name, v, p->src_url);
-  fetch_manifest(p);
-  reply_status(p, req, 202, wait_ms);
+  if (rc < 0) {
+    agent_reply_err(req, &e);
+    return;
+  }
+  /* Running already: its status, as a GET would give it. */
+  reply_status(p, req, rc == 1 ? 200 : 202, wait_ms);
   return;
 
 fail:

@@ -81,8 +81,12 @@ struct segq {
   size_t head, len, cap;
 };
 
+/* Whoever waits for a pull's end: an HTTP request (answered with the
+ * status), or an in-process caller of agent_pull (req NULL, cb). */
 struct pull_waiter {
   struct http_request *req;
+  agent_pull_cb cb;
+  void *cb_arg;
   struct pull *p;
   uv_timer_t timer;
   struct pull_waiter *next;

@@ -271,12 +271,14 @@ int broker__job_cost(struct broker *b, struct job_view *v, struct err *e)
 /* Money spent since the beginning into m->costs (reports.c). */
 int broker__cost_totals(struct broker *b, struct metrics_view *m,
                         struct err *e) WARN_UNUSED;
-/* Charge a finished transfer's bytes to the project its replica names
- * (else the dataset's) at the source's egress rate, once. */
+/* Charge a finished transfer's bytes to project, or when NULL to the
+ * project its replica names (else the dataset's), at the source's egress
+ * rate, once. */
 int broker__egress_bill(struct broker *b, int64_t transfer_id,
-                        const char *dataset, const char *version,
-                        const char *from, const char *to, int64_t bytes,
-                        int64_t now, struct err *e) WARN_UNUSED;
+                        const char *project, const char *dataset,
+                        const char *version, const char *from,
+                        const char *to, int64_t bytes, int64_t now,
+                        struct err *e) WARN_UNUSED;
 
 /* ---- budgets.c ---- */
 
@@ -415,6 +417,24 @@ int broker__replica_want(struct broker *b, const char *name,
  */
 int broker__dataset_env(struct broker *b, const struct db_job *j,
                         struct job_spec *spec, struct err *e) WARN_UNUSED;
+/* Where an elastic site's node pulls a job's dataset version from. */
+struct dataset_source {
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  struct adapter_dataset ds;  /* points into the above, and at the source
+                                 site's agent URL and token (the
+                                 broker's, for its lifetime) */
+};
+/*
+ * For a job going to an elastic site: fill out with where spec's
+ * dataset version comes from (the dataset's source site, as the stager
+ * pulls from it) and add TENBIN_DATASET (NAME@VERSION) to spec's env;
+ * 0 with out->ds.name NULL when spec names none.  ERR_UNPROCESSABLE
+ * when the source site has no agent to pull from.
+ */
+int broker__dataset_source(struct broker *b, struct job_spec *spec,
+                           struct dataset_source *out, struct err *e)
+    WARN_UNUSED;
 /* Answer every publish still waiting for its agent with ERR_UNAVAILABLE
  * (shutdown: their HTTP requests are about to go away). */
 void broker__publish_flush(struct broker *b);
@@ -431,6 +451,17 @@ void broker__stager_kick(struct broker *b);
 /* Free the stager's state; only once nothing of it is in flight (from
  * broker_finish). */
 void broker__stager_free(struct broker *b);
+/*
+ * Record the pull that a node of elastic site `to` made of version of
+ * dataset for a job of project (bytes on the wire; failed or complete)
+ * as a transfer from the dataset's source site, and bill its bytes to
+ * project as egress (broker__egress_bill), at now, inside the caller's
+ * transaction.
+ */
+int broker__node_pull_record(struct broker *b, const char *project,
+                             const char *dataset, const char *version,
+                             const char *to, int64_t bytes, int failed,
+                             int64_t now, struct err *e) WARN_UNUSED;
 
 /* ---- catalog.c ---- */
 

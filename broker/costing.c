@@ -213,10 +213,13 @@ job_data(struct broker *b, const struct job_spec *spec,
     const struct site *s = &b->sites[i];
     struct db_replica r = {0};
     int have = s == src;
+    /* An elastic site holds no replica: each job's node pulls it all,
+     * from the source's agent. */
+    int elastic = adapter_is_elastic(s->ops);
 
     data[i] = (struct placement_data){0};
-    if (!have && db_replica_get(b->db, name, version, s->name, &r, NULL) ==
-                     0) {
+    if (!have && !elastic &&
+        db_replica_get(b->db, name, version, s->name, &r, NULL) == 0) {
       have = r.state == DB_REPLICA_COMPLETE;
       if (!have && r.state == DB_REPLICA_SYNCING)
         data[i].missing_bytes = -r.bytes_done;
@@ -231,9 +234,14 @@ job_data(struct broker *b, const struct job_spec *spec,
         src != NULL && src->cost.kind != SITE_UNPRICED
             ? broker__egress_rate(&src->cost, s->name)
             : 0;
-    data[i].bytes_per_s = s->agent == NULL  ? 0
-                          : s->agent_bwlimit ? (int64_t)s->agent_bwlimit
-                                             : COST_BYTES_PER_S;
+    if (elastic)
+      data[i].bytes_per_s = src != NULL && src->agent_url != NULL
+                                ? COST_BYTES_PER_S
+                                : 0;
+    else
+      data[i].bytes_per_s = s->agent == NULL  ? 0
+                            : s->agent_bwlimit ? (int64_t)s->agent_bwlimit
+                                               : COST_BYTES_PER_S;
   }
 out:
   db_dataset_version_release(&v);

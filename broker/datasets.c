@@ -375,6 +375,40 @@ broker__dataset_env(struct broker *b, const struct db_job *j,
   return rc;
 }
 
+int
+broker__dataset_source(struct broker *b, struct job_spec *spec,
+                       struct dataset_source *out, struct err *e)
+{
+  struct db_dataset d;
+  const struct site *src;
+  int rc;
+
+  memset(out, 0, sizeof(*out));
+  if (spec->dataset == NULL)
+    return 0;
+  rc = broker__dataset_split(spec->dataset, out->name, out->version, e);
+  if (rc < 0)
+    return rc;
+  rc = db_dataset_get(b->db, out->name, &d, e);
+  if (rc < 0)
+    return rc;
+  /* The source, as the stager pulls from it: the one site sure to hold
+   * every version it published. */
+  src = broker__site(b, d.source_site);
+  if (src == NULL || src->agent_url == NULL)
+    rc = err_set(e, ERR_UNPROCESSABLE, "dataset %s: its source site '%s' "
+                 "has no agent to pull from", out->name, d.source_site);
+  db_dataset_release(&d);
+  if (rc < 0)
+    return rc;
+  out->ds.name = out->name;
+  out->ds.version = out->version;
+  out->ds.url = src->agent_url;
+  out->ds.token = src->agent_token;
+  broker__env_set(&spec->env, "TENBIN_DATASET", spec->dataset);
+  return 0;
+}
+
 /* ---- views ---- */
 
 void

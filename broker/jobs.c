@@ -398,18 +398,35 @@ broker__adapter_call(const struct db_job *j,
                                struct err *e),
                      struct site *site, struct err *e)
 {
+  struct dataset_source src;
   struct job_spec spec;
   struct adapter_job aj;
   int rc;
 
   jobspec_init(&spec);
   rc = adapter_job_of(j, &spec, &aj, e);
-  /* The replica the job reads, for the site to pass on; a job the site
-   * knows already (cancel, adopt) does without. */
+  /* An elastic site's node pulls the dataset itself: where from goes
+   * with the job (adopt too: a node may not have had it yet). */
+  if (rc == 0 && adapter_is_elastic(site->ops) &&
+      (fn == site->ops->submit || fn == site->ops->adopt)) {
+    rc = broker__dataset_source(site->broker, &spec, &src, e);
+    if (rc < 0 && fn == site->ops->adopt) {
+      /* A job that runs already needs no source: re-attach anyway. */
+      log_warn("job %lld: adopted without its dataset's source: %s",
+               (long long)j->id, err_msg(e));
+      err_clear(e);
+      rc = 0;
+    }
+    if (rc == 0 && src.ds.name != NULL)
+      aj.dataset = &src.ds;
+  } else if (rc == 0 && fn == site->ops->submit) {
+    /* The replica the job reads, for the site to pass on; a job the
+     * site knows already (cancel, adopt) does without. */
+    rc = broker__dataset_env(site->broker, j, &spec, e);
+  }
   if (rc == 0 && fn == site->ops->submit) {
     char n[16];
 
-    rc = broker__dataset_env(site->broker, j, &spec, e);
     /* A job may pick up where its last run left off. */
     snprintf(n, sizeof(n), "%d", j->restarts);
     broker__env_set(&spec.env, "TENBIN_RESTART_COUNT", n);

@@ -349,29 +349,31 @@ broker__ledger_close(struct broker *b)
 
 int
 broker__egress_bill(struct broker *b, int64_t transfer_id,
-                    const char *dataset, const char *version,
-                    const char *from, const char *to, int64_t bytes,
-                    int64_t now, struct err *e)
+                    const char *project, const char *dataset,
+                    const char *version, const char *from, const char *to,
+                    int64_t bytes, int64_t now, struct err *e)
 {
   const struct site *src = broker__site(b, from);
   struct db_replica r;
   struct db_dataset d;
   char day[11];
-  const char *project;
   int64_t rate = DB_NO_RATE, cost = 0;
-  int rc;
+  int rc = 0;
 
   memset(&r, 0, sizeof(r));
   memset(&d, 0, sizeof(d));
-  rc = db_replica_get(b->db, dataset, version, to, &r, e);
+  if (project == NULL)
+    rc = db_replica_get(b->db, dataset, version, to, &r, e);
   if (rc == ERR_NOT_FOUND)
     rc = 0;
-  if (rc == 0 && r.project == NULL)
+  if (rc == 0 && project == NULL && r.project == NULL)
     rc = db_dataset_get(b->db, dataset, &d, e);
   if (rc < 0)
     goto out;
-  project = r.project != NULL ? r.project : d.project != NULL ? d.project
-                                                              : "";
+  if (project == NULL)
+    project = r.project != NULL ? r.project
+              : d.project != NULL ? d.project
+                                  : "";
   if (src != NULL && src->cost.kind != SITE_UNPRICED) {
     rate = broker__egress_rate(&src->cost, to);
     cost = price_egress(rate, bytes);

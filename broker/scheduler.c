@@ -17,7 +17,10 @@
  * Each pass then looks at the staging jobs first: once the replica is
  * complete the job is placed at that same site as soon as it fits there
  * (it may wait there, still staging, for GPUs); a failed replica fails
- * the job with the agent's error.
+ * the job with the agent's error.  An elastic site (aws, gcp, azure)
+ * is never staged to: its VM's node agent pulls the version when the
+ * job gets there, so such a job is placed as one whose data is there,
+ * and the bytes the node reports with the job's end are billed then.
  *
  * The cost policy (policies/placement.h) gets its inputs for the pass
  * from costing.c, and the oldest waiting job of each GPU type reserves
@@ -248,6 +251,16 @@ replica_complete(struct broker *b, const char *name, const char *version,
   return ok;
 }
 
+/* Whether site s can get a dataset it lacks: its agent pulls it, or,
+ * elastic, its nodes do (pulls: the source has an agent to pull from). */
+static int
+can_receive(const struct site *s, int pulls)
+{
+  if (s == NULL)
+    return 0;
+  return adapter_is_elastic(s->ops) ? pulls : s->agent != NULL;
+}
+
 /* The predicted start of decision d: its pick's (0: not estimated). */
 static int64_t
 pick_start(const struct placement_decision *d)
@@ -309,9 +322,11 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
   char version[BROKER_DS_VERSION];
   char reason[PLACEMENT_REASON_LEN + 160];
   struct db_dataset_version v = {0};
+  struct db_dataset ds = {0};
   struct site *s;
   int target = -1;
   int have = 0;
+  int pulls = 0;   /* the source can be pulled from by a node */
   int weighed;
   int rc;
 
@@ -321,19 +336,27 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
   if (rc == 0)
     rc = db_dataset_version_get(b->db, name, version, &v, e);
   db_dataset_version_release(&v);
+  if (rc == 0)
+    rc = db_dataset_get(b->db, name, &ds, e);
+  if (rc == 0) {
+    s = broker__site(b, ds.source_site);
+    pulls = s != NULL && s->agent_url != NULL;
+  }
+  db_dataset_release(&ds);
   if (rc == ERR_NOT_FOUND || rc == ERR_INVALID)
     return broker__transition(b, j, JOB_FAILED, err_msg(e), 0, e);
   if (rc < 0)
     return rc;
   /* The cost policy weighed the data already: its pick.  Else, among
    * the sites of the policy's verdict, in its order: the first that has
-   * the data, else the first that can get it. */
+   * the data, else the first that can get it.  An elastic site gets it
+   * on the node, when the job starts there: no staging. */
   weighed = b->policy->decide_cost != NULL && d->pick >= 0;
   if (weighed) {
     target = d->pick;
     have = replica_complete(b, name, version, snap[target].name);
     s = broker__site(b, snap[target].name);
-    if (!have && (s == NULL || s->agent == NULL))
+    if (!have && !can_receive(s, pulls))
       target = -1;
   }
   for (size_t k = 0; !weighed && k < d->ncandidates; k++) {
@@ -347,23 +370,26 @@ decide_data(struct broker *b, struct db_job *j, const struct job_spec *spec,
       have = 1;
       break;
     }
-    s = broker__site(b, c->site);
-    if (target < 0 && s != NULL && s->agent != NULL)
+    if (target < 0 && can_receive(broker__site(b, c->site), pulls))
       target = i;
   }
   if (target < 0) {
     snprintf(reason, sizeof(reason), "no site the job fits can receive "
-             "dataset %s (none of them has an agent)", name);
+             "dataset %s (none of them has an agent%s)", name,
+             pulls ? "" : ", nor its source one for a VM to pull from");
     return set_reason(b, j, reason, e);
   }
+  s = broker__site(b, snap[target].name);
+  if (!have && adapter_is_elastic(s->ops))
+    have = 1;
   if (have && d->verdict == PLACEMENT_NOW) {
     if (target == d->site)
       return place_at(b, j, spec, d, snap, target, d->reason, e);
-    snprintf(reason, sizeof(reason), "site '%s' has dataset %s@%.12s",
-             snap[target].name, name, version);
+    snprintf(reason, sizeof(reason), "site '%s' %s dataset %s@%.12s",
+             snap[target].name,
+             adapter_is_elastic(s->ops) ? "pulls" : "has", name, version);
     return place_at(b, j, spec, d, snap, target, reason, e);
   }
-  s = broker__site(b, snap[target].name);
   if (have) {
     s->waiting++;
     return set_reason(b, j, d->reason, e);
@@ -844,6 +870,37 @@ replace_str(char **dst, const char *src)
   *dst = xstrdup(src);
 }
 
+/* The bytes j's node pulled of j's dataset, reported with its final
+ * update u: a transfer to site, billed (inside the caller's
+ * transaction; < 0 only for a database error). */
+static int
+record_pull(struct broker *b, const struct db_job *j,
+            const struct site *site, const struct adapter_update *u,
+            struct err *e)
+{
+  char name[BROKER_DS_NAME];
+  char version[BROKER_DS_VERSION];
+  struct job_spec spec;
+  struct err pe = {0};
+  int rc;
+
+  jobspec_init(&spec);
+  rc = spec_of(j, &spec, &pe);
+  if (rc == 0)
+    rc = broker__dataset_split(spec.dataset, name, version, &pe);
+  jobspec_release(&spec);
+  if (rc < 0) {
+    /* Nothing to bill it to; the job's end is recorded all the same. */
+    log_warn("job %lld: site '%s' reports %lld bytes pulled, but: %s",
+             (long long)j->id, site->name, (long long)u->pulled_bytes,
+             err_msg(&pe));
+    return 0;
+  }
+  return broker__node_pull_record(b, j->project, name, version,
+                                  site->name, u->pulled_bytes,
+                                  u->pull_failed, time_now_ms(), e);
+}
+
 /*
  * Apply one update inside the caller's transaction.  Returns 1 when the
  * scheduler should run (capacity came back), 0 when nothing needs doing,
@@ -903,6 +960,12 @@ apply_update(struct site *site, const struct adapter_update *u,
   if (rc < 0) {
     *e = te;
     goto out;
+  }
+  /* Once, with the final state: a later update of the job is ignored. */
+  if (job_state_is_final(u->state) && u->pulled_bytes > 0) {
+    rc = record_pull(b, &j, site, u, e);
+    if (rc < 0)
+      goto out;
   }
   rc = u->state == JOB_QUEUED || job_state_is_final(u->state);
 out:

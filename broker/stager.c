@@ -33,6 +33,10 @@
  * A replica that ends (complete or failed) kicks the scheduler, whose
  * staging jobs wait for exactly that.
  *
+ * Elastic sites (aws, gcp, azure) get no replicas: their nodes pull a
+ * job's version themselves, and what they report moving is recorded
+ * here as a transfer and billed (broker__node_pull_record).
+ *
  * The rounds also keep every site's agent_seen: a GET /healthz every
  * AGENT_PROBE_ROUNDS rounds, and the outcome of every pull request (no
  * answer or a 5xx is down, any other answer up), so that an agent that
@@ -264,8 +268,8 @@ update_transfer(struct broker *b, struct stage *t, const char *state,
   rc = db_transfer_update(b->db, &tr, e);
   /* Over, well or not: what it put on the wire is egress. */
   if (rc == 0 && tr.finished_ms != 0)
-    rc = broker__egress_bill(b, tr.id, t->dataset, t->version, t->source,
-                             t->site, t->wire, now, e);
+    rc = broker__egress_bill(b, tr.id, NULL, t->dataset, t->version,
+                             t->source, t->site, t->wire, now, e);
   if (strcmp(state, "running") != 0)
     t->transfer_id = 0;
   return rc;
@@ -513,6 +517,45 @@ write_answers(struct broker *b)
     t->dirty = 0;
   if (kick)
     broker__kick(b);
+}
+
+/* ---- pulls made by elastic sites' nodes ---- */
+
+int
+broker__node_pull_record(struct broker *b, const char *project,
+                         const char *dataset, const char *version,
+                         const char *to, int64_t bytes, int failed,
+                         int64_t now, struct err *e)
+{
+  struct db_dataset d;
+  struct db_transfer tr;
+  int rc;
+
+  if (bytes <= 0)
+    return 0;
+  rc = db_dataset_get(b->db, dataset, &d, e);
+  if (rc < 0)
+    return rc;
+  /* The node says how much moved, not when it began: the row is the
+   * pull as tenbind heard of it, with the job's end. */
+  tr = (struct db_transfer){.dataset = (char *)dataset,
+                            .version = (char *)version,
+                            .from_site = d.source_site,
+                            .to_site = (char *)to,
+                            .bytes_wire = bytes,
+                            .state = (char *)(failed ? "failed"
+                                                     : "complete"),
+                            .error = failed ? (char *)"the node's pull "
+                                                      "failed"
+                                            : NULL,
+                            .started_ms = now,
+                            .finished_ms = now};
+  rc = db_transfer_insert(b->db, &tr, e);
+  if (rc == 0)
+    rc = broker__egress_bill(b, tr.id, project, dataset, version,
+                             d.source_site, to, bytes, now, e);
+  db_dataset_release(&d);
+  return rc;
 }
 
 /* ---- reading the work list ---- */

@@ -46,8 +46,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                a.nack <= NODE_MAX_IDS);
     FUZZ_CHECK(a.heartbeat_ms >= NODE_HEARTBEAT_MIN_MS &&
                a.heartbeat_ms <= NODE_HEARTBEAT_MAX_MS);
-    for (size_t i = 0; i < a.nassign; i++)
+    for (size_t i = 0; i < a.nassign; i++) {
+      const struct node_dataset *d = &a.assign[i].dataset;
+
       FUZZ_CHECK(a.assign[i].id > 0 && json_is_object(a.assign[i].spec));
+      /* A dataset comes whole, its token fit for a header, or not. */
+      FUZZ_CHECK(d->name == NULL ||
+                 (d->version != NULL && strlen(d->version) == 64 &&
+                  d->url != NULL && d->token != NULL &&
+                  strpbrk(d->token, " \r\n") == NULL));
+    }
     for (size_t i = 0; i < a.ncancel; i++)
       FUZZ_CHECK(a.cancel[i] > 0);
     for (size_t i = 0; i < a.nack; i++)

@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 #include "adapters/local.h"
+#include "agent/agent.h"
 #include "agent/node.h"
 #include "loop_peer.h"
+#include "sync/agent_client.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/fileio.h"
@@ -43,6 +45,7 @@
 #define MAX_JOBS 16
 #define MAX_OFFSETS 64
 #define AWS_TOKEN "imds-session-token-1"
+#define SRC_TOKEN "token-of-the-source-agent-0123"
 #define AWS_ACTION "{\"action\": \"terminate\", \"time\": " \
                    "\"2026-11-21T14:02:00Z\"}"
 
@@ -56,6 +59,10 @@ struct fake_job {
   int sig;
   char reason[256];
   size_t log_at_final; /* log bytes held when the final state came */
+  int was_submitted;   /* some heartbeat said "submitted" */
+  char waiting[256];   /* ... with this reason */
+  int64_t pulled_bytes; /* the final report's, -1 when absent */
+  int pull_failed;
   struct buf log;      /* what tenbind holds of its stdout */
   uint64_t offsets[MAX_OFFSETS]; /* of the PUTs, in order */
   int nputs;
@@ -94,6 +101,9 @@ struct fx {
   char url[64];
   struct http_server *srv;
   struct node_agent *node;
+  struct agent *src;   /* a dataset source agent, when a test starts one */
+  struct http_client *hc; /* the test's client of it */
+  char src_url[64];
   struct fake fk;
   int exited;
   int status;
@@ -192,7 +202,15 @@ fake_heartbeat(struct fake *fk, struct http_request *req)
     j->sig = (int)json_integer_value(json_object_get(v, "signal"));
     snprintf(j->reason, sizeof(j->reason), "%s",
              reason != NULL ? reason : "");
-    if (strcmp(st, "running") != 0) {
+    if (strcmp(st, "submitted") == 0) {
+      j->was_submitted = 1;
+      snprintf(j->waiting, sizeof(j->waiting), "%s", j->reason);
+    } else if (strcmp(st, "running") != 0) {
+      json_t *pulled = json_object_get(v, "pulled_bytes");
+
+      j->pulled_bytes = json_is_integer(pulled) ? json_integer_value(pulled)
+                                                : -1;
+      j->pull_failed = json_is_true(json_object_get(v, "pull_failed"));
       if (!j->final_seen)
         j->log_at_final = j->log.len;
       j->final_seen = 1;
@@ -411,6 +429,17 @@ teardown(void **state)
   int want;
 
   close_node(f);
+  want = f->closed;
+  if (f->src != NULL) {
+    agent_close(f->src, on_closed, f);
+    want++;
+  }
+  if (f->hc != NULL) {
+    http_client_close(f->hc, on_closed, f);
+    want++;
+  }
+  while (f->closed < want)
+    uv_run(&f->loop, UV_RUN_ONCE);
   want = f->closed + 1;
   http_server_close(f->srv, on_closed, f);
   while (f->closed < want)
@@ -752,6 +781,186 @@ test_spec_that_does_not_parse_is_reported_failed(void **state)
   assert_non_null(strstr(j->reason, "command"));
 }
 
+/* ---- datasets pulled onto the node ---- */
+
+struct published {
+  int done;
+  int rc;
+  char v[AGENTC_VERSION_HEX + 1];
+  char msg[ERR_MSG_SIZE];
+};
+
+static void
+on_published(void *arg, int rc, const struct agentc_version *v,
+             const struct err *e)
+{
+  struct published *p = arg;
+
+  p->done = 1;
+  p->rc = rc;
+  if (rc == 0)
+    snprintf(p->v, sizeof(p->v), "%s", v->version);
+  else
+    snprintf(p->msg, sizeof(p->msg), "%s", e->msg);
+}
+
+/* A source agent on ROOT/src, as a site's tenbin-agent is, publishing
+ * ROOT/src/ds as dataset "train": hello.txt and 300 kB of data.  The
+ * version id into v (65 bytes). */
+static void
+start_source(struct fx *f, char *v)
+{
+  char dir[128], ds[160];
+  char big[300000];
+  struct agent_config ac = {.host = "127.0.0.1", .token = SRC_TOKEN,
+                            .draft_ms = -1};
+  struct published pub = {0};
+  struct agentc *c = NULL;
+  struct err e = {0};
+
+  snprintf(dir, sizeof(dir), "%s/src", f->root);
+  snprintf(ds, sizeof(ds), "%s/ds", dir);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(mkdir(ds, 0700), 0);
+  assert_int_equal(file_write_atomic(ds, "hello.txt", "tokens: 42\n", 11,
+                                     0644, &e), 0);
+  for (size_t i = 0; i < sizeof(big); i++)
+    big[i] = (char)(i * 7919 % 251);
+  assert_int_equal(file_write_atomic(ds, "shard.bin", big, sizeof(big),
+                                     0644, &e), 0);
+  ac.root = dir;
+  if (agent_start(&f->loop, &ac, &f->src, &e) < 0)
+    fail_msg("source agent: %s", e.msg);
+  snprintf(f->src_url, sizeof(f->src_url), "http://127.0.0.1:%u",
+           (unsigned)agent_port(f->src));
+  if (http_client_new(&f->loop, NULL, &f->hc, &e) < 0 ||
+      agentc_new(f->hc, f->src_url, SRC_TOKEN, &c, &e) < 0 ||
+      agentc_publish(c, "train", "ds", on_published, &pub, &e) < 0)
+    fail_msg("publish: %s", e.msg);
+  while (!pub.done)
+    uv_run(&f->loop, UV_RUN_ONCE);
+  agentc_free(c);
+  if (pub.rc < 0)
+    fail_msg("publish: %s", pub.msg);
+  snprintf(v, AGENTC_VERSION_HEX + 1, "%s", pub.v);
+}
+
+/* Hand out job id running "/bin/sh -c cmd" with version v of "train",
+ * pulled from url with token. */
+static void
+fake_assign_data(struct fake *fk, int64_t id, const char *cmd,
+                 const char *v, const char *url, const char *token)
+{
+  if (fk->assign == NULL)
+    fk->assign = json_array();
+  json_array_append_new(
+      fk->assign,
+      json_pack("{s:I, s:{s:s, s:s, s:[s,s,s]}, s:{s:s, s:s, s:s, s:s}}",
+                "id", (json_int_t)id, "spec", "name", "t", "project", "p",
+                "command", "/bin/sh", "-c", cmd, "dataset", "name", "train",
+                "version", v, "url", url, "token", token));
+}
+
+static int
+job_submitted(struct fx *f, const void *arg)
+{
+  return fake_job(&f->fk, *(const int64_t *)arg)->was_submitted;
+}
+
+static void
+test_job_reads_its_dataset_pulled_from_the_source_agent(void **state)
+{
+  struct fx *f = *state;
+  char v[AGENTC_VERSION_HEX + 1];
+  char want[256];
+  int64_t id = 21, again = 22;
+  struct fake_job *j;
+
+  start_source(f, v);
+  fake_assign_data(&f->fk, id, "cat \"$TENBIN_DATASET_DIR/hello.txt\"; "
+                   "echo \"$TENBIN_DATASET\"; case \"$TENBIN_DATASET_DIR\" "
+                   "in \"$TENBIN_ROOT\"/datasets/*) echo under-root;; esac; "
+                   "wc -c <\"$TENBIN_DATASET_DIR/shard.bin\"",
+                   v, f->src_url, SRC_TOKEN);
+  setenv("TENBIN_ROOT", f->root, 1);
+  start_node(f);
+  run_until(f, job_final, &id);
+  j = fake_job(&f->fk, id);
+  assert_string_equal(j->state, "succeeded");
+  snprintf(want, sizeof(want), "tokens: 42\ntrain@%s\nunder-root\n300000\n",
+           v);
+  assert_int_equal(j->log.len, strlen(want));
+  assert_memory_equal(j->log.data, want, strlen(want));
+  /* Its own pull: the manifest and the data crossed the network. */
+  assert_true(j->pulled_bytes > 300000);
+  assert_false(j->pull_failed);
+
+  /* A second job of the same version finds it here: nothing moves. */
+  fake_assign_data(&f->fk, again, "cat \"$TENBIN_DATASET_DIR/hello.txt\"",
+                   v, f->src_url, SRC_TOKEN);
+  run_until(f, job_final, &again);
+  j = fake_job(&f->fk, again);
+  assert_string_equal(j->state, "succeeded");
+  assert_int_equal(j->log.len, 11);
+  assert_memory_equal(j->log.data, "tokens: 42\n", 11);
+  assert_int_equal(j->pulled_bytes, 0);
+  unsetenv("TENBIN_ROOT");
+}
+
+static void
+test_failed_pull_fails_the_job_saying_why_and_it_never_runs(void **state)
+{
+  struct fx *f = *state;
+  char v[AGENTC_VERSION_HEX + 1];
+  char ran[128], cmd[256];
+  int64_t id = 23;
+  struct fake_job *j;
+
+  start_source(f, v);
+  snprintf(ran, sizeof(ran), "%s/ran", f->root);
+  snprintf(cmd, sizeof(cmd), "touch %s", ran);
+  /* The source refuses the token: no retry mends that. */
+  fake_assign_data(&f->fk, id, cmd, v, f->src_url, "not-the-source-token");
+  start_node(f);
+  run_until(f, job_final, &id);
+  j = fake_job(&f->fk, id);
+  assert_string_equal(j->state, "failed");
+  assert_non_null(strstr(j->reason, "dataset train@"));
+  assert_non_null(strstr(j->reason, "the pull failed"));
+  assert_non_null(strstr(j->reason, "401"));
+  assert_true(j->pull_failed);
+  assert_int_equal(j->pulled_bytes, 0);
+  assert_int_equal(j->log.len, 0);
+  assert_int_equal(access(ran, F_OK), -1);
+}
+
+static void
+test_job_waiting_for_its_dataset_is_submitted_and_can_be_cancelled(
+    void **state)
+{
+  struct fx *f = *state;
+  char v[AGENTC_VERSION_HEX + 1];
+  int64_t id = 24;
+  struct fake_job *j;
+
+  memset(v, 'a', AGENTC_VERSION_HEX);
+  v[AGENTC_VERSION_HEX] = '\0';
+  /* Nothing listens there: the pull retries (for minutes) meanwhile. */
+  fake_assign_data(&f->fk, id, "echo should-not-run", v,
+                   "http://127.0.0.1:1", SRC_TOKEN);
+  start_node(f);
+  run_until(f, job_submitted, &id);
+  j = fake_job(&f->fk, id);
+  assert_false(j->final_seen);
+  assert_non_null(strstr(j->waiting, "pulling dataset train@aaaa"));
+  f->fk.cancel = id;
+  run_until(f, job_final, &id);
+  j = fake_job(&f->fk, id);
+  assert_string_equal(j->state, "cancelled");
+  assert_string_equal(j->reason, "cancelled before it started");
+  assert_int_equal(j->log.len, 0);
+}
+
 /* ---- spot interruptions ---- */
 
 static void
@@ -818,6 +1027,12 @@ test_aws_instance_action_is_reported_with_its_time(void **state)
 
 /* ---- the parsers of outside input ---- */
 
+/* An answer assigning job 1 with a dataset of those JSON values. */
+#define DATA_ASSIGN(name, version, url, token)                             \
+  "{\"assign\": [{\"id\": 1, \"spec\": {}, \"dataset\": {\"name\": " name    \
+  ", \"version\": " version ", \"url\": " url ", \"token\": " token "}}]}"
+#define V64 "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""
+
 static int
 parse_answer(const char *text, struct node_answer *a, struct err *e)
 {
@@ -861,6 +1076,34 @@ test_answer_is_read_and_bounded(void **state)
   assert_int_equal(parse_answer("{\"assign\": [{\"id\": 1, \"spec\": 3}]}",
                                 &a, &e), ERR_INVALID);
   assert_int_equal(parse_answer("{\"stop\": 1}", &a, &e), ERR_INVALID);
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"train\"", V64,
+                                            "\"https://src:7000\"",
+                                            "\"tok\""), &a, &e), 0);
+  assert_string_equal(a.assign[0].dataset.name, "train");
+  assert_string_equal(a.assign[0].dataset.url, "https://src:7000");
+  assert_string_equal(a.assign[0].dataset.token, "tok");
+  node_answer_release(&a);
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"../x\"", V64, "\"http://s\"",
+                                            "\"t\""), &a, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "assign[0].dataset.name"));
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"train\"", "\"ABC\"",
+                                            "\"http://s\"", "\"t\""), &a,
+                                &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "assign[0].dataset.version"));
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"train\"", V64,
+                                            "\"file:///etc\"", "\"t\""),
+                                &a, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "assign[0].dataset.url"));
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"train\"", V64, "\"http://s\"",
+                                            "\"a b\""), &a, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "assign[0].dataset.token"));
+  assert_int_equal(parse_answer(DATA_ASSIGN("\"train\"", V64, "\"http://s\"",
+                                            "7"), &a, &e), ERR_INVALID);
+  assert_int_equal(parse_answer("{\"assign\": [{\"id\": 1, \"spec\": {}, "
+                                "\"dataset\": \"train\"}]}", &a, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "assign[0].dataset"));
   assert_int_equal(parse_answer("{\"heartbeat_ms\": \"1\"}", &a, &e),
                    ERR_INVALID);
   assert_int_equal(parse_answer("[]", &a, &e), ERR_INVALID);
@@ -1044,6 +1287,9 @@ main(int argc, char **argv)
       T(test_401_on_a_heartbeat_stops_the_agent_with_status_2),
       T(test_stop_cancels_running_jobs_and_exits_0),
       T(test_spec_that_does_not_parse_is_reported_failed),
+      T(test_job_reads_its_dataset_pulled_from_the_source_agent),
+      T(test_failed_pull_fails_the_job_saying_why_and_it_never_runs),
+      T(test_job_waiting_for_its_dataset_is_submitted_and_can_be_cancelled),
       T(test_gcp_preemption_is_reported_in_the_next_heartbeat_at_once),
       T(test_aws_instance_action_is_reported_with_its_time),
 #undef T
