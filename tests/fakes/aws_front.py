@@ -33,7 +33,6 @@ import http.server
 import json
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -43,16 +42,16 @@ from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import fakecloud  # noqa: E402  (what the fakes share)
 import vmemu  # noqa: E402
+from fakecloud import control_error  # noqa: E402
 
 MAX_BODY = 1 << 20          # an EC2 request; user data is 16 KiB
 MAX_FIELDS = 10000
 MAX_TOKENS = 100000         # client tokens kept; the oldest go first
 MAX_TOKEN_LEN = 64
-MAX_LIST = 256              # capacity and quota entries
 MAX_NAME = 128
 MAX_PRICES = 100000
-MAX_NOTICE_S = 3600.0
 XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 XML_DECL = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 RESERVED = ("/_fake/", "/_meta/", "/moto-api/")
@@ -67,7 +66,8 @@ class Fault(Exception):
 
 
 class BadControl(Exception):
-    """A control request the fake refuses, with its HTTP status."""
+    """A request the front refuses before reading it, with its HTTP
+    status."""
 
     def __init__(self, status, message):
         super().__init__(message)
@@ -151,15 +151,20 @@ def load_prices(path):
     return rows
 
 
-class Front:
+class Front(fakecloud.FakeState):
     """The proxy's state.  One lock guards it all; RunInstances calls are
     serialised by launch_lock so that a token's first answer is stored
     before its replay is looked at."""
+
+    notice_s = 120          # EC2's two-minute warning
 
     def __init__(self, args):
         u = urllib.parse.urlsplit(args.moto)
         if u.scheme != "http" or not u.hostname or not u.port:
             raise ValueError("--moto must be http://HOST:PORT")
+        prices = load_prices(args.spot_prices) if args.spot_prices \
+            else None
+        super().__init__(vmemu.Emulator(args.root, "aws"))
         self.moto_url = f"http://{u.hostname}:{u.port}"
         self.moto_host, self.moto_port = u.hostname, u.port
         self.region = args.region
@@ -167,26 +172,16 @@ class Front:
             or "testing"
         self.secret = args.secret_key or \
             os.environ.get("AWS_SECRET_ACCESS_KEY") or "testing"
-        self.prices = load_prices(args.spot_prices) if args.spot_prices \
-            else None
-        self.emu = vmemu.Emulator(args.root, "aws")
-        self.lock = threading.Lock()
+        self.prices = prices
         self.launch_lock = threading.Lock()
-        self.faults = {"capacity": [], "quota": [], "throttle": 0,
-                       "boot_delay_s": 0.0, "never_boot": 0,
-                       "pending_s": 0.0}
-        self.stats = {"calls": {}, "launched": 0, "deduplicated": 0,
-                      "throttled": 0, "refused": 0, "terminated": 0}
-        self.tokens = {}      # ClientToken -> (params, status, hdrs, body)
+        # self.tokens: ClientToken -> (params, status, hdrs, body)
         self.instances = {}   # instance id -> record
         self.subnet_zone = {}
-        self.seq = 0
         self._ec2 = None
 
     def request_id(self):
         with self.lock:
-            self.seq += 1
-            n = self.seq
+            n = self.next_seq()
         h = hashlib.sha256(f"aws_front:{n}".encode()).hexdigest()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
@@ -202,44 +197,6 @@ class Front:
             return self._ec2
 
     # --- faults -----------------------------------------------------------
-
-    def set_faults(self, body):
-        if not isinstance(body, dict):
-            raise BadControl(400, "faults: want a JSON object")
-        new = {}
-        for k, v in body.items():
-            if k in ("capacity", "quota"):
-                if not isinstance(v, list) or len(v) > MAX_LIST or \
-                        not all(isinstance(s, str) and 0 < len(s) <= MAX_NAME
-                                for s in v):
-                    raise BadControl(400, f"faults: '{k}' must be a list "
-                                     f"of at most {MAX_LIST} names")
-                new[k] = list(v)
-            elif k in ("throttle", "never_boot"):
-                if not isinstance(v, int) or isinstance(v, bool) or \
-                        not 0 <= v <= 1000000:
-                    raise BadControl(400, f"faults: '{k}' must be an "
-                                     "integer 0..1000000")
-                new[k] = v
-            elif k in ("boot_delay_s", "pending_s"):
-                if not isinstance(v, (int, float)) or isinstance(v, bool) \
-                        or not 0 <= v <= 3600:
-                    raise BadControl(400, f"faults: '{k}' must be a "
-                                     "number of seconds 0..3600")
-                new[k] = float(v)
-            else:
-                raise BadControl(400, f"faults: unknown field '{k[:64]}'")
-        with self.lock:
-            self.faults.update(new)
-            return json.loads(json.dumps(self.faults))
-
-    def take_throttle(self):
-        with self.lock:
-            if self.faults["throttle"] <= 0:
-                return False
-            self.faults["throttle"] -= 1
-            self.stats["throttled"] += 1
-            return True
 
     def zone_of(self, p):
         """The zone a RunInstances lands in: Placement, else the subnet's,
@@ -267,8 +224,8 @@ class Front:
     def check_faults(self, p):
         zone, shape = self.zone_of(p), p.get("InstanceType", "m1.small")
         with self.lock:
-            cap = list(self.faults["capacity"])
-            quota = list(self.faults["quota"])
+            cap = list(self.faults.capacity)
+            quota = list(self.faults.quota)
 
         def blocked(z):
             return any(c in (z, "*", f"{z}/{shape}", f"*/{shape}")
@@ -328,10 +285,8 @@ class Front:
             with self.lock:
                 self.instances[iid] = rec
                 self.stats["launched"] += 1
-                never = self.faults["never_boot"] > 0
-                if never:
-                    self.faults["never_boot"] -= 1
-                delay = self.faults["boot_delay_s"]
+                never = self.faults.take_never_boot()
+                delay = self.faults.boot_delay_s
             try:
                 self.emu.start(iid, script, boot_delay_s=delay,
                                never_boot=never,
@@ -352,35 +307,21 @@ class Front:
                     self.stats["terminated"] += 1
                     stop.append(iid)
         for iid in stop:
-            threading.Thread(target=self.stop_vm, args=(iid,),
-                             daemon=True).start()
+            fakecloud.stop_later(self.emu, iid)
 
-    def stop_vm(self, iid):
-        try:
-            self.emu.stop(iid)
-        except KeyError:
-            pass
-
-    def interrupt(self, body):
-        if not isinstance(body, dict) or not isinstance(body.get("vm"), str):
-            raise BadControl(400, "interrupt: want {\"vm\": id, "
-                             "\"notice_s\": seconds}")
-        notice = body.get("notice_s", 120)
-        if not isinstance(notice, (int, float)) or isinstance(notice, bool) \
-                or not 0 <= notice <= MAX_NOTICE_S:
-            raise BadControl(400, "interrupt: 'notice_s' must be 0..3600")
-        iid = body["vm"]
+    def interrupt(self, iid, notice):
         with self.lock:
             rec = self.instances.get(iid)
             if rec is None:
-                raise BadControl(404, f"interrupt: no vm '{iid[:64]}'")
+                raise control_error(404, f"interrupt: no vm '{iid[:64]}'")
             if rec["ended"] is not None or rec["interrupted"]:
-                raise BadControl(409, f"interrupt: vm '{iid}' is ending")
+                raise control_error(409, f"interrupt: vm '{iid[:64]}' is "
+                                    "ending")
             rec["interrupted"] = True
         try:
             self.emu.interrupt(iid, notice, self.interrupted_gone)
         except (KeyError, ValueError) as exc:
-            raise BadControl(409, f"interrupt: {exc}")
+            raise control_error(409, f"interrupt: {exc}")
         return {"vm": iid, "notice_s": notice,
                 "end": vmemu.rfc3339(time.time() + notice)}
 
@@ -405,7 +346,7 @@ class Front:
         ones.  moto's bytes pass untouched when nothing applies."""
         now = time.time()
         with self.lock:
-            pend = self.faults["pending_s"]
+            pend = self.faults.pending_s
             young = {i for i, r in self.instances.items()
                      if now - r["launched"] < pend}
             gone = {i for i, r in self.instances.items() if r["gone"]}
@@ -543,11 +484,11 @@ class Front:
                 "</DescribeSpotPriceHistoryResponse>")
         return XML_DECL + body.encode()
 
-    def vms(self):
+    def fake_vms(self):
         now = time.time()
         procs = {v["id"]: v for v in self.emu.vms()}
         with self.lock:
-            pend = self.faults["pending_s"]
+            pend = self.faults.pending_s
             out = []
             for r in self.instances.values():
                 if r["ended"] is not None:
@@ -571,7 +512,7 @@ class Front:
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "aws_front"
-    front = None  # set in main
+    name = "aws_front"
 
     def log_message(self, fmt, *args):
         pass  # one line per request is written by reply()
@@ -600,7 +541,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def reply_fault(self, f, note=""):
         body = (f"<Response><Errors><Error><Code>{escape(f.code)}</Code>"
                 f"<Message>{escape(f.message)}</Message></Error></Errors>"
-                f"<RequestID>{self.front.request_id()}</RequestID>"
+                f"<RequestID>{self.server.st.request_id()}</RequestID>"
                 "</Response>")
         self.reply(f.status, "text/xml;charset=UTF-8",
                    XML_DECL + body.encode(), note=note)
@@ -627,49 +568,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(exc.status, "text/plain", str(exc).encode() + b"\n")
             return
         path = urllib.parse.urlsplit(self.path).path
+        st = self.server.st
         try:
             if path.startswith("/_fake/"):
-                self.control(path, body)
+                status, out, _ = fakecloud.control(st, self.command, path,
+                                                   body)
+                self.reply_json(status, out)
             elif path.startswith("/_meta/"):
-                self.meta()
+                status, ctype, out = fakecloud.metadata(
+                    st.emu, self.command, self.path, self.headers)
+                self.reply(status, ctype, out, note="meta")
             else:
                 self.ec2(body)
-        except BadControl as exc:
-            self.reply_json(exc.status, {"error": str(exc)})
+        except fakecloud.ApiError as exc:
+            self.reply_json(exc.status, exc.body)
         except BrokenPipeError:
             self.close_connection = True
 
-    def control(self, path, body):
-        f = self.front
-        if self.command == "GET" and path == "/_fake/vms":
-            return self.reply_json(200, f.vms())
-        if self.command == "GET" and path == "/_fake/stats":
-            with f.lock:
-                return self.reply_json(200, json.loads(json.dumps(f.stats)))
-        if self.command == "GET" and path == "/_fake/faults":
-            with f.lock:
-                return self.reply_json(200, dict(f.faults))
-        if self.command != "POST" or \
-                path not in ("/_fake/faults", "/_fake/interrupt"):
-            raise BadControl(404, f"no control {self.command} {path[:64]}")
-        try:
-            req = json.loads(body or b"{}")
-        except ValueError:
-            raise BadControl(400, "body is not JSON")
-        if path == "/_fake/faults":
-            return self.reply_json(200, f.set_faults(req))
-        return self.reply_json(200, f.interrupt(req))
-
-    def meta(self):
-        rest = self.path[len("/_meta/"):]
-        vm_id, _, tail = rest.partition("/")
-        status, ctype, out = self.front.emu.metadata(
-            urllib.parse.unquote(vm_id), self.command, "/" + tail,
-            self.headers)
-        self.reply(status, ctype, out, note="meta")
-
     def ec2(self, body):
-        f = self.front
+        f = self.server.st
         pairs = []
         u = urllib.parse.urlsplit(self.path)
         raw = u.query if self.command == "GET" else \
@@ -689,10 +606,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                       "The request body is not percent-encoded ASCII."),
                 note=action)
         if action:
-            with f.lock:
-                calls = f.stats["calls"]
-                if action in calls or len(calls) < 1000:
-                    calls[action] = calls.get(action, 0) + 1
+            f.count(action)
             if f.take_throttle():
                 return self.reply_fault(
                     Fault(503, "RequestLimitExceeded",
@@ -719,7 +633,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(status, None, out, headers, note=action)
 
     def run_instances(self, pairs, body):
-        f = self.front
+        f = self.server.st
         p = dict(pairs)
         token = p.get("ClientToken", "")
         if len(token) > MAX_TOKEN_LEN or not token.isascii():
@@ -759,7 +673,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def forward(self, body):
         """The request as it came, to moto; its answer, read whole."""
-        f = self.front
+        f = self.server.st
         conn = http.client.HTTPConnection(f.moto_host, f.moto_port,
                                           timeout=30)
         try:
@@ -785,42 +699,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--moto", required=True)
-    ap.add_argument("--root", required=True)
-    ap.add_argument("--port-file", required=True)
-    ap.add_argument("--port", type=int, default=0)
+    fakecloud.add_server_args(ap)
     ap.add_argument("--access-key")
     ap.add_argument("--secret-key")
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--spot-prices")
     args = ap.parse_args()
+    fakecloud.check_ranges(ap, args, ())
     try:
         front = Front(args)
     except (ValueError, OSError) as exc:
         print(f"aws_front: {exc}", file=sys.stderr)
         return 2
-    Handler.front = front
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", args.port),
-                                            Handler)
-    httpd.daemon_threads = True
-    port = httpd.server_address[1]
-    front.emu.set_base(f"http://127.0.0.1:{port}")
-
-    def on_term(signum, frame):
-        threading.Thread(target=httpd.shutdown, daemon=True).start()
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    tmp = f"{args.port_file}.tmp{os.getpid()}"
-    with open(tmp, "w") as fp:
-        fp.write(f"{port}\n")
-    os.replace(tmp, args.port_file)
-    print(f"aws_front: listening on 127.0.0.1:{port}, moto at "
-          f"{front.moto_url}", file=sys.stderr, flush=True)
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    finally:
-        front.emu.close()
-        httpd.server_close()
-    print("aws_front: stopped", file=sys.stderr, flush=True)
+    fakecloud.serve(front, Handler, args.port, args.port_file,
+                    note=f", moto at {front.moto_url}", tick=False)
     return 0
 
 

@@ -27,19 +27,18 @@ import base64
 import binascii
 import datetime
 import hashlib
-import http.server
 import json
 import os
 import re
-import signal
 import sys
-import threading
 import time
-import traceback
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import fakecloud  # noqa: E402  (what the fakes share)
 import vmemu  # noqa: E402  (the emulator beside this file)
+from fakecloud import ApiError  # noqa: E402
 
 # --- limits: every input is bounded -----------------------------------------
 MAX_BODY = 1 << 20          # a request body
@@ -52,7 +51,6 @@ MAX_CUSTOM_DATA = 87380     # base64 characters, Compute's limit
 MAX_PAGE = 1000
 MAX_PRICES = 200000
 MAX_FILTER = 2048
-MAX_FAULT_ENTRIES = 256
 
 API_VERSIONS = ("2023-03-01", "2023-07-01", "2023-09-01", "2024-03-01",
                 "2024-07-01", "2024-11-01", "2025-04-01")
@@ -85,14 +83,6 @@ def b64url(b):
     return base64.urlsafe_b64encode(b).decode().rstrip("=")
 
 
-class ApiError(Exception):
-    def __init__(self, status, body, headers=None):
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-
-
 def aerr(status, code, message, target=None, headers=None):
     """ARM's error shape (contracts 3.5)."""
     e = {"code": code, "message": message}
@@ -106,48 +96,6 @@ def bad_param(target, message):
 
 
 # --- state ---------------------------------------------------------------------
-
-class Faults:
-    def __init__(self, pending_s):
-        self.capacity = []
-        self.quota = []
-        self.throttle = 0
-        self.boot_delay_s = 0.0
-        self.never_boot = 0
-        self.pending_s = pending_s
-
-    def as_json(self):
-        return {"capacity": list(self.capacity), "quota": list(self.quota),
-                "throttle": self.throttle, "boot_delay_s": self.boot_delay_s,
-                "never_boot": self.never_boot, "pending_s": self.pending_s}
-
-    def update(self, d):
-        """Apply a POST /_fake/faults body; raises ValueError naming the
-        field, leaving every field as it was."""
-        if not isinstance(d, dict):
-            raise ValueError("the body must be a JSON object")
-        new = self.as_json()
-        for k, v in d.items():
-            if k in ("capacity", "quota"):
-                if not isinstance(v, list) or len(v) > MAX_FAULT_ENTRIES or \
-                        not all(isinstance(s, str) and 0 < len(s) <= 200
-                                for s in v):
-                    raise ValueError(f"{k} must be a list of strings")
-            elif k in ("throttle", "never_boot"):
-                if isinstance(v, bool) or not isinstance(v, int) or \
-                        not 0 <= v <= 1000000:
-                    raise ValueError(f"{k} must be an integer >= 0")
-            elif k in ("boot_delay_s", "pending_s"):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) \
-                        or not 0 <= v <= 3600:
-                    raise ValueError(f"{k} must be seconds in 0..3600")
-                v = float(v)
-            else:
-                raise ValueError(f"unknown field {k}")
-            new[k] = v
-        for k, v in new.items():
-            setattr(self, k, v)
-
 
 def is_shape(entry):
     return entry.lower().startswith(("standard_", "basic_"))
@@ -176,27 +124,16 @@ class Vm:
         self.gone = False              # deleted, evicted or failed
 
 
-class State:
+class State(fakecloud.FakeState):
     def __init__(self, args, emu):
+        super().__init__(emu, args.pending_s)
         self.args = args
-        self.emu = emu
-        self.base = ""
-        self.lock = threading.RLock()
-        self.faults = Faults(args.pending_s)
         self.vms = {}                  # (sub, rg, name) lowercased -> Vm
         self.gone = []
         self.ops = {}                  # op id -> Op
-        self.tokens = {}               # token -> (expiry, audience)
-        self.vm_ids = set()
-        self.seq = 0
+        # self.tokens: token -> (expiry, audience)
         self.req_seq = 0               # x-ms-request-id, trace ids
-        self.stats = {"calls": {}, "launched": 0, "deduplicated": 0,
-                      "throttled": 0, "refused": 0, "terminated": 0}
         self.prices = []
-
-    def next_seq(self):
-        self.seq += 1
-        return self.seq
 
     # Timed transitions happen here, under the lock, before every answer
     # and on a ticker, so what a client reads never runs ahead of them.
@@ -231,15 +168,59 @@ class State:
         self.gone.append(vm)
 
     def add_op(self, op):
+        self.trim_ops(MAX_OPS)
         if len(self.ops) >= MAX_OPS:
-            now = time.time()
-            done = [k for k, o in self.ops.items() if o.t_done <= now]
-            for k in done[:max(1, len(done) // 2)]:
-                del self.ops[k]
-            if len(self.ops) >= MAX_OPS:
-                raise aerr(503, "ServiceUnavailable",
-                           f"fake: over {MAX_OPS} operations in flight")
+            raise aerr(503, "ServiceUnavailable",
+                       f"fake: over {MAX_OPS} operations in flight")
         self.ops[op.id] = op
+
+    def next_req(self):
+        """The next number of x-ms-request-id and of Entra's trace ids."""
+        with self.lock:
+            self.req_seq += 1
+            return self.req_seq
+
+    # --- what the test controls see (fakecloud) ---
+
+    def all_vms(self):
+        return list(self.vms.values()) + self.gone
+
+    def vm_row(self, vm, now):
+        if vm.gone:
+            state = "Failed" if vm.create_op.result == "Failed" and \
+                not vm.started else "deleted"
+        elif vm.power == "deallocated":
+            state = "deallocated"
+        else:
+            state = vm.state
+        return {"id": vm.name, "vm_id": vm.vm_id, "state": state,
+                "zone": vm.zone, "location": vm.location, "shape": vm.size,
+                "spot": vm.spot, "node": vm.tags.get("tenbin-node"),
+                "instance": vm.tags.get("tenbin-instance"),
+                "launched": vm.t0, "ended": vm.ended}
+
+    def interrupt(self, name, notice):
+        now = time.time()
+        with self.lock:
+            self.advance(now)
+            vm = next((v for v in self.vms.values()
+                       if v.name.lower() == name.lower() or
+                       v.vm_id == name), None)
+            if vm is None:
+                raise ApiError(404, {"error": f"no live vm {name[:100]}"})
+            if not vm.spot:
+                raise ApiError(409, {"error": "only Spot and Low priority "
+                                     "VMs are evicted"})
+            if not vm.started or vm.deleting is not None or \
+                    vm.power != "running":
+                raise ApiError(409, {"error": "the VM is not running"})
+            vm.interrupted = True
+            try:
+                self.emu.interrupt(vm.vm_id, notice,
+                                   lambda _: evicted(self, vm))
+            except (KeyError, ValueError) as e:
+                raise ApiError(409, {"error": f"emulator: {e}"})
+        return {"vm": vm.name, "notice_s": notice}
 
 
 # --- rendering -----------------------------------------------------------------
@@ -482,104 +463,32 @@ def price_match(terms, row, case_sensitive):
 
 # --- HTTP ----------------------------------------------------------------------------
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(fakecloud.Handler):
+    name = "azure-fake"
     server_version = "azure-fake/1"
-    timeout = 60
+    max_body = MAX_BODY
+    max_path = MAX_PATH
 
-    def log_message(self, fmt, *args):
-        sys.stderr.write("azure-fake: %s\n" % (fmt % args))
+    def answer_headers(self):
+        n = self.server.st.next_req()
+        return {"x-ms-request-id": det_uuid("req", n),
+                "x-ms-correlation-request-id": det_uuid("corr", n)}
 
-    def log_request(self, code="-", size="-"):
-        if isinstance(code, http.HTTPStatus):
-            code = code.value
-        self.log_message("%s %s -> %s", self.command, self.path[:300], code)
+    def refusal(self, status):
+        if status == 500:
+            return ApiError(500, {"error": {"code": "InternalServerError",
+                                            "message": "fake: internal "
+                                            "error"}})
+        return aerr(status, *{
+            400: ("InvalidQueryParameter", "Too many query parameters."),
+            411: ("LengthRequired", "Content-Length is required."),
+            413: ("RequestEntityTooLarge", "The request body is too large "
+                  "or its Content-Length malformed."),
+            414: ("RequestUriTooLong", "The request URI is too long.")}[
+                status])
 
-    def do_GET(self):
-        self.handle_any()
-
-    def do_POST(self):
-        self.handle_any()
-
-    def do_PUT(self):
-        self.handle_any()
-
-    def do_DELETE(self):
-        self.handle_any()
-
-    def do_PATCH(self):
-        self.handle_any()
-
-    def send(self, status, body, ctype="application/json; charset=utf-8",
-             headers=None):
-        if body is None:
-            body = b""
-        elif isinstance(body, (dict, list)):
-            body = json.dumps(body, indent=1).encode() + b"\n"
-        self.send_response(status)
-        if body or status != 204:
-            self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        st = self.server.st
-        with st.lock:
-            st.req_seq += 1
-            n = st.req_seq
-        self.send_header("x-ms-request-id", det_uuid("req", n))
-        self.send_header("x-ms-correlation-request-id", det_uuid("corr", n))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
-
-    def read_body(self):
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise aerr(411, "LengthRequired", "Content-Length is required.")
-        n = self.headers.get("Content-Length", "0").strip()
-        if not n.isdigit() or int(n) > MAX_BODY:
-            self.close_connection = True
-            raise aerr(413, "RequestEntityTooLarge",
-                       "The request body is too large or its "
-                       "Content-Length malformed.")
-        return self.rfile.read(int(n)) if int(n) else b""
-
-    def handle_any(self):
-        st = self.server.st
-        try:
-            if len(self.path) > MAX_PATH:
-                self.close_connection = True
-                raise aerr(414, "RequestUriTooLong",
-                           "The request URI is too long.")
-            body = self.read_body()
-            u = urllib.parse.urlsplit(self.path)
-            try:
-                q = urllib.parse.parse_qs(u.query, keep_blank_values=True,
-                                          max_num_fields=50)
-            except ValueError:
-                raise aerr(400, "InvalidQueryParameter",
-                           "Too many query parameters.")
-            query = {k: v[0] for k, v in q.items()}
-            status, out, headers = route(st, self, u.path, u.query, query,
-                                         body)
-            if isinstance(out, tuple):       # metadata: (ctype, bytes)
-                self.send(status, out[1], ctype=out[0], headers=headers)
-            else:
-                self.send(status, out, headers=headers)
-        except ApiError as e:
-            self.send(e.status, e.body, headers=e.headers)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        except Exception:
-            traceback.print_exc(file=sys.stderr)
-            self.send(500, {"error": {"code": "InternalServerError",
-                                      "message": "fake: internal error"}})
-
-
-def count(st, action):
-    with st.lock:
-        c = st.stats["calls"]
-        c[action] = c.get(action, 0) + 1
+    def route(self, path, query, body):
+        return route(self.server.st, self, path, query, body)
 
 
 def check_auth(st, h):
@@ -639,11 +548,8 @@ def check_api_version(query, versions=API_VERSIONS):
 
 
 def maybe_throttle(st, write):
-    with st.lock:
-        if st.faults.throttle <= 0:
-            return
-        st.faults.throttle -= 1
-        st.stats["throttled"] += 1
+    if not st.take_throttle():
+        return
     kind = "write" if write else "read"
     ra = str(st.args.retry_after)
     raise aerr(429, "TooManyRequests",
@@ -682,24 +588,16 @@ RE_LIST_ALL = re.compile(PFX + r"/providers/Microsoft\.Compute/"
 RE_OP = re.compile(PFX + r"/providers/Microsoft\.Compute/locations/"
                    r"([^/]+)/operations/([^/]+)$", NOCASE)
 RE_TOKEN = re.compile(r"^/([^/]+)/oauth2/v2\.0/token$")
-RE_META = re.compile(r"^/_meta/([^/]+)(/.*)$")
 
 
-def route(st, h, path, rawq, query, body):
+def route(st, h, path, query, body):
     m = h.command
     mm = RE_TOKEN.match(path)
     if mm and m == "POST":
-        count(st, "token")
+        st.count("token")
         return token(st, h, urllib.parse.unquote(mm.group(1)), body)
-    mm = RE_META.match(path)
-    if mm:
-        rest = mm.group(2) + ("?" + rawq if rawq else "")
-        s, ctype, data = st.emu.metadata(mm.group(1), m, rest, h.headers)
-        return s, (ctype, data), None
-    if path.startswith("/_fake/"):
-        return control(st, m, path, body)
     if path == "/api/retail/prices" and m == "GET":
-        count(st, "prices.list")
+        st.count("prices.list")
         maybe_throttle(st, False)
         return prices(st, query)
 
@@ -713,7 +611,7 @@ def route(st, h, path, rawq, query, body):
     for rx, method, action, fn in routes:
         mm = rx.match(path)
         if mm and m == method:
-            count(st, action)
+            st.count(action)
             check_auth(st, h)
             api = check_api_version(query)
             maybe_throttle(st, m != "GET")
@@ -732,9 +630,7 @@ def route(st, h, path, rawq, query, body):
 
 def aad_error(status, error, code, message, st):
     now = time.time()
-    with st.lock:
-        st.req_seq += 1
-        n = st.req_seq
+    n = st.next_req()
     trace, corr = det_uuid("trace", n), det_uuid("corr", n)
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(now))
     return ApiError(status, {
@@ -819,11 +715,7 @@ def token(st, h, tenant, body):
         tok = (b64url(b'{"typ":"JWT","alg":"RS256"}') + "." +
                b64url(json.dumps(claims).encode()) + "." +
                b64url(hashlib.sha256(f"sig:{n}".encode()).digest()))
-        if len(st.tokens) >= MAX_TOKENS:
-            for k in [k for k, v in st.tokens.items() if v[0] <= now] or \
-                    list(st.tokens)[:MAX_TOKENS // 10]:
-                st.tokens.pop(k, None)
-        st.tokens[tok] = (now + a.token_ttl, aud)
+        st.keep_token(tok, (now + a.token_ttl, aud), now, MAX_TOKENS)
     return 200, {"token_type": "Bearer", "expires_in": a.token_ttl,
                  "ext_expires_in": a.token_ttl, "access_token": tok}, \
         {"Cache-Control": "no-store, no-cache", "Pragma": "no-cache"}
@@ -934,14 +826,8 @@ def put_vm(st, h, api, query, body, sub, rg, name):
         capacity = any(c in places or
                        any(c == f"{p}/{size}" for p in places)
                        for c in f.capacity if not is_shape(c))
-        vm_id, k = name, 1
-        while vm_id in st.vm_ids:
-            k += 1
-            vm_id = f"{name}.{k}"
-        st.vm_ids.add(vm_id)
-        never = f.never_boot > 0 and not capacity
-        if never:
-            f.never_boot -= 1
+        vm_id = st.new_vm_id(name)
+        never = not capacity and f.take_never_boot()
         n = st.next_seq()
         vm = Vm(name=name, sub=sub, rg=rg, rid=rid, vm_id=vm_id, seq=n,
                 vm_uuid=det_uuid("vm", n), t0=now, location=loc,
@@ -971,23 +857,24 @@ def get_vm(st, h, api, query, body, sub, rg, name):
     if expand and expand not in ("instanceView", "userData"):
         raise aerr(400, "InvalidParameter", f"The value of parameter "
                    f"'$expand' is invalid: {expand[:40]}.", target="$expand")
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        vm = st.vms.get(vm_key(sub, rg, name))
-        if vm is None:
-            raise not_found(rg, name)
-        return 200, render_vm(vm, now, expand == "instanceView"), None
+    return read_vm(st, sub, rg, name,
+                   lambda vm, now: render_vm(vm, now,
+                                             expand == "instanceView"))
 
 
 def get_view(st, h, api, query, body, sub, rg, name):
+    return read_vm(st, sub, rg, name, instance_view)
+
+
+def read_vm(st, sub, rg, name, render):
+    """A GET of one VM: 200 with render(vm, now), or 404."""
     now = time.time()
     with st.lock:
         st.advance(now)
         vm = st.vms.get(vm_key(sub, rg, name))
         if vm is None:
             raise not_found(rg, name)
-        return 200, instance_view(vm, now), None
+        return 200, render(vm, now), None
 
 
 def delete_vm(st, h, api, query, body, sub, rg, name):
@@ -1015,16 +902,8 @@ def delete_vm(st, h, api, query, body, sub, rg, name):
             vm.power = "stopping" if vm.power == "running" else vm.power
             vm.ended = now
             if vm.started:
-                threading.Thread(target=stop_vm, args=(st, vm.vm_id),
-                                 daemon=True).start()
+                fakecloud.stop_later(st.emu, vm.vm_id)
         return 202, None, async_headers(st, vm, vm.deleting, monitor=True)
-
-
-def stop_vm(st, vm_id):
-    try:
-        st.emu.stop(vm_id)
-    except KeyError:
-        pass
 
 
 def list_vms(st, h, api, query, body, sub, rg=None):
@@ -1129,61 +1008,7 @@ def prices(st, query):
                  "NextPageLink": nxt, "Count": len(page)}, None
 
 
-# --- control endpoints --------------------------------------------------------------
-
-def control(st, m, path, body):
-    def parse():
-        try:
-            return json.loads(body or b"{}")
-        except (ValueError, RecursionError):
-            raise ApiError(400, {"error": "body is not JSON"})
-
-    if path == "/_fake/faults" and m in ("GET", "POST"):
-        with st.lock:
-            if m == "POST":
-                try:
-                    st.faults.update(parse())
-                except ValueError as e:
-                    raise ApiError(400, {"error": str(e)})
-            return 200, st.faults.as_json(), None
-    if path == "/_fake/interrupt" and m == "POST":
-        return interrupt(st, parse())
-    if path == "/_fake/vms" and m == "GET":
-        return 200, fake_vms(st), None
-    if path == "/_fake/stats" and m == "GET":
-        with st.lock:
-            return 200, json.loads(json.dumps(st.stats)), None
-    raise ApiError(404, {"error": f"no control endpoint {m} {path[:100]}"})
-
-
-def interrupt(st, req):
-    if not isinstance(req, dict) or not isinstance(req.get("vm"), str):
-        raise ApiError(400, {"error": "want {\"vm\": name, \"notice_s\": x}"})
-    notice = req.get("notice_s", 30)
-    if isinstance(notice, bool) or not isinstance(notice, (int, float)) or \
-            not 0 <= notice <= 3600:
-        raise ApiError(400, {"error": "notice_s must be 0..3600"})
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        vm = next((v for v in st.vms.values()
-                   if v.name.lower() == req["vm"].lower() or
-                   v.vm_id == req["vm"]), None)
-        if vm is None:
-            raise ApiError(404, {"error": f"no live vm {req['vm'][:100]}"})
-        if not vm.spot:
-            raise ApiError(409, {"error": "only Spot and Low priority VMs "
-                                 "are evicted"})
-        if not vm.started or vm.deleting is not None or \
-                vm.power != "running":
-            raise ApiError(409, {"error": "the VM is not running"})
-        vm.interrupted = True
-        try:
-            st.emu.interrupt(vm.vm_id, notice, lambda _: evicted(st, vm))
-        except (KeyError, ValueError) as e:
-            raise ApiError(409, {"error": f"emulator: {e}"})
-    return 200, {"vm": vm.name, "notice_s": notice}, None
-
+# --- evictions ---------------------------------------------------------------
 
 def evicted(st, vm):
     """The emulator ended an evicted VM: evictionPolicy Delete removes
@@ -1200,33 +1025,6 @@ def evicted(st, vm):
             vm.power = "deallocated"
 
 
-def fake_vms(st):
-    now = time.time()
-    emu = {v["id"]: v for v in st.emu.vms()}
-    with st.lock:
-        st.advance(now)
-        out = []
-        for vm in sorted(list(st.vms.values()) + st.gone,
-                         key=lambda v: v.seq):
-            if vm.gone:
-                state = "Failed" if vm.create_op.result == "Failed" and \
-                    not vm.started else "deleted"
-            elif vm.power == "deallocated":
-                state = "deallocated"
-            else:
-                state = vm.state
-            e = emu.get(vm.vm_id) or {}
-            out.append({
-                "id": vm.name, "vm_id": vm.vm_id, "state": state,
-                "zone": vm.zone, "location": vm.location, "shape": vm.size,
-                "spot": vm.spot, "node": vm.tags.get("tenbin-node"),
-                "instance": vm.tags.get("tenbin-instance"),
-                "launched": vm.t0, "ended": vm.ended, "pid": e.get("pid"),
-                "booted": e.get("booted", False),
-                "interrupted": vm.interrupted})
-        return out
-
-
 # --- start-up -----------------------------------------------------------------------
 
 def load_prices(path):
@@ -1241,17 +1039,9 @@ def load_prices(path):
     return data
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True)
-    ap.add_argument("--port-file", required=True)
-    ap.add_argument("--port", type=int, default=0)
+    fakecloud.add_server_args(ap)
     ap.add_argument("--tenant", required=True)
     ap.add_argument("--client-id", required=True)
     ap.add_argument("--client-secret", required=True)
@@ -1266,16 +1056,13 @@ def main():
     ap.add_argument("--prices", help="JSON list of Retail Prices rows")
     ap.add_argument("--prices-page-size", type=int, default=100)
     args = ap.parse_args()
-    for name, v, lo, hi in (("--token-ttl", args.token_ttl, 1, 86400),
-                            ("--op-seconds", args.op_seconds, 0, 3600),
-                            ("--pending-s", args.pending_s, 0, 3600),
-                            ("--page-size", args.page_size, 1, MAX_PAGE),
-                            ("--retry-after", args.retry_after, 0, 3600),
-                            ("--prices-page-size", args.prices_page_size, 1,
-                             MAX_PAGE),
-                            ("--port", args.port, 0, 65535)):
-        if not lo <= v <= hi:
-            ap.error(f"{name} must be in {lo}..{hi}")
+    fakecloud.check_ranges(ap, args, (
+        ("--token-ttl", args.token_ttl, 1, 86400),
+        ("--op-seconds", args.op_seconds, 0, 3600),
+        ("--pending-s", args.pending_s, 0, 3600),
+        ("--page-size", args.page_size, 1, MAX_PAGE),
+        ("--retry-after", args.retry_after, 0, 3600),
+        ("--prices-page-size", args.prices_page_size, 1, MAX_PAGE)))
     for name, v in (("--tenant", args.tenant),
                     ("--client-id", args.client_id),
                     ("--subscription", args.subscription)):
@@ -1287,34 +1074,7 @@ def main():
     st = State(args, emu)
     if args.prices:
         st.prices = load_prices(args.prices)
-    srv = Server(("127.0.0.1", args.port), Handler)
-    srv.st = st
-    port = srv.server_address[1]
-    st.base = f"http://127.0.0.1:{port}"
-    emu.set_base(st.base)
-
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, f: stop.set())
-
-    def tick():
-        while not stop.wait(0.05):
-            with st.lock:
-                st.advance(time.time())
-
-    for target in (srv.serve_forever, tick):
-        threading.Thread(target=target, daemon=True).start()
-    part = args.port_file + ".tmp"
-    with open(part, "w") as f:
-        f.write(f"{port}\n")
-    os.replace(part, args.port_file)
-    print(f"azure-fake: listening on {st.base}", file=sys.stderr)
-    while not stop.wait(0.5):
-        pass
-    print("azure-fake: stopping", file=sys.stderr)
-    srv.shutdown()
-    srv.server_close()
-    emu.close()
+    fakecloud.serve(st, Handler, args.port, args.port_file)
     return 0
 
 

@@ -24,22 +24,21 @@ import base64
 import binascii
 import datetime
 import hashlib
-import http.server
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import fakecloud  # noqa: E402  (what the fakes share)
 import vmemu  # noqa: E402  (the emulator beside this file)
+from fakecloud import ApiError  # noqa: E402
 
 # --- limits: every input is bounded -----------------------------------------
 MAX_BODY = 2 << 20          # a request body
@@ -56,7 +55,6 @@ MAX_METADATA = 512 * 1024   # and on all of them together
 MAX_SKUS = 100000
 MAX_LIST = 500              # instances.list's maxResults ceiling
 MAX_SKU_PAGE = 5000         # Cloud Billing's pageSize ceiling
-MAX_FAULT_ENTRIES = 256
 
 BILLING_SERVICE = "6F81-5844-456A"   # Compute Engine in Cloud Billing
 JWT_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -131,16 +129,6 @@ def num_id(*parts):
     """A decimal id as Compute Engine spells them, from parts."""
     h = hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
     return str(1000000000000000000 + int(h[:15], 16) % 8000000000000000000)
-
-
-class ApiError(Exception):
-    """A synchronous error answer: status and JSON body."""
-
-    def __init__(self, status, body, headers=None):
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
 
 
 def gerr(status, reason, message, domain="global", status_word=None,
@@ -290,48 +278,6 @@ def read_page_token(token, filter_text):
 
 # --- the fake's state --------------------------------------------------------
 
-class Faults:
-    def __init__(self, pending_s):
-        self.capacity = []
-        self.quota = []
-        self.throttle = 0
-        self.boot_delay_s = 0.0
-        self.never_boot = 0
-        self.pending_s = pending_s
-
-    def as_json(self):
-        return {"capacity": list(self.capacity), "quota": list(self.quota),
-                "throttle": self.throttle, "boot_delay_s": self.boot_delay_s,
-                "never_boot": self.never_boot, "pending_s": self.pending_s}
-
-    def update(self, d):
-        """Apply a POST /_fake/faults body; raises ValueError naming the
-        field, leaving every field as it was."""
-        if not isinstance(d, dict):
-            raise ValueError("the body must be a JSON object")
-        new = self.as_json()
-        for k, v in d.items():
-            if k in ("capacity", "quota"):
-                if not isinstance(v, list) or len(v) > MAX_FAULT_ENTRIES or \
-                        not all(isinstance(s, str) and 0 < len(s) <= 200
-                                for s in v):
-                    raise ValueError(f"{k} must be a list of strings")
-            elif k in ("throttle", "never_boot"):
-                if isinstance(v, bool) or not isinstance(v, int) or \
-                        not 0 <= v <= 1000000:
-                    raise ValueError(f"{k} must be an integer >= 0")
-            elif k in ("boot_delay_s", "pending_s"):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) \
-                        or not 0 <= v <= 3600:
-                    raise ValueError(f"{k} must be seconds in 0..3600")
-                v = float(v)
-            else:
-                raise ValueError(f"unknown field {k}")
-            new[k] = v
-        for k, v in new.items():
-            setattr(self, k, v)
-
-
 class Instance:
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -357,29 +303,18 @@ class Op:
         return "DONE"
 
 
-class State:
+class State(fakecloud.FakeState):
     def __init__(self, args, sa, emu):
+        super().__init__(emu, args.pending_s)
         self.args = args
         self.sa = sa
-        self.emu = emu
-        self.base = ""
-        self.lock = threading.RLock()
-        self.faults = Faults(args.pending_s)
         self.instances = {}            # (project, zone, name) -> Instance
         self.gone = []                 # deleted Instances, for /_fake/vms
         self.ops = {}                  # (project, zone, name) -> Op
         self.request_ids = {}          # (project, requestId) -> op key
-        self.tokens = {}               # token -> (expiry, scopes)
-        self.vm_ids = set()
-        self.seq = 0
+        # self.tokens: token -> (expiry, scopes)
         self.throttle_seq = 0
-        self.stats = {"calls": {}, "launched": 0, "deduplicated": 0,
-                      "throttled": 0, "refused": 0, "terminated": 0}
         self.skus = []
-
-    def next_seq(self):
-        self.seq += 1
-        return self.seq
 
     # Timed transitions happen here, under the lock, before every answer
     # and on a ticker, so what a client reads never runs ahead of them.
@@ -423,17 +358,51 @@ class State:
         return "RUNNING"
 
     def add_op(self, op):
+        for o in self.trim_ops(MAX_OPS):
+            if o.request_id:
+                self.request_ids.pop((o.project, o.request_id), None)
         if len(self.ops) >= MAX_OPS:
-            now = time.time()
-            done = [k for k, o in self.ops.items() if o.t_done <= now]
-            for k in done[:max(1, len(done) // 2)]:
-                o = self.ops.pop(k)
-                if o.request_id:
-                    self.request_ids.pop((o.project, o.request_id), None)
-            if len(self.ops) >= MAX_OPS:
-                raise gerr(503, "backendError",
-                           f"fake: over {MAX_OPS} operations in flight")
+            raise gerr(503, "backendError",
+                       f"fake: over {MAX_OPS} operations in flight")
         self.ops[(op.project, op.zone, op.name)] = op
+
+    # --- what the test controls see (fakecloud) ---
+
+    def all_vms(self):
+        return list(self.instances.values()) + self.gone
+
+    def vm_row(self, inst, now):
+        return {"id": inst.name, "vm_id": inst.vm_id,
+                "state": "DELETED" if inst.deleted
+                else self.status_of(inst, now),
+                "zone": inst.zone, "shape": inst.shape, "spot": inst.spot,
+                "node": inst.labels.get("tenbin-node"),
+                "instance": inst.labels.get("tenbin-instance"),
+                "launched": inst.t0, "ended": inst.ended}
+
+    def interrupt(self, vm, notice):
+        now = time.time()
+        with self.lock:
+            self.advance(now)
+            inst = next((i for i in self.instances.values()
+                         if i.name == vm or i.vm_id == vm), None)
+            if inst is None:
+                raise ApiError(404, {"error": f"no live vm {vm[:100]}"})
+            if not inst.spot:
+                raise ApiError(409, {"error": "only Spot VMs are preempted"})
+            if not inst.started or inst.deleting or inst.status_override:
+                raise ApiError(409, {"error": "the VM is not RUNNING"})
+            inst.interrupted = True
+            # During the notice a preempted instance is STOPPING (its
+            # guest got the ACPI soft-off), as on Compute Engine.
+            inst.status_override = "STOPPING"
+            inst.stopped_at = now
+            try:
+                self.emu.interrupt(inst.vm_id, notice,
+                                   lambda vm_id: preempted(self, inst))
+            except (KeyError, ValueError) as e:
+                raise ApiError(409, {"error": f"emulator: {e}"})
+        return {"vm": inst.name, "notice_s": notice}
 
 
 # --- rendering ---------------------------------------------------------------
@@ -550,16 +519,22 @@ def check_bool(v, field):
     return v
 
 
+def check_known(d, fields, where):
+    """Refuse the first key of d that is not one of fields, as Google's
+    JSON parser does."""
+    for k in d:
+        if k not in fields:
+            raise gerr(400, "invalid",
+                       f'Invalid JSON payload received. Unknown name "{k}" '
+                       f"at '{where}': Cannot find field.",
+                       status_word="INVALID_ARGUMENT")
+
+
 def validate_insert(body, project, zone):
     """What an insert body asks for, or ApiError naming what is wrong."""
     if not isinstance(body, dict):
         raise gerr(400, "parseError", "Parse Error")
-    for k in body:
-        if k not in INSTANCE_FIELDS:
-            raise gerr(400, "invalid",
-                       f'Invalid JSON payload received. Unknown name "{k}" '
-                       "at 'resource': Cannot find field.",
-                       status_word="INVALID_ARGUMENT")
+    check_known(body, INSTANCE_FIELDS, "resource")
     out = {}
     name = body.get("name")
     if not isinstance(name, str) or not name:
@@ -653,12 +628,7 @@ def validate_insert(body, project, zone):
     sched = body.get("scheduling", {})
     if not isinstance(sched, dict):
         raise invalid("resource.scheduling", sched, "Expected an object.")
-    for k in sched:
-        if k not in SCHEDULING_FIELDS:
-            raise gerr(400, "invalid",
-                       f'Invalid JSON payload received. Unknown name "{k}" '
-                       "at 'resource.scheduling': Cannot find field.",
-                       status_word="INVALID_ARGUMENT")
+    check_known(sched, SCHEDULING_FIELDS, "resource.scheduling")
     pm = sched.get("provisioningModel", "STANDARD")
     if pm not in ("STANDARD", "SPOT", "RESERVATION_BOUND"):
         raise invalid("resource.scheduling.provisioningModel", pm,
@@ -765,95 +735,28 @@ def quota_metric(shape, spot):
 
 # --- HTTP ----------------------------------------------------------------------
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(fakecloud.Handler):
+    name = "gce-fake"
     server_version = "gce-fake/1"
-    timeout = 60               # a client that stalls loses its thread
+    max_body = MAX_BODY
+    max_path = MAX_PATH
+    json_type = "application/json; charset=UTF-8"
+    meta_headers = {"Metadata-Flavor": "Google"}
 
-    def log_message(self, fmt, *args):
-        sys.stderr.write("gce-fake: %s\n" % (fmt % args))
+    def refusal(self, status):
+        if status == 411:
+            return ApiError(411, {"error": {"code": 411,
+                                            "message": "Length Required"}})
+        if status == 500:
+            return ApiError(500, {"error": {"code": 500, "message":
+                                            "fake: internal error"}})
+        return gerr(status, "invalid", {
+            400: "Too many query parameters.",
+            413: "Request body too large or its Content-Length malformed.",
+            414: "Request URI too long."}[status])
 
-    def log_request(self, code="-", size="-"):
-        if isinstance(code, http.HTTPStatus):
-            code = code.value
-        self.log_message("%s %s -> %s", self.command,
-                         self.path[:300], code)
-
-    def do_GET(self):
-        self.handle_any()
-
-    def do_POST(self):
-        self.handle_any()
-
-    def do_DELETE(self):
-        self.handle_any()
-
-    def do_PUT(self):
-        self.handle_any()
-
-    def do_PATCH(self):
-        self.handle_any()
-
-    def send(self, status, body, ctype="application/json; charset=UTF-8",
-             headers=None):
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body, indent=1).encode() + b"\n"
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def read_body(self):
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise ApiError(411, {"error": {"code": 411,
-                                           "message": "Length Required"}})
-        n = self.headers.get("Content-Length", "0").strip()
-        if not n.isdigit() or int(n) > MAX_BODY:
-            self.close_connection = True
-            raise gerr(413, "invalid", "Request body too large or its "
-                       "Content-Length malformed.")
-        return self.rfile.read(int(n)) if int(n) else b""
-
-    def handle_any(self):
-        st = self.server.st
-        try:
-            if len(self.path) > MAX_PATH:
-                self.close_connection = True
-                raise gerr(414, "invalid", "Request URI too long.")
-            body = self.read_body()
-            u = urllib.parse.urlsplit(self.path)
-            path = u.path
-            try:
-                query = urllib.parse.parse_qs(u.query, keep_blank_values=True,
-                                              max_num_fields=50,
-                                              strict_parsing=False)
-            except ValueError:
-                raise gerr(400, "invalid", "Too many query parameters.")
-            query = {k: v[0] for k, v in query.items()}
-            status, out, headers = route(st, self, path, query, body)
-            if isinstance(out, tuple):      # metadata: (ctype, bytes)
-                self.send(status, out[1], ctype=out[0])
-            else:
-                self.send(status, out, headers=headers)
-        except ApiError as e:
-            self.send(e.status, e.body, headers=e.headers)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        except Exception:
-            traceback.print_exc(file=sys.stderr)
-            self.send(500, {"error": {"code": 500, "message":
-                                      "fake: internal error"}})
-
-
-def count(st, action):
-    with st.lock:
-        c = st.stats["calls"]
-        c[action] = c.get(action, 0) + 1
+    def route(self, path, query, body):
+        return route(self.server.st, self, path, query, body)
 
 
 def check_auth(st, handler, want_write):
@@ -886,10 +789,8 @@ def check_auth(st, handler, want_write):
 
 def maybe_throttle(st, billing=False):
     with st.lock:
-        if st.faults.throttle <= 0:
+        if not st.take_throttle():
             return
-        st.faults.throttle -= 1
-        st.stats["throttled"] += 1
         st.throttle_seq += 1
         second = st.throttle_seq % 2 == 0
     # Both shapes Google sends (contracts 2.5), by turns: the Compute
@@ -926,30 +827,20 @@ RE_OP_WAIT = re.compile(
     r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)/wait$")
 RE_AGG = re.compile(r"^/compute/v1/projects/([^/]+)/aggregated/instances$")
 RE_SKUS = re.compile(r"^/v1/services/([^/]+)/skus$")
-RE_META = re.compile(r"^/_meta/([^/]+)(/.*)$")
 
 
 def route(st, h, path, query, body):
     """(status, body, headers) for one request."""
     m = h.command
     if path == "/token" and m == "POST":
-        count(st, "token")
+        st.count("token")
         return token(st, h, body)
-    mm = RE_META.match(path)
-    if mm:
-        rest = mm.group(2) + ("?" + urllib.parse.urlsplit(h.path).query
-                              if "?" in h.path else "")
-        s, ctype, data = st.emu.metadata(mm.group(1), m, rest, h.headers)
-        hdrs = {"Metadata-Flavor": "Google"}
-        return s, (ctype, data), hdrs
-    if path.startswith("/_fake/"):
-        return control(st, m, path, body)
     if query.get("alt", "json") != "json":
         raise invalid("alt", query["alt"], "Only alt=json is served.")
 
     mm = RE_SKUS.match(path)
     if mm and m == "GET":
-        count(st, "skus.list")
+        st.count("skus.list")
         return skus(st, h, mm.group(1), query)
 
     routes = ((RE_INSTANCES, "POST", "instances.insert", True, insert),
@@ -964,7 +855,7 @@ def route(st, h, path, query, body):
     for rx, method, action, write, fn in routes:
         mm = rx.match(path)
         if mm and m == method:
-            count(st, action)
+            st.count(action)
             check_auth(st, h, write)
             maybe_throttle(st)
             groups = [urllib.parse.unquote(g) for g in mm.groups()]
@@ -1066,11 +957,8 @@ def token(st, h, body):
         n = st.next_seq()
         tok = "ya29.c.fake" + hashlib.sha256(
             f"tok:{n}".encode()).hexdigest()[:48]
-        if len(st.tokens) >= MAX_TOKENS:
-            for k in [k for k, v in st.tokens.items() if v[0] <= now] or \
-                    list(st.tokens)[:MAX_TOKENS // 10]:
-                st.tokens.pop(k, None)
-        st.tokens[tok] = (now + st.args.token_ttl, set(scopes))
+        st.keep_token(tok, (now + st.args.token_ttl, set(scopes)), now,
+                      MAX_TOKENS)
     return 200, {"access_token": tok, "expires_in": st.args.token_ttl,
                  "token_type": "Bearer"}, {"Cache-Control": "no-store"}
 
@@ -1179,14 +1067,8 @@ def insert(st, h, project, zone, query, body):
         if error:
             st.stats["refused"] += 1
             return 200, render_op(st, op, now), None
-        vm_id, k = name, 1
-        while vm_id in st.vm_ids:
-            k += 1
-            vm_id = f"{name}.{k}"
-        st.vm_ids.add(vm_id)
-        never = f.never_boot > 0
-        if never:
-            f.never_boot -= 1
+        vm_id = st.new_vm_id(name)
+        never = f.take_never_boot()
         fp = hashlib.sha256(json.dumps(want, sort_keys=True).encode())
         inst = Instance(
             project=project, zone=zone, id=inst_id, seq=st.seq, vm_id=vm_id,
@@ -1202,14 +1084,20 @@ def insert(st, h, project, zone, query, body):
         return 200, render_op(st, op, now), None
 
 
-def get_instance(st, h, project, zone, name, query, body):
+def zone_get(st, what, table, render, project, zone, name):
+    """instances.get and zoneOperations.get: one row of table."""
     now = time.time()
     with st.lock:
         st.advance(now)
-        inst = st.instances.get((project, zone, name))
-        if inst is None:
-            raise not_found(project, zone, "instances", name)
-        return 200, render_instance(st, inst, now), None
+        x = table.get((project, zone, name))
+        if x is None:
+            raise not_found(project, zone, what, name)
+        return 200, render(st, x, now), None
+
+
+def get_instance(st, h, project, zone, name, query, body):
+    return zone_get(st, "instances", st.instances, render_instance,
+                    project, zone, name)
 
 
 def not_found(project, zone, kind, name):
@@ -1259,23 +1147,35 @@ def page(rows, keyf, terms, limit, after, ftext):
     return items, nxt
 
 
-def list_instances(st, h, project, zone, query, body):
-    ftext, terms, limit, after = list_args(query, INSTANCE_FIELDS)
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        rows = [render_instance(st, i, now) for k, i in st.instances.items()
-                if k[0] == project and k[1] == zone]
-    items, nxt = page(rows, lambda r: (r["name"],), terms, limit, after,
-                      ftext)
-    out = {"kind": "compute#instanceList",
-           "id": f"projects/{project}/zones/{zone}/instances",
-           "selfLink": zone_url(st, project, zone) + "/instances"}
+def list_answer(kind, ident, self_link, items, nxt):
+    """A list's answer: items and nextPageToken only when there are."""
+    out = {"kind": kind, "id": ident, "selfLink": self_link}
     if items:
         out["items"] = items
     if nxt:
         out["nextPageToken"] = nxt
     return 200, out, None
+
+
+def zone_list(st, query, fields, project, zone, what, table, render,
+              kind):
+    """instances.list and zoneOperations.list: the zone's rows of table,
+    rendered, filtered and paged by name."""
+    ftext, terms, limit, after = list_args(query, fields)
+    now = time.time()
+    with st.lock:
+        st.advance(now)
+        rows = [render(st, x, now) for k, x in table.items()
+                if k[0] == project and k[1] == zone]
+    items, nxt = page(rows, lambda r: (r["name"],), terms, limit, after,
+                      ftext)
+    return list_answer(kind, f"projects/{project}/zones/{zone}/{what}",
+                       zone_url(st, project, zone) + f"/{what}", items, nxt)
+
+
+def list_instances(st, h, project, zone, query, body):
+    return zone_list(st, query, INSTANCE_FIELDS, project, zone, "instances",
+                     st.instances, render_instance, "compute#instanceList")
 
 
 def aggregated(st, h, project, query, body):
@@ -1292,15 +1192,10 @@ def aggregated(st, h, project, query, body):
     for r in items:
         groups.setdefault("zones/" + r.pop("_zone"),
                           {"instances": []})["instances"].append(r)
-    out = {"kind": "compute#instanceAggregatedList",
-           "id": f"projects/{project}/aggregated/instances",
-           "selfLink": f"{st.base}/compute/v1/projects/{project}/"
-                       "aggregated/instances"}
-    if groups:
-        out["items"] = groups
-    if nxt:
-        out["nextPageToken"] = nxt
-    return 200, out, None
+    return list_answer("compute#instanceAggregatedList",
+                       f"projects/{project}/aggregated/instances",
+                       f"{st.base}/compute/v1/projects/{project}/"
+                       "aggregated/instances", groups, nxt)
 
 
 def delete(st, h, project, zone, name, query, body):
@@ -1332,26 +1227,13 @@ def delete(st, h, project, zone, name, query, body):
         vm_id = inst.vm_id if inst.started else None
         out = render_op(st, op, now)
     if vm_id:
-        threading.Thread(target=stop_vm, args=(st, vm_id),
-                         daemon=True).start()
+        fakecloud.stop_later(st.emu, vm_id)
     return 200, out, None
 
 
-def stop_vm(st, vm_id):
-    try:
-        st.emu.stop(vm_id)
-    except KeyError:
-        pass
-
-
 def get_op(st, h, project, zone, name, query, body):
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        op = st.ops.get((project, zone, name))
-        if op is None:
-            raise not_found(project, zone, "operations", name)
-        return 200, render_op(st, op, now), None
+    return zone_get(st, "operations", st.ops, render_op, project, zone,
+                    name)
 
 
 def wait_op(st, h, project, zone, name, query, body):
@@ -1370,22 +1252,8 @@ def wait_op(st, h, project, zone, name, query, body):
 
 
 def list_ops(st, h, project, zone, query, body):
-    ftext, terms, limit, after = list_args(query, OP_FIELDS)
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        rows = [render_op(st, o, now) for k, o in st.ops.items()
-                if k[0] == project and k[1] == zone]
-    items, nxt = page(rows, lambda r: (r["name"],), terms, limit, after,
-                      ftext)
-    out = {"kind": "compute#operationList",
-           "id": f"projects/{project}/zones/{zone}/operations",
-           "selfLink": zone_url(st, project, zone) + "/operations"}
-    if items:
-        out["items"] = items
-    if nxt:
-        out["nextPageToken"] = nxt
-    return 200, out, None
+    return zone_list(st, query, OP_FIELDS, project, zone, "operations",
+                     st.ops, render_op, "compute#operationList")
 
 
 # --- Cloud Billing Catalog ----------------------------------------------------
@@ -1431,63 +1299,7 @@ def skus(st, h, service, query):
     return 200, {"skus": rows, "nextPageToken": nxt}, None
 
 
-# --- control endpoints --------------------------------------------------------
-
-def control(st, m, path, body):
-    def parse():
-        try:
-            return json.loads(body or b"{}")
-        except (ValueError, RecursionError):
-            raise ApiError(400, {"error": "body is not JSON"})
-
-    if path == "/_fake/faults" and m in ("GET", "POST"):
-        with st.lock:
-            if m == "POST":
-                try:
-                    st.faults.update(parse())
-                except ValueError as e:
-                    raise ApiError(400, {"error": str(e)})
-            return 200, st.faults.as_json(), None
-    if path == "/_fake/interrupt" and m == "POST":
-        return interrupt(st, parse())
-    if path == "/_fake/vms" and m == "GET":
-        return 200, fake_vms(st), None
-    if path == "/_fake/stats" and m == "GET":
-        with st.lock:
-            return 200, json.loads(json.dumps(st.stats)), None
-    raise ApiError(404, {"error": f"no control endpoint {m} {path[:100]}"})
-
-
-def interrupt(st, req):
-    if not isinstance(req, dict) or not isinstance(req.get("vm"), str):
-        raise ApiError(400, {"error": "want {\"vm\": name, \"notice_s\": x}"})
-    notice = req.get("notice_s", 30)
-    if isinstance(notice, bool) or not isinstance(notice, (int, float)) or \
-            not 0 <= notice <= 3600:
-        raise ApiError(400, {"error": "notice_s must be 0..3600"})
-    now = time.time()
-    with st.lock:
-        st.advance(now)
-        inst = next((i for i in st.instances.values()
-                     if i.name == req["vm"] or i.vm_id == req["vm"]), None)
-        if inst is None:
-            raise ApiError(404, {"error": f"no live vm {req['vm'][:100]}"})
-        if not inst.spot:
-            raise ApiError(409, {"error": "only Spot VMs are preempted"})
-        if not inst.started or inst.deleting or inst.status_override:
-            raise ApiError(409, {"error": "the VM is not RUNNING"})
-        inst.interrupted = True
-        # During the notice a preempted instance is STOPPING (its guest
-        # got the ACPI soft-off), as on Compute Engine.
-        inst.status_override = "STOPPING"
-        inst.stopped_at = now
-        try:
-            st.emu.interrupt(inst.vm_id, notice,
-                             lambda vm_id: preempted(st, inst))
-        except (KeyError, ValueError) as e:
-            raise ApiError(409, {"error": f"emulator: {e}"})
-    return 200, {"vm": inst.name, "notice_s": notice}, None
-
+# --- preemptions -------------------------------------------------------------
 
 def preempted(st, inst):
     """The emulator ended a preempted VM: DELETE removes it, STOP leaves
@@ -1506,28 +1318,6 @@ def preempted(st, inst):
         else:
             inst.status_override = "TERMINATED"
             st.stats["terminated"] += 1
-
-
-def fake_vms(st):
-    now = time.time()
-    emu = {v["id"]: v for v in st.emu.vms()}
-    with st.lock:
-        st.advance(now)
-        out = []
-        for inst in sorted(list(st.instances.values()) + st.gone,
-                           key=lambda i: i.seq):
-            out.append({
-                "id": inst.name, "vm_id": inst.vm_id,
-                "state": "DELETED" if inst.deleted
-                else st.status_of(inst, now),
-                "zone": inst.zone, "shape": inst.shape, "spot": inst.spot,
-                "node": inst.labels.get("tenbin-node"),
-                "instance": inst.labels.get("tenbin-instance"),
-                "launched": inst.t0, "ended": inst.ended,
-                "pid": (emu.get(inst.vm_id) or {}).get("pid"),
-                "booted": (emu.get(inst.vm_id) or {}).get("booted", False),
-                "interrupted": inst.interrupted})
-        return out
 
 
 # --- start-up ---------------------------------------------------------------------
@@ -1564,17 +1354,9 @@ def load_skus(path):
     return data
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True)
-    ap.add_argument("--port-file", required=True)
-    ap.add_argument("--port", type=int, default=0)
+    fakecloud.add_server_args(ap)
     ap.add_argument("--service-account", required=True)
     ap.add_argument("--token-ttl", type=int, default=3599)
     ap.add_argument("--op-seconds", type=float, default=1.0)
@@ -1583,13 +1365,11 @@ def main():
                     help="how long operations/wait blocks at most")
     ap.add_argument("--skus", help="JSON list of Cloud Billing sku objects")
     args = ap.parse_args()
-    for name, v, lo, hi in (("--token-ttl", args.token_ttl, 1, 86400),
-                            ("--op-seconds", args.op_seconds, 0, 3600),
-                            ("--pending-s", args.pending_s, 0, 3600),
-                            ("--wait-s", args.wait_s, 0, 600),
-                            ("--port", args.port, 0, 65535)):
-        if not lo <= v <= hi:
-            ap.error(f"{name} must be in {lo}..{hi}")
+    fakecloud.check_ranges(ap, args, (
+        ("--token-ttl", args.token_ttl, 1, 86400),
+        ("--op-seconds", args.op_seconds, 0, 3600),
+        ("--pending-s", args.pending_s, 0, 3600),
+        ("--wait-s", args.wait_s, 0, 600)))
 
     os.makedirs(args.root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gce-fake-")
@@ -1600,36 +1380,7 @@ def main():
         st.tmp, st.pubkey = tmp, pub
         if args.skus:
             st.skus = load_skus(args.skus)
-        srv = Server(("127.0.0.1", args.port), Handler)
-        srv.st = st
-        port = srv.server_address[1]
-        st.base = f"http://127.0.0.1:{port}"
-        emu.set_base(st.base)
-
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda s, f: stop.set())
-
-        def tick():
-            while not stop.wait(0.05):
-                with st.lock:
-                    st.advance(time.time())
-
-        threads = [threading.Thread(target=srv.serve_forever, daemon=True),
-                   threading.Thread(target=tick, daemon=True)]
-        for t in threads:
-            t.start()
-        part = args.port_file + ".tmp"
-        with open(part, "w") as f:
-            f.write(f"{port}\n")
-        os.replace(part, args.port_file)
-        print(f"gce-fake: listening on {st.base}", file=sys.stderr)
-        while not stop.wait(0.5):
-            pass
-        print("gce-fake: stopping", file=sys.stderr)
-        srv.shutdown()
-        srv.server_close()
-        emu.close()
+        fakecloud.serve(st, Handler, args.port, args.port_file)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -6,25 +6,9 @@
 # paging) and checks the answers, then stops it with SIGTERM and checks
 # that no VM process outlives it.
 # usage: bash tests/fakes/selftest_azure.sh      (prints ok/FAIL lines)
-set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d)
-fails=0
-pid=
-
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    wait "$pid" 2>/dev/null
-  fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-
-ok() { echo "ok - $1"; }
-bad() { echo "FAIL - $1: $2" >&2; fails=$((fails + 1)); }
-# expect DESC ACTUAL REGEX
-expect() { if [[ $2 =~ $3 ]]; then ok "$1"; else bad "$1" "got '${2:0:400}', want /$3/"; fi; }
+# shellcheck source=tests/fakes/lib.sh
+. "$(dirname "$0")/lib.sh"
+new_token() { grant; }
 
 tenant=72f988bf-86f1-41af-91ab-2d7cd011db47
 client=11111111-2222-4333-8444-555555555555
@@ -47,30 +31,8 @@ grant() {
   for kv in "${f[@]}"; do [ -n "$kv" ] && a+=(--data-urlencode "$kv"); done
   code=$(curl "${a[@]}" "$base/$t/oauth2/v2.0/token")
 }
-TOKEN=none
-issued=0
-fresh() {
-  if [ $(($(date +%s) - issued)) -ge 2 ] && [ -z "${norefresh:-}" ]; then
-    grant
-    TOKEN=$(j 'd["access_token"]')
-    issued=$(date +%s)
-  fi
-}
-# call METHOD URL-OR-PATH [JSON]: status in $code, body in $T/out,
-# headers in $T/hdr.
-call() {
-  local m=$1 p=$2
-  shift 2
-  fresh
-  local a=(-s -D "$T/hdr" -o "$T/out" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN")
-  if [ $# -gt 0 ]; then a+=(-H 'Content-Type: application/json' --data-binary "$1"); fi
-  case $p in http*) ;; *) p=$base$p ;; esac
-  : >"$T/out"
-  code=$(curl "${a[@]}" "$p")
-}
-j() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/out" "$1"; }
+# hdr NAME: the last call's header NAME.
 hdr() { tr -d '\r' <"$T/hdr" | awk -v n="$(echo "$1" | tr 'A-Z' 'a-z')" 'BEGIN{FS=": "} tolower($1)==n {print substr($0, length($1)+3)}'; }
-fault() { curl -s -X POST --data-binary "$1" "$base/_fake/faults" >/dev/null; }
 
 python3 - "$T/prices.json" <<'PY'
 import json, sys
@@ -98,14 +60,10 @@ rows = [row(H, "eastus", "ND96isr H100 v5", P, 98.32),
 json.dump({"Items": rows}, open(sys.argv[1], "w"))
 PY
 
-python3 "$here/azure_fake.py" --root "$T/root" --port-file "$T/port" \
-  --tenant "$tenant" --client-id "$client" --client-secret "$secret" \
-  --subscription "$sub" --token-ttl 5 --op-seconds 1 --page-size 2 \
-  --prices "$T/prices.json" --prices-page-size 2 2>"$T/fake.log" &
-pid=$!
-for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
-[ -s "$T/port" ] || { echo "FAIL - the fake did not start" >&2; cat "$T/fake.log" >&2; exit 1; }
-base=http://127.0.0.1:$(cat "$T/port")
+start_fake azure_fake.py --tenant "$tenant" --client-id "$client" \
+  --client-secret "$secret" --subscription "$sub" --token-ttl 5 \
+  --op-seconds 1 --page-size 2 --prices "$T/prices.json" \
+  --prices-page-size 2
 API=api-version=2024-07-01
 RG=/subscriptions/$sub/resourceGroups/rg-gpu/providers/Microsoft.Compute/virtualMachines
 
@@ -358,19 +316,4 @@ curl -s -o "$T/out" "$base/_fake/stats"
 expect "stats count throttles, refusals, launches and ends" "$(j 'd["throttled"], d["refused"], d["launched"], d["terminated"]')" "^\(1, 12, 8, 4\)$"
 
 # --- SIGTERM stops everything ---------------------------------------------------------------------------
-pids=$(curl -s "$base/_fake/vms" | python3 -c 'import json,sys; print(" ".join(str(v["pid"]) for v in json.load(sys.stdin) if v["pid"]))')
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-pid=
-expect "SIGTERM ends the fake with status 0" "$rc" "^0$"
-alive=
-for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
-expect "and no VM process outlives it" "${alive:-none}" "^none$"
-
-if [ "$fails" -ne 0 ]; then
-  echo "$fails check(s) failed; the fake's log:" >&2
-  tail -n 40 "$T/fake.log" >&2
-  exit 1
-fi
-echo "all azure fake checks passed"
+finish azure

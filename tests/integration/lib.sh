@@ -326,21 +326,48 @@ t_moto_start() {
   AWS_SK=$(jq -r .AccessKey.SecretAccessKey <<<"$key")
 }
 
-# t_aws_front_start [aws_front.py args...]: our EC2 front (ClientToken
-# dedup, faults, the VM emulator) before moto, signing its own calls
-# with moto's key.  Sets FRONT_URL; VMs live in $T_DIR/vms.
-t_aws_front_start() {
-  rm -f "$T_DIR/front.port"
-  python3 "$TENBIN_SOURCE_DIR/tests/fakes/aws_front.py" --moto "$MOTO_URL" \
-    --root "$T_DIR/vms" --port-file "$T_DIR/front.port" \
-    --access-key "$AWS_AK" --secret-key "$AWS_SK" "$@" >"$T_DIR/front.log" 2>&1 &
+# t_fake_start NAME FAKE.py [args...]: a fake of tests/fakes with its VMs
+# in $T_DIR/vms, its log in $T_DIR/NAME.log, ended at exit.  Waits for
+# its port and sets FRONT_URL (for t_fake) to its URL.
+t_fake_start() {
+  local name=$1 fake=$2
+  shift 2
+  rm -f "$T_DIR/$name.port"
+  python3 "$TENBIN_SOURCE_DIR/tests/fakes/$fake" --root "$T_DIR/vms" \
+    --port-file "$T_DIR/$name.port" "$@" >"$T_DIR/$name.log" 2>&1 &
   T_BG_PIDS+=($!)
   for _ in $(seq 1 100); do
-    [ -s "$T_DIR/front.port" ] && break
+    [ -s "$T_DIR/$name.port" ] && break
     sleep 0.1
   done
-  [ -s "$T_DIR/front.port" ] || { echo "aws_front did not start:" >&2; cat "$T_DIR/front.log" >&2; return 1; }
-  FRONT_URL="http://127.0.0.1:$(cat "$T_DIR/front.port")"
+  [ -s "$T_DIR/$name.port" ] || { echo "${fake%.py} did not start:" >&2; cat "$T_DIR/$name.log" >&2; return 1; }
+  FRONT_URL="http://127.0.0.1:$(cat "$T_DIR/$name.port")"
+}
+
+# t_aws_front_start [aws_front.py args...]: our EC2 front (ClientToken
+# dedup, faults, the VM emulator) before moto, signing its own calls
+# with moto's key.  Sets AWS_URL (and FRONT_URL, for t_fake); VMs live
+# in $T_DIR/vms.
+t_aws_front_start() {
+  t_fake_start front aws_front.py --moto "$MOTO_URL" \
+    --access-key "$AWS_AK" --secret-key "$AWS_SK" "$@"
+  AWS_URL=$FRONT_URL
+}
+
+# t_aws_credentials: moto's key (t_moto_start) as the profile "tenbin"
+# of $T_DIR/aws-credentials, a private file.
+t_aws_credentials() {
+  (umask 077 && printf '[tenbin]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+    "$AWS_AK" "$AWS_SK" >"$T_DIR/aws-credentials")
+}
+
+# t_aws_start [aws_front.py args...]: moto, our EC2 front before it and
+# the credentials file of moto's key: what an aws site of t_aws_site_json
+# needs.
+t_aws_start() {
+  t_moto_start
+  t_aws_front_start "$@"
+  t_aws_credentials
 }
 
 # t_fake POST|GET PATH [JSON]: a fake cloud's control endpoint.
@@ -359,18 +386,8 @@ t_fake() {
 # live in $T_DIR/vms.
 t_gcp_fake_start() {
   local sa="$TENBIN_SOURCE_DIR/tests/data/gcp/service-account.json"
-  rm -f "$T_DIR/gce.port"
-  python3 "$TENBIN_SOURCE_DIR/tests/fakes/gce_fake.py" --root "$T_DIR/vms" \
-    --port-file "$T_DIR/gce.port" --service-account "$sa" "$@" \
-    >"$T_DIR/gce.log" 2>&1 &
-  T_BG_PIDS+=($!)
-  for _ in $(seq 1 100); do
-    [ -s "$T_DIR/gce.port" ] && break
-    sleep 0.1
-  done
-  [ -s "$T_DIR/gce.port" ] || { echo "gce_fake did not start:" >&2; cat "$T_DIR/gce.log" >&2; return 1; }
-  GCE_URL="http://127.0.0.1:$(cat "$T_DIR/gce.port")"
-  FRONT_URL=$GCE_URL
+  t_fake_start gce gce_fake.py --service-account "$sa" "$@"
+  GCE_URL=$FRONT_URL
   GCP_KEY="$T_DIR/gcp-key.json"
   (umask 077 && jq --arg u "$GCE_URL/token" '.token_uri = $u' "$sa" >"$GCP_KEY")
 }
@@ -388,17 +405,165 @@ t_azure_fake_start() {
   AZ_SECRET_FILE="$T_DIR/azure-secret"
   secret="s3cret~$(head -c 12 /dev/urandom | base64 | tr -d '/+=\n')"
   (umask 077 && printf '%s\n' "$secret" >"$AZ_SECRET_FILE")
-  rm -f "$T_DIR/azure.port"
-  python3 "$TENBIN_SOURCE_DIR/tests/fakes/azure_fake.py" --root "$T_DIR/vms" \
-    --port-file "$T_DIR/azure.port" --tenant "$AZ_TENANT" \
+  t_fake_start azure azure_fake.py --tenant "$AZ_TENANT" \
     --client-id "$AZ_CLIENT" --client-secret "$secret" \
-    --subscription "$AZ_SUB" "$@" >"$T_DIR/azure.log" 2>&1 &
-  T_BG_PIDS+=($!)
+    --subscription "$AZ_SUB" "$@"
+  AZURE_URL=$FRONT_URL
+}
+
+# ---- cloud sites ----
+
+# The fields of a site that point it at the fake its t_*_start started
+# (its kind, endpoints, credentials, an image), as members of a JSON
+# object for a config's heredoc:
+#   {"name": "aws", $(t_aws_site_json), "zones": [...], ...}
+t_aws_site_json() {
+  printf '"kind": "aws", "region": "us-east-1", "endpoint": "%s", "credentials": {"file": "%s", "profile": "tenbin"}, "image": "ami-12c6146b"' \
+    "$AWS_URL" "$T_DIR/aws-credentials"
+}
+t_gcp_site_json() {
+  printf '"kind": "gcp", "project": "demo-proj", "region": "us-central1", "endpoint": "%s/compute/v1", "credentials_file": "%s", "image": "projects/debian-cloud/global/images/family/debian-12"' \
+    "$GCE_URL" "$GCP_KEY"
+}
+t_azure_site_json() {
+  printf '"kind": "azure", "subscription": "%s", "resource_group": "rg-gpu", "location": "eastus", "endpoint": "%s", "login_endpoint": "%s", "credentials": {"tenant": "%s", "client_id": "%s", "client_secret_file": "%s"}, "image": "microsoft-dsvm:ubuntu-hpc:2204:latest", "subnet_id": "/subscriptions/%s/resourceGroups/rg-gpu/providers/Microsoft.Network/virtualNetworks/vnet/subnets/default", "admin_user": "tenbin"' \
+    "$AZ_SUB" "$AZURE_URL" "$AZURE_URL" "$AZ_TENANT" "$AZ_CLIENT" "$AZ_SECRET_FILE" "$AZ_SUB"
+}
+# t_node_agent_json PORT: a cloud site's node_agent member: this build's
+# tenbin-agent, dialing tenbind on 127.0.0.1:PORT.
+t_node_agent_json() {
+  printf '"node_agent": {"path": "%s/tenbin-agent", "server": "http://127.0.0.1:%s"}' \
+    "$TENBIN_BIN" "$1"
+}
+
+# t_crashed: wait (15 s at most) for tenbind to kill itself at the fault
+# point TENBIN_FAULT armed.  One still running fails the test (a build
+# without TENBIN_FAULTS?) and is killed.
+t_crashed() {
+  for _ in $(seq 1 300); do
+    kill -0 "$T_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$T_PID" 2>/dev/null; then
+    t_fail "tenbind did not stop at its fault point (built without TENBIN_FAULTS?)"
+    kill -KILL "$T_PID"
+  fi
+  wait "$T_PID" 2>/dev/null || true
+  T_PID=""
+}
+
+# t_node_of_job ID: the number of the node a cloud site ran job ID on.
+t_node_of_job() {
+  curl -fsS "$T_URL/v1/jobs/$1" | jq -r '.remote_id // "" | sub("^node-"; "")'
+}
+
+# t_vms_of_node NODE: the fake's VMs tagged with node NODE (a JSON array).
+t_vms_of_node() {
+  t_fake GET /_fake/vms | jq --arg n "$1" '[.[] | select(.node == $n)]'
+}
+
+# t_wait_vm_state VM STATE-REGEX [seconds]: poll (20 s unless told) until
+# the fake's VM (its id) is in a state matching; prints the state.
+t_wait_vm_state() {
+  local vm=$1 want=$2 secs=${3:-20} state=""
+  for _ in $(seq 1 $((secs * 5))); do
+    state=$(t_fake GET /_fake/vms | jq -r --arg v "$vm" '.[] | select(.id == $v) | .state')
+    printf '%s' "$state" | grep -Eq "^($want)\$" && break
+    sleep 0.2
+  done
+  echo "$state"
+}
+
+# t_vms_left ENDED [seconds]: wait (30 s unless told) until every VM the
+# fake lists is in a state matching the regex ENDED; prints how many are
+# not.
+t_vms_left() {
+  local ended="^(${1})\$" secs=${2:-30} left=""
+  for _ in $(seq 1 $((secs * 5))); do
+    left=$(t_fake GET /_fake/vms | jq --arg e "$ended" '[.[] | select(.state | test($e) | not)] | length')
+    [ "$left" = 0 ] && break
+    sleep 0.2
+  done
+  echo "$left"
+}
+
+# t_nodes_left SITE [seconds]: wait (30 s unless told; 0: look once) until
+# every node of SITE has ended; prints how many have not.
+t_nodes_left() {
+  local site=$1 tries=$((${2:-30} * 5)) left="" i
+  for ((i = 0; ; i++)); do
+    left=$(curl -fsS "$T_URL/v1/sites/$site" | jq '[.nodes[] | select(.state != "ended")] | length')
+    [ "$left" = 0 ] || [ "$i" -ge "$tries" ] && break
+    sleep 0.2
+  done
+  echo "$left"
+}
+
+# t_hello KIND: a 1-GPU h100 job, which only the site of KIND can run,
+# saying on which VM and GPU it ran; it must reach the site and succeed.
+# Sets T_JOB to its id.
+t_hello() {
+  T_JOB=$("$TENBIN" submit --gpus 1 --gpu-type h100 --name hello -- \
+    sh -c 'echo "hello from $TENBIN_VM_ID"; echo "gpus $CUDA_VISIBLE_DEVICES"')
+  t_expect "the job goes to the $1 site, the only one with h100s" \
+    "$(t_wait_state "$T_JOB" 'submitted|running|succeeded' 30)" 'submitted|running|succeeded'
+  t_expect "it runs on the VM and succeeds" "$(t_wait_state "$T_JOB" succeeded 60)" '^succeeded$'
+}
+
+# t_expect_hello_output VM: T_JOB's output came back, from VM (its
+# emulator id), which gave it one GPU.
+t_expect_hello_output() {
+  t_expect "its output came back through the node agent" \
+    "$("$TENBIN" logs "$T_JOB")" "hello from $1"
+  t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$T_JOB")" 'gpus 0$'
+}
+
+# t_expect_idled_out SITE SECONDS: the first node of SITE ends (within
+# 20 s) for being idle SECONDS s, its launch and end recorded.
+t_expect_idled_out() {
+  local site=$1 idle=$2 state="" node
   for _ in $(seq 1 100); do
-    [ -s "$T_DIR/azure.port" ] && break
+    state=$(curl -fsS "$T_URL/v1/sites/$site" | jq -r '.nodes[0].state')
+    [ "$state" = ended ] && break
+    sleep 0.2
+  done
+  t_expect "the idle node ends" "$state" '^ended$'
+  node=$(curl -fsS "$T_URL/v1/sites/$site" | jq -c '.nodes[0]')
+  t_expect "its reason says idle" "$(jq -r .reason <<<"$node")" "^idle for $idle s\$"
+  t_expect "its launch and end are recorded" \
+    "$(jq -r '[.launched != null, .ended != null, .uptime_s >= 0] | all' <<<"$node")" '^true$'
+}
+
+# t_expect_vm_processes_end VM: within 5 s no process of VM (its
+# emulator id) runs.
+t_expect_vm_processes_end() {
+  for _ in $(seq 1 50); do
+    pgrep -f "TENBIN_VM_ID=$1" >/dev/null || break
     sleep 0.1
   done
-  [ -s "$T_DIR/azure.port" ] || { echo "azure_fake did not start:" >&2; cat "$T_DIR/azure.log" >&2; return 1; }
-  AZURE_URL="http://127.0.0.1:$(cat "$T_DIR/azure.port")"
-  FRONT_URL=$AZURE_URL
+  if pgrep -f "TENBIN_VM_ID=$1" >/dev/null; then
+    t_fail "a process of the VM still runs"
+  else
+    t_ok "no process of the VM is left"
+  fi
+}
+
+# t_node_token VM: the node token in the user data of VM (its emulator
+# id); nothing if it has none.
+t_node_token() {
+  sed -n "s/^TENBIN_NODE_TOKEN='\(.*\)'$/\1/p" "$T_DIR/vms/$1/user-data" 2>/dev/null || true
+}
+
+# t_expect_node_tokens_refused TOKEN: /v1/nodes/heartbeat refuses a
+# forged node token, TOKEN (an ended node's; skipped when empty) and no
+# token at all.
+t_expect_node_tokens_refused() {
+  t_expect "a forged node token gets 401" \
+    "$(t_http POST /v1/nodes/heartbeat -H 'Authorization: Bearer tbnode_forged' -d '{}')" '^401 '
+  if [ -n "$1" ]; then
+    t_expect "the ended node's own token gets 401" \
+      "$(t_http POST /v1/nodes/heartbeat -H "Authorization: Bearer $1" -d '{}')" '^401 .*has ended'
+  fi
+  t_expect "an API token's place is no node token's: no token, 401" \
+    "$(t_http POST /v1/nodes/heartbeat -d '{}')" '^401 '
 }

@@ -9,59 +9,38 @@
 # an ended node, are refused.
 . "$(dirname "$0")/lib.sh"
 
-t_moto_start
-t_aws_front_start
+t_aws_start
 umask 077
-printf '[tenbin]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
-  "$AWS_AK" "$AWS_SK" >"$T_DIR/aws-credentials"
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
 {"sites": [
   {"name": "here", "kind": "local", "gpus": {}},
-  {"name": "aws", "kind": "aws", "region": "us-east-1",
-   "zones": ["us-east-1a", "us-east-1b"], "endpoint": "$FRONT_URL",
-   "credentials": {"file": "$T_DIR/aws-credentials", "profile": "tenbin"},
-   "image": "ami-12c6146b",
+  {"name": "aws", $(t_aws_site_json),
+   "zones": ["us-east-1a", "us-east-1b"],
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8}],
    "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "tags": {"team": "ml"},
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88}}},
-   "node_agent": {"path": "$TENBIN_BIN/tenbin-agent",
-                  "server": "http://127.0.0.1:$port"}}
+   $(t_node_agent_json "$port")}
 ]}
 JSON
 t_start --config "$T_DIR/config.json" --listen "127.0.0.1:$port"
 
-id=$("$TENBIN" submit --gpus 1 --gpu-type h100 --name hello -- \
-  sh -c 'echo "hello from $TENBIN_VM_ID"; echo "gpus $CUDA_VISIBLE_DEVICES"')
-t_expect "the job goes to the aws site, the only one with h100s" \
-  "$(t_wait_state "$id" 'submitted|running|succeeded' 30)" 'submitted|running|succeeded'
-t_expect "it runs on the VM and succeeds" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
+t_hello aws
 vms=$(t_fake GET /_fake/vms)
 vm=$(jq -r '.[0].id' <<<"$vms")
 t_expect "one VM was launched, tagged with its node" \
   "$(jq -r 'length, .[0].node, .[0].shape, .[0].zone' <<<"$vms" | tr '\n' ' ')" \
   '^1 1 p5.48xlarge us-east-1a $'
-t_expect "its output came back through the node agent" \
-  "$("$TENBIN" logs "$id")" "hello from $vm"
-t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
+t_expect_hello_output "$vm"
 t_expect "/metrics counts the node by state" \
   "$(curl -fsS "$T_URL/metrics" | grep '^tenbin_nodes{site="aws"')" '^tenbin_nodes\{site="aws",state="(idle|busy)"\} 1$'
 t_expect "tenbin site show lists the node and its VM" \
   "$("$TENBIN" site show aws)" "1 +(idle|busy|terminating|ended) +p5 +us-east-1a +on-demand +$vm +[0-9]+s +[$][0-9.]+"
 
 # Idle for 2 s: terminated, in EC2 and in tenbin's record.
-for _ in $(seq 1 100); do
-  state=$(curl -fsS "$T_URL/v1/sites/aws" | jq -r '.nodes[0].state')
-  [ "$state" = ended ] && break
-  sleep 0.2
-done
-t_expect "the idle node ends" "$state" '^ended$'
-node=$(curl -fsS "$T_URL/v1/sites/aws" | jq -c '.nodes[0]')
-t_expect "its reason says idle" "$(jq -r .reason <<<"$node")" '^idle for 2 s$'
-t_expect "its launch and end are recorded" \
-  "$(jq -r '[.launched != null, .ended != null, .uptime_s >= 0] | all' <<<"$node")" '^true$'
+t_expect_idled_out aws 2
 t_expect "the VM is terminated at the provider" \
   "$(t_fake GET /_fake/vms | jq -r '.[0].state')" '^(shutting-down|terminated)$'
 # The node agent runs with the VM's directory as its root.
@@ -84,15 +63,7 @@ t_expect "the report shows the idle GPUs as their own line, in dollars" \
   "$(curl -fsS "$T_URL/v1/reports/usage?by=project" | jq -r '.lines[] | select(.project == "(idle)") | .billed_micro > 0')" '^true$'
 
 # Node tokens: forged, and one of a node that has ended.
-t_expect "a forged node token gets 401" \
-  "$(t_http POST /v1/nodes/heartbeat -H 'Authorization: Bearer tbnode_forged' -d '{}')" '^401 '
-token=$(sed -n "s/^TENBIN_NODE_TOKEN='\(.*\)'$/\1/p" "$T_DIR/vms/$vm/user-data" 2>/dev/null || true)
-if [ -n "$token" ]; then
-  t_expect "the ended node's own token gets 401" \
-    "$(t_http POST /v1/nodes/heartbeat -H "Authorization: Bearer $token" -d '{}')" '^401 .*has ended'
-fi
-t_expect "an API token's place is no node token's: no token, 401" \
-  "$(t_http POST /v1/nodes/heartbeat -d '{}')" '^401 '
+t_expect_node_tokens_refused "$(t_node_token "$vm")"
 t_stop
 
 # A bad aws site is refused at start, naming the file, the field and why.

@@ -9,74 +9,51 @@
 # the grace period).  Every launched VM ends.
 . "$(dirname "$0")/lib.sh"
 
-t_moto_start
-t_aws_front_start
+t_aws_start
 umask 077
-printf '[tenbin]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
-  "$AWS_AK" "$AWS_SK" >"$T_DIR/aws-credentials"
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
 {"sites": [
   {"name": "here", "kind": "local", "gpus": {}},
-  {"name": "aws", "kind": "aws", "region": "us-east-1",
-   "zones": ["us-east-1a", "us-east-1b"], "endpoint": "$FRONT_URL",
-   "credentials": {"file": "$T_DIR/aws-credentials", "profile": "tenbin"},
-   "image": "ami-12c6146b",
+  {"name": "aws", $(t_aws_site_json),
+   "zones": ["us-east-1a", "us-east-1b"],
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8},
               {"name": "p5-spot", "type": "p5.48xlarge", "gpu_type": "a100",
                "gpus": 8, "market": "spot"}],
    "max_nodes": 3, "idle_timeout_s": 1, "boot_timeout_s": 5,
    "lost_after_s": 3, "orphan_grace_s": 2, "backoff_s": 2,
-   "reconcile_s": 1, "heartbeat_ms": 200,
-   "node_agent": {"path": "$TENBIN_BIN/tenbin-agent",
-                  "server": "http://127.0.0.1:$port"}}
+   "reconcile_s": 1, "heartbeat_ms": 200, $(t_node_agent_json "$port")}
 ]}
 JSON
 start() { t_start --config "$T_DIR/config.json" --listen "127.0.0.1:$port"; }
-vms_of_node() { t_fake GET /_fake/vms | jq --arg n "$1" '[.[] | select(.node == $n)] | length'; }
-node_of_job() { curl -fsS "$T_URL/v1/jobs/$1" | jq -r '.remote_id // "" | sub("^node-"; "")'; }
 # Wait until every VM has ended (idle nodes go after 1 s), so that the
 # next job needs a new one.
 idle_out() {
-  local live=""
-  for _ in $(seq 1 150); do
-    live=$(t_fake GET /_fake/vms | jq '[.[] | select(.state != "terminated")] | length')
-    [ "$live" = 0 ] && return 0
-    sleep 0.2
-  done
-  t_fail "VMs still running: $live"
-}
-# Wait for tenbind to kill itself at its fault point.
-crashed() {
-  for _ in $(seq 1 200); do kill -0 "$T_PID" 2>/dev/null || break; sleep 0.05; done
-  if kill -0 "$T_PID" 2>/dev/null; then
-    t_fail "tenbind did not stop at its fault point (built without TENBIN_FAULTS?)"
-    kill -KILL "$T_PID"
-  fi
-  wait "$T_PID" 2>/dev/null || true
-  T_PID=""
+  local live
+  live=$(t_vms_left terminated)
+  [ "$live" = 0 ] || t_fail "VMs still running: $live"
 }
 
 # kill -9 between the node's commit and its launch request.
 TENBIN_FAULT=cloud-node-committed start
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo one)
-crashed
+t_crashed
 t_expect "the crash came before any launch" "$(t_fake GET /_fake/stats | jq .launched)" '^0$'
 start
 t_expect "after the restart the job runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
-t_expect "its node has exactly one VM" "$(vms_of_node 1)" '^1$'
+t_expect "its node has exactly one VM" "$(t_vms_of_node 1 | jq length)" '^1$'
 
 idle_out
 # kill -9 after the launch was answered: the VM exists, unrecorded.
 t_stop
 TENBIN_FAULT=cloud-launch-answered start
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo two)
-crashed
+t_crashed
 start
 t_expect "after the restart the job runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
-node=$(node_of_job "$id")
-t_expect "its node still has exactly one VM" "$(vms_of_node "$node")" '^1$'
+node=$(t_node_of_job "$id")
+t_expect "its node still has exactly one VM" "$(t_vms_of_node "$node" | jq length)" '^1$'
 t_expect "the resend was answered with the first VM (same ClientToken)" \
   "$(t_fake GET /_fake/stats | jq '.deduplicated >= 1')" '^true$'
 
@@ -85,7 +62,7 @@ idle_out
 t_fake POST /_fake/faults '{"capacity": ["us-east-1a"]}' >/dev/null
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo three)
 t_expect "without capacity in us-east-1a the job still runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
-node=$(node_of_job "$id")
+node=$(t_node_of_job "$id")
 t_expect "on a VM in us-east-1b" \
   "$(t_fake GET /_fake/vms | jq -r --arg n "$node" '.[] | select(.node == $n) | .zone')" '^us-east-1b$'
 t_fake POST /_fake/faults '{"capacity": []}' >/dev/null
@@ -111,7 +88,7 @@ idle_out
 id=$("$TENBIN" submit --gpus 8 --gpu-type a100 -- sh -c \
   'echo "restart $TENBIN_RESTART_COUNT"; [ "$TENBIN_RESTART_COUNT" -gt 0 ] || sleep 120; echo finished')
 t_wait_state "$id" running 60 >/dev/null
-node=$(node_of_job "$id")
+node=$(t_node_of_job "$id")
 vm=$(t_fake GET /_fake/vms | jq -r --arg n "$node" '.[] | select(.node == $n) | .id')
 # The agent polls the metadata every 2 s: a notice shorter than that
 # may end the VM before the agent has heard of it (its job is then lost,
@@ -121,24 +98,19 @@ t_expect "after the interruption the job runs again and ends" "$(t_wait_state "$
 t_expect "its second run knows it is one" "$("$TENBIN" logs "$id")" 'restart 1'
 t_expect "the events say it was preempted" \
   "$(curl -fsS "$T_URL/v1/jobs/$id/events" | jq -r '.events[].detail // empty' | tr '\n' ' ')" 'preempted: spot interruption'
-[ "$(node_of_job "$id")" != "$node" ] && t_ok "another node ran it" || t_fail "the interrupted node ran it again"
+[ "$(t_node_of_job "$id")" != "$node" ] && t_ok "another node ran it" || t_fail "the interrupted node ran it again"
 
 idle_out
 # A node agent killed: its job is lost, its VM reaped.
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- sleep 120)
 t_wait_state "$id" running 60 >/dev/null
-node=$(node_of_job "$id")
+node=$(t_node_of_job "$id")
 vm=$(t_fake GET /_fake/vms | jq -r --arg n "$node" '.[] | select(.node == $n) | .id')
 agent=$(pgrep -f "tenbin-agent node .*--root $T_DIR/vms/$vm" | head -n 1)
 t_expect "the node agent of $vm was found" "$agent" '^[0-9]+$'
 kill -KILL "$agent"
 t_expect "the job is lost" "$(t_wait_state "$id" lost 30)" '^lost$'
-for _ in $(seq 1 100); do
-  st=$(t_fake GET /_fake/vms | jq -r --arg v "$vm" '.[] | select(.id == $v) | .state')
-  [ "$st" = terminated ] && break
-  sleep 0.2
-done
-t_expect "its VM is terminated" "$st" '^terminated$'
+t_expect "its VM is terminated" "$(t_wait_vm_state "$vm" terminated)" '^terminated$'
 
 # A VM tagged with this tenbind but with no node of it: reaped.
 instance=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select value from meta where key = ?", ("instance",)).fetchone()[0])' "$T_STATE/tenbin.db")
@@ -148,22 +120,13 @@ stray=$(AWS_ACCESS_KEY_ID=$AWS_AK AWS_SECRET_ACCESS_KEY=$AWS_SK AWS_DEFAULT_REGI
   --instance-type p5.48xlarge --count 1 \
   --tag-specifications "ResourceType=instance,Tags=[{Key=tenbin-instance,Value=$instance},{Key=tenbin-node,Value=999999}]" |
   jq -r '.Instances[0].InstanceId')
-for _ in $(seq 1 100); do
-  st=$(t_fake GET /_fake/vms | jq -r --arg v "$stray" '.[] | select(.id == $v) | .state')
-  [ "$st" = terminated ] && break
-  sleep 0.2
-done
-t_expect "a VM of no node of this tenbind is terminated after the grace" "$st" '^terminated$'
+t_expect "a VM of no node of this tenbind is terminated after the grace" \
+  "$(t_wait_vm_state "$stray" terminated)" '^terminated$'
 t_expect "and reported" "$(cat "$T_DIR/tenbind.err")" "reaping VM $stray"
 
 # In the end every VM ends (idle nodes go after 1 s).
-for _ in $(seq 1 150); do
-  live=$(t_fake GET /_fake/vms | jq '[.[] | select(.state != "terminated")] | length')
-  [ "$live" = 0 ] && break
-  sleep 0.2
-done
-t_expect "no VM is left running" "$live" '^0$'
+t_expect "no VM is left running" "$(t_vms_left terminated)" '^0$'
 t_expect "every node tenbind launched is recorded as ended" \
-  "$(curl -fsS "$T_URL/v1/sites/aws" | jq '[.nodes[] | select(.state != "ended")] | length')" '^0$'
+  "$(t_nodes_left aws 0)" '^0$'
 t_stop
 t_done

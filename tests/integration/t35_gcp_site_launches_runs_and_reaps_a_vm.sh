@@ -19,44 +19,22 @@ port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
 {"sites": [
   {"name": "here", "kind": "local", "gpus": {}},
-  {"name": "gcp", "kind": "gcp", "project": "demo-proj",
-   "region": "us-central1", "zones": ["us-central1-a", "us-central1-b"],
-   "endpoint": "$GCE_URL/compute/v1", "credentials_file": "$GCP_KEY",
-   "image": "projects/debian-cloud/global/images/family/debian-12",
+  {"name": "gcp", $(t_gcp_site_json),
+   "zones": ["us-central1-a", "us-central1-b"],
    "disk_size_gb": 200, "disk_type": "pd-balanced",
    "shapes": [{"name": "a3", "type": "a3-highgpu-8g", "gpu_type": "h100",
                "gpus": 8}],
    "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "labels": {"team": "ml"},
-   "node_agent": {"path": "$TENBIN_BIN/tenbin-agent",
-                  "server": "http://127.0.0.1:$port"}}
+   $(t_node_agent_json "$port")}
 ]}
 JSON
 start() { t_start --config "$T_DIR/config.json" --listen "127.0.0.1:$port"; }
-vms_of_node() { t_fake GET /_fake/vms | jq --arg n "$1" '[.[] | select(.node == $n)] | length'; }
-node_of_job() { curl -fsS "$T_URL/v1/jobs/$1" | jq -r '.remote_id // "" | sub("^node-"; "")'; }
-# Wait for tenbind to kill itself at its fault point.
-crashed() {
-  for _ in $(seq 1 300); do kill -0 "$T_PID" 2>/dev/null || break; sleep 0.05; done
-  kill -0 "$T_PID" 2>/dev/null && { t_fail "tenbind did not reach its fault point"; kill -KILL "$T_PID"; }
-  wait "$T_PID" 2>/dev/null || true
-  T_PID=""
-}
 # Wait until every node has ended, so that the next job needs a new one.
-all_ended() {
-  for _ in $(seq 1 150); do
-    [ "$(curl -fsS "$T_URL/v1/sites/gcp" | jq '[.nodes[] | select(.state != "ended")] | length')" = 0 ] && return 0
-    sleep 0.2
-  done
-  t_fail "a node is still up"
-}
+all_ended() { [ "$(t_nodes_left gcp)" = 0 ] || t_fail "a node is still up"; }
 start
 
-id=$("$TENBIN" submit --gpus 1 --gpu-type h100 --name hello -- \
-  sh -c 'echo "hello from $TENBIN_VM_ID"; echo "gpus $CUDA_VISIBLE_DEVICES"')
-t_expect "the job goes to the gcp site, the only one with h100s" \
-  "$(t_wait_state "$id" 'submitted|running|succeeded' 30)" 'submitted|running|succeeded'
-t_expect "it runs on the VM and succeeds" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
+t_hello gcp
 vms=$(t_fake GET /_fake/vms)
 vm=$(jq -r '.[0].id' <<<"$vms")
 t_expect "one VM was launched, labelled with its node" \
@@ -64,9 +42,7 @@ t_expect "one VM was launched, labelled with its node" \
   '^1 1 a3-highgpu-8g us-central1-a false $'
 t_expect "named as the pool names it, labelled with this tenbind" \
   "$(jq -r '.[0].id + " " + .[0].instance' <<<"$vms")" '^tenbin-[a-z0-9-]+-1 [a-z0-9-]+$'
-t_expect "its output came back through the node agent" \
-  "$("$TENBIN" logs "$id")" "hello from $vm"
-t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$id")" 'gpus 0$'
+t_expect_hello_output "$vm"
 t_expect "tenbin site show lists the node and its VM" \
   "$("$TENBIN" site show gcp)" "1 +(idle|busy|terminating|ended) +a3 +us-central1-a +on-demand +$vm"
 t_expect "the startup script went in as the startup-script metadata" \
@@ -81,47 +57,27 @@ t_expect "no Compute call was refused for its token" \
   "$(grep -c ' -> 401' "$T_DIR/gce.log" || true)" '^0$'
 
 # Idle for 2 s: deleted, in Compute Engine and in tenbin's record.
-for _ in $(seq 1 100); do
-  state=$(curl -fsS "$T_URL/v1/sites/gcp" | jq -r '.nodes[0].state')
-  [ "$state" = ended ] && break
-  sleep 0.2
-done
-t_expect "the idle node ends" "$state" '^ended$'
-node=$(curl -fsS "$T_URL/v1/sites/gcp" | jq -c '.nodes[0]')
-t_expect "its reason says idle" "$(jq -r .reason <<<"$node")" '^idle for 2 s$'
-t_expect "its launch and end are recorded" \
-  "$(jq -r '[.launched != null, .ended != null, .uptime_s >= 0] | all' <<<"$node")" '^true$'
+t_expect_idled_out gcp 2
 t_expect "the VM is deleted at the provider" \
   "$(t_fake GET /_fake/vms | jq -r '.[0].state')" '^(STOPPING|DELETED)$'
-for _ in $(seq 1 50); do
-  pgrep -f "TENBIN_VM_ID=$vm" >/dev/null || break
-  sleep 0.1
-done
-pgrep -f "TENBIN_VM_ID=$vm" >/dev/null && t_fail "a process of the VM still runs" || t_ok "no process of the VM is left"
+t_expect_vm_processes_end "$vm"
 
 # Node tokens: forged, and one of a node that has ended.
-t_expect "a forged node token gets 401" \
-  "$(t_http POST /v1/nodes/heartbeat -H 'Authorization: Bearer tbnode_forged' -d '{}')" '^401 '
-token=$(sed -n "s/^TENBIN_NODE_TOKEN='\(.*\)'$/\1/p" "$T_DIR/vms/$vm/user-data" 2>/dev/null || true)
+token=$(t_node_token "$vm")
 t_expect "the VM's script carries its node token" "$token" '.'
-if [ -n "$token" ]; then
-  t_expect "the ended node's own token gets 401" \
-    "$(t_http POST /v1/nodes/heartbeat -H "Authorization: Bearer $token" -d '{}')" '^401 .*has ended'
-fi
-t_expect "an API token's place is no node token's: no token, 401" \
-  "$(t_http POST /v1/nodes/heartbeat -d '{}')" '^401 '
+t_expect_node_tokens_refused "$token"
 
 # kill -9 between the node's commit and its insert.
 t_stop
 launched=$(t_fake GET /_fake/stats | jq .launched)
 TENBIN_FAULT=cloud-node-committed start
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo two)
-crashed
+t_crashed
 t_expect "the crash came before any insert" "$(t_fake GET /_fake/stats | jq .launched)" "^$launched\$"
 start
 t_expect "after the restart the job runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
-node=$(node_of_job "$id")
-t_expect "its node has exactly one VM" "$(vms_of_node "$node")" '^1$'
+node=$(t_node_of_job "$id")
+t_expect "its node has exactly one VM" "$(t_vms_of_node "$node" | jq length)" '^1$'
 
 # kill -9 after the insert was answered: the VM exists, unrecorded.  Its
 # script boots 4 s after it runs, so that the node is still launching
@@ -131,15 +87,15 @@ t_stop
 t_fake POST /_fake/faults '{"boot_delay_s": 4}' >/dev/null
 TENBIN_FAULT=cloud-launch-answered start
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo three)
-crashed
+t_crashed
 t_expect "tenbind died with the insert done" \
   "$(grep -c "fault point 'cloud-launch-answered'" "$T_DIR/tenbind.err")" '^1$'
 before=$(t_fake GET /_fake/stats | jq .deduplicated)
 grants=$(grep -c 'POST /token -> 200' "$T_DIR/gce.log")
 start
 t_expect "after the restart the job runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
-node=$(node_of_job "$id")
-t_expect "its node still has exactly one VM" "$(vms_of_node "$node")" '^1$'
+node=$(t_node_of_job "$id")
+t_expect "its node still has exactly one VM" "$(t_vms_of_node "$node" | jq length)" '^1$'
 t_expect "the resent insert was the first one (same requestId)" \
   "$(t_fake GET /_fake/stats | jq --argjson b "$before" '.deduplicated > $b')" '^true$'
 t_expect "both inserts of the node carried one requestId" \
@@ -162,12 +118,7 @@ t_expect "and tenbind read them as throttling" \
   "$(grep -c 'rateLimitExceeded' "$T_DIR/tenbind.err")" '^[1-9]'
 
 # In the end every VM ends (idle nodes go after 2 s).
-for _ in $(seq 1 150); do
-  live=$(t_fake GET /_fake/vms | jq '[.[] | select(.state != "DELETED")] | length')
-  [ "$live" = 0 ] && break
-  sleep 0.2
-done
-t_expect "no VM is left" "$live" '^0$'
+t_expect "no VM is left" "$(t_vms_left DELETED)" '^0$'
 
 # Tokens live 12 s: this run of tenbind got one at start and renewed it
 # (at 6 s) before it expired, with no call refused for its token.
@@ -181,6 +132,6 @@ t_expect "the access token was renewed" \
 t_expect "still no Compute call refused for its token" \
   "$(grep -c ' -> 401' "$T_DIR/gce.log" || true)" '^0$'
 t_expect "every node tenbind launched is recorded as ended" \
-  "$(curl -fsS "$T_URL/v1/sites/gcp" | jq '[.nodes[] | select(.state != "ended")] | length')" '^0$'
+  "$(t_nodes_left gcp 0)" '^0$'
 t_stop
 t_done

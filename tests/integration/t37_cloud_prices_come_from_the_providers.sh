@@ -72,46 +72,30 @@ rows = [row(H, "eastus", "ND96isr H100 v5", P + " Windows", 102.736),
 json.dump({"Items": rows}, open(sys.argv[1], "w"))
 PY
 
-t_moto_start
-t_aws_front_start --spot-prices "$T_DIR/spot.json"
-AWS_URL=$FRONT_URL
-printf '[tenbin]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
-  "$AWS_AK" "$AWS_SK" >"$T_DIR/aws-credentials"
+t_aws_start --spot-prices "$T_DIR/spot.json"
 t_gcp_fake_start --root "$T_DIR/vms-gcp" --skus "$T_DIR/skus.json"
 t_azure_fake_start --root "$T_DIR/vms-azure" --prices "$T_DIR/retail.json" \
   --prices-page-size 2
 
 port=$(t_free_port)
-agent="\"node_agent\": {\"path\": \"$TENBIN_BIN/tenbin-agent\", \"server\": \"http://127.0.0.1:$port\"}"
+agent=$(t_node_agent_json "$port")
 cat >"$T_DIR/config.json" <<JSON
 {"sites": [
-  {"name": "aws", "kind": "aws", "region": "us-east-1",
-   "zones": ["us-east-1a", "us-east-1b"], "endpoint": "$AWS_URL",
-   "credentials": {"file": "$T_DIR/aws-credentials", "profile": "tenbin"},
-   "image": "ami-12c6146b",
+  {"name": "aws", $(t_aws_site_json),
+   "zones": ["us-east-1a", "us-east-1b"],
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8, "market": "spot-fallback"}],
    "max_nodes": 1, $agent,
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88},
                        "spot_per_gpu_hour": {"h100": 4.00}}}},
-  {"name": "gcp", "kind": "gcp", "project": "demo-proj",
-   "region": "us-central1", "zones": ["us-central1-a"],
-   "endpoint": "$GCE_URL/compute/v1", "billing_endpoint": "$GCE_URL",
-   "credentials_file": "$GCP_KEY",
-   "image": "projects/debian-cloud/global/images/family/debian-12",
+  {"name": "gcp", $(t_gcp_site_json), "zones": ["us-central1-a"],
+   "billing_endpoint": "$GCE_URL",
    "shapes": [{"name": "a3", "type": "a3-highgpu-8g", "gpu_type": "h100",
                "gpus": 8}],
    "max_nodes": 1, $agent,
    "cost": {"rented": {"per_gpu_hour": {"h100": 10.00}}}},
-  {"name": "az", "kind": "azure", "subscription": "$AZ_SUB",
-   "resource_group": "rg-gpu", "location": "eastus", "zones": ["1"],
-   "endpoint": "$AZURE_URL", "login_endpoint": "$AZURE_URL",
+  {"name": "az", $(t_azure_site_json), "zones": ["1"],
    "prices_endpoint": "$AZURE_URL",
-   "credentials": {"tenant": "$AZ_TENANT", "client_id": "$AZ_CLIENT",
-                   "client_secret_file": "$AZ_SECRET_FILE"},
-   "image": "microsoft-dsvm:ubuntu-hpc:2204:latest",
-   "subnet_id": "/subscriptions/$AZ_SUB/resourceGroups/rg-gpu/providers/Microsoft.Network/virtualNetworks/vnet/subnets/default",
-   "admin_user": "tenbin",
    "shapes": [{"name": "nd96", "type": "Standard_ND96isr_H100_v5",
                "gpu_type": "h100", "gpus": 8}],
    "max_nodes": 1, $agent,
