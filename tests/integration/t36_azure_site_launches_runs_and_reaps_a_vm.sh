@@ -42,6 +42,12 @@ t_expect "one VM was launched, tagged with its node" \
 t_expect "named as the pool names it, tagged with this tenbind" \
   "$(jq -r '.[0].id + " " + .[0].instance' <<<"$vms")" '^tenbin-[a-z0-9-]+-1 [a-z0-9-]+$'
 t_expect_hello_output "$emu"
+# The agent may register before the launch's operation is answered:
+# the VM's id is known once it is.
+for _ in $(seq 1 50); do
+  "$TENBIN" site show az | grep -q -- "$vm" && break
+  sleep 0.2
+done
 t_expect "tenbin site show lists the node and its VM" \
   "$("$TENBIN" site show az)" "1 +(idle|busy|terminating|ended) +nd96 +1 +on-demand +$vm"
 t_expect "the startup script went in as the VM's customData" \
