@@ -58,9 +58,8 @@ is_urlchar(int c)
   return c > 0x20 && c < 0x7f;
 }
 
-/* 1 when s is 1..max bytes of letters, digits and bytes of extra. */
-static int
-word_ok(const char *s, size_t max, const char *extra)
+int
+azarm_word_ok(const char *s, size_t max, const char *extra)
 {
   size_t n;
 
@@ -245,7 +244,7 @@ azarm_name_ok(const char *name)
 {
   size_t n;
 
-  if (!word_ok(name, VM_MAX, "-"))
+  if (!azarm_word_ok(name, VM_MAX, "-"))
     return 0;
   n = strlen(name);
   return name[0] != '-' && name[n - 1] != '-';
@@ -338,14 +337,14 @@ launch_ok(const struct azarm_launch *l, struct err *e)
     return err_set(e, ERR_INVALID, "field 'name': '%.64s' is not 1-%d "
                    "letters, digits and '-' (no '-' at either end)",
                    l->name != NULL ? l->name : "", VM_MAX);
-  if (!word_ok(l->location, 64, ""))
+  if (!azarm_word_ok(l->location, 64, ""))
     return err_set(e, ERR_INVALID, "field 'location': not a region name "
                    "such as eastus");
   if (l->zone != NULL && (strlen(l->zone) != 1 || l->zone[0] < '1' ||
                           l->zone[0] > '3'))
     return err_set(e, ERR_INVALID, "field 'zone': not \"1\", \"2\" or "
                    "\"3\"");
-  if (!word_ok(l->size, 64, "_-"))
+  if (!azarm_word_ok(l->size, 64, "_-"))
     return err_set(e, ERR_INVALID, "field 'size': not a VM size such as "
                    "Standard_ND96isr_H100_v5");
   if (l->spot && (!isfinite(l->max_price) || l->max_price > MAX_PRICE_CAP))
@@ -355,14 +354,14 @@ launch_ok(const struct azarm_launch *l, struct err *e)
       (l->image[0] == '/' ? !resource_id_ok(l->image) : !urn_ok(l->image)))
     return err_set(e, ERR_INVALID, "field 'image': not an image resource "
                    "id nor a URN publisher:offer:sku:version");
-  if (l->disk_type != NULL && !word_ok(l->disk_type, 32, "_"))
+  if (l->disk_type != NULL && !azarm_word_ok(l->disk_type, 32, "_"))
     return err_set(e, ERR_INVALID, "field 'disk_type': not a storage "
                    "account type such as Premium_LRS");
   if (l->disk_gb < 0 || l->disk_gb > DISK_GB_MAX)
     return err_set(e, ERR_INVALID, "field 'disk_gb': not 0 to %d",
                    DISK_GB_MAX);
   if (l->admin_user != NULL &&
-      (!word_ok(l->admin_user, ADMIN_MAX, "_-") ||
+      (!azarm_word_ok(l->admin_user, ADMIN_MAX, "_-") ||
        !((l->admin_user[0] >= 'a' && l->admin_user[0] <= 'z') ||
          l->admin_user[0] == '_')))
     return err_set(e, ERR_INVALID, "field 'admin_user': not a Linux user "

@@ -152,6 +152,9 @@ int azarm_list_url(const char *base, const char *subscription,
 int azarm_link_ok(const char *link, const char *base);
 /* 1 when name is a VM name azarm_vm_body accepts. */
 int azarm_name_ok(const char *name);
+/* 1 when s is 1..max bytes, each a letter, a digit or a byte of extra
+ * (the words of ARM's names: sizes, locations, groups, ids). */
+int azarm_word_ok(const char *s, size_t max, const char *extra);
 
 /* ---- requests ---- */
 

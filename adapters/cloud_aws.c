@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "adapters/aws_ec2.h"
+#include "adapters/cloud_call.h"
 #include "adapters/cloud_int.h"
 #include "adapters/price_feed.h"
 #include "adapters/sigv4.h"
@@ -51,8 +52,7 @@
 #define MAX_SPOT_PAGES 20     /* one row per type and zone: plenty */
 
 struct aws {
-  uv_loop_t *loop;
-  struct http_client *http;
+  struct cloud_calls calls;
   char *endpoint;             /* "https://ec2.REGION.amazonaws.com" */
   char *host;                 /* its host[:port], as signed */
   char *region;
@@ -66,29 +66,14 @@ struct aws {
   size_t nshapes;
   char zones[CLOUD_MAX_ZONES][CLOUD_NAME_LEN]; /* in the site's order */
   size_t nzones;
-  unsigned ops;               /* calls whose callback is still due */
-  int closing;
-  void (*close_cb)(void *arg);
-  void *close_arg;
 };
 
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
-
 struct op {
+  struct cloud_call call;     /* first (cloud_call.h) */
   struct aws *a;
-  enum op_kind kind;
-  cloud_launch_cb launch_cb;
-  cloud_list_cb list_cb;
-  cloud_done_cb done_cb;
-  cloud_prices_cb prices_cb;
-  void *arg;
   char zone[CLOUD_NAME_LEN];  /* a launch's, when EC2 does not say */
   char instance[CLOUD_NAME_LEN];
-  struct cloud_vm *vms;       /* a listing's, growing */
-  size_t n, cap;
   int pages;
-  struct cloud_result r;      /* a failure before the request left */
-  uv_timer_t later;
   /* prices: the instant asked about, and per shape and zone the newest
    * spot price seen (at 0: none) */
   int64_t at_ms;
@@ -316,9 +301,13 @@ endpoint_host(const char *endpoint)
   return len > 0 ? xstrndup(h, len) : NULL;
 }
 
+/* Also its calls' hooks->free (hence the void *). */
 static void
-aws_free(struct aws *a)
+aws_free(void *owner)
 {
+  struct aws *a = owner;
+
+  cloud_calls_release(&a->calls);
   free(a->endpoint);
   free(a->host);
   free(a->region);
@@ -334,6 +323,9 @@ aws_free(struct aws *a)
   free(a);
 }
 
+/* Each call is one signed request: no token, no waits of its own. */
+static const struct cloud_call_hooks aws_hooks = {.free = aws_free};
+
 static int
 aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
          struct err *e)
@@ -347,7 +339,7 @@ aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
   json_t *z;
   int rc = 0;
 
-  a->loop = env->loop;
+  cloud_calls_init(&a->calls, env->loop, env->site_name, &aws_hooks, a);
   if (region == NULL || region[0] == '\0' || strlen(region) > 32 ||
       strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
           strlen(region)) {
@@ -393,7 +385,7 @@ aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
   if (rc < 0)
     goto out;
   hc.ca_file = jsonx_str(config, "ca_file");
-  rc = http_client_new(env->loop, &hc, &a->http, e);
+  rc = http_client_new(env->loop, &hc, &a->calls.http, e);
   if (rc < 0)
     goto out;
   *pctx = a;
@@ -406,79 +398,13 @@ out:
 
 /* ---- calls ---- */
 
-static void
-op_free_cb(uv_handle_t *h)
-{
-  free(h->data);
-}
-
-static void finish(struct op *o, const struct cloud_result *r);
-
-static void
-op_done(struct op *o)
-{
-  struct aws *a = o->a;
-
-  free(o->vms);
-  o->vms = NULL;
-  uv_close((uv_handle_t *)&o->later, op_free_cb);
-  if (--a->ops == 0 && a->closing && a->http == NULL) {
-    if (a->close_cb != NULL)
-      a->close_cb(a->close_arg);
-    aws_free(a);
-  }
-}
-
-static void
-finish(struct op *o, const struct cloud_result *r)
-{
-  struct cloud_vm none;
-
-  switch (o->kind) {
-  case OP_LAUNCH:
-    memset(&none, 0, sizeof(none));
-    o->launch_cb(o->arg, r, &none);
-    break;
-  case OP_LIST:
-    o->list_cb(o->arg, r, o->vms, r->rc == 0 ? o->n : 0);
-    break;
-  case OP_TERMINATE:
-    o->done_cb(o->arg, r);
-    break;
-  case OP_PRICES:
-    o->prices_cb(o->arg, r, NULL, 0);
-    break;
-  }
-  op_done(o);
-}
-
-static void
-fail_later_cb(uv_timer_t *t)
-{
-  struct op *o = t->data;
-
-  finish(o, &o->r);
-}
-
-/* Answer o's caller with r from the loop, not from inside its call. */
-static void
-fail_later(struct op *o, const struct cloud_result *r)
-{
-  o->r = *r;
-  uv_timer_start(&o->later, fail_later_cb, 0, 0);
-}
-
 static struct op *
-op_new(struct aws *a, enum op_kind kind, void *arg)
+op_new(struct aws *a, enum cloud_call_kind kind, void *arg)
 {
   struct op *o = xcalloc(1, sizeof(*o));
 
   o->a = a;
-  o->kind = kind;
-  o->arg = arg;
-  uv_timer_init(a->loop, &o->later);
-  o->later.data = o;
-  a->ops++;
+  cloud_call_start(&a->calls, &o->call, kind, arg);
   return o;
 }
 
@@ -580,7 +506,7 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
   struct err pe = {0};
   int prc = -1;
 
-  if (o->kind == OP_PRICES) {
+  if (o->call.kind == CLOUD_CALL_PRICES) {
     on_prices(o, rc, resp, e);
     return;
   }
@@ -597,8 +523,8 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
       refusal(rc, resp, e, &ans, &r);
     goto out;
   }
-  switch (o->kind) {
-  case OP_LAUNCH: {
+  switch (o->call.kind) {
+  case CLOUD_CALL_LAUNCH: {
     struct cloud_vm vm;
 
     if (ans.n != 1) {
@@ -609,27 +535,28 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     ec2_instance_vm(&page[0], &vm);
     if (vm.zone[0] == '\0')
       snprintf(vm.zone, sizeof(vm.zone), "%s", o->zone);
-    o->launch_cb(o->arg, &r, &vm);
     free(page);
-    op_done(o);
+    cloud_call_end(&o->call, &r, &vm, NULL, 0);
     return;
   }
-  case OP_LIST:
+  case CLOUD_CALL_LIST: {
+    struct cloud_call *c = &o->call;
+
     for (size_t i = 0; i < ans.n; i++) {
-      if (o->n == o->cap) {
-        if (o->cap == MAX_LISTED) {
+      if (c->n == c->cap) {
+        if (c->cap == MAX_LISTED) {
           cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d VMs "
                        "tagged", MAX_LISTED);
           goto out;
         }
-        o->cap = o->cap == 0 ? 64 : o->cap * 2;
-        if (o->cap > MAX_LISTED)
-          o->cap = MAX_LISTED;
-        o->vms = xrealloc(o->vms, o->cap * sizeof(*o->vms));
+        c->cap = c->cap == 0 ? 64 : c->cap * 2;
+        if (c->cap > MAX_LISTED)
+          c->cap = MAX_LISTED;
+        c->vms = xrealloc(c->vms, c->cap * sizeof(*c->vms));
       }
-      ec2_instance_vm(&page[i], &o->vms[o->n++]);
+      ec2_instance_vm(&page[i], &c->vms[c->n++]);
     }
-    if (ans.next_token[0] != '\0' && !o->a->closing) {
+    if (ans.next_token[0] != '\0' && !o->a->calls.closing) {
       if (++o->pages >= MAX_PAGES) {
         cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d pages",
                      MAX_PAGES);
@@ -640,13 +567,14 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
       return;
     }
     break;
-  case OP_TERMINATE:
-  case OP_PRICES: /* read by on_prices */
+  }
+  case CLOUD_CALL_TERMINATE:
+  case CLOUD_CALL_PRICES: /* read by on_prices */
     break;
   }
 out:
   free(page);
-  finish(o, &r);
+  cloud_call_end(&o->call, &r, NULL, NULL, 0);
 }
 
 /* Sign body and POST it; o's callback runs from on_answer, or from the
@@ -662,7 +590,6 @@ post(struct op *o, struct buf *body)
   size_t nsh = 0, nh = 0;
   struct http_client_request req = {0};
   struct cloud_result r = {0};
-  struct err e = {0};
   int rc;
 
   buf_init(&authz, 4096);
@@ -696,7 +623,7 @@ post(struct op *o, struct buf *body)
     rc = buf_addf(&h_token, "X-Amz-Security-Token: %s", a->session_token);
   if (rc < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "cannot sign the request");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
     goto out;
   }
   headers[nh++] = "Content-Type: application/x-www-form-urlencoded; "
@@ -717,11 +644,8 @@ post(struct op *o, struct buf *body)
    * ClientToken. */
   req.idempotent = true;
   req.max_attempts = 2;
-  rc = http_client_send(a->http, &req, on_answer, o, &e);
-  if (rc < 0) {
-    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "EC2 request: %s", e.msg);
-    fail_later(o, &r);
-  }
+  if (cloud_call_send(&o->call, &req, 0, on_answer, "EC2", &r) < 0)
+    cloud_call_fail_later(&o->call, &r);
 out:
   buf_release(&authz);
   buf_release(&h_date);
@@ -735,7 +659,7 @@ aws_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
            void *arg)
 {
   struct aws *a = pctx;
-  struct op *o = op_new(a, OP_LAUNCH, arg);
+  struct op *o = op_new(a, CLOUD_CALL_LAUNCH, arg);
   struct ec2_tag tags[EC2_MAX_TAGS];
   struct ec2_launch el;
   struct buf body;
@@ -743,7 +667,7 @@ aws_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
   size_t slen = strlen(l->script);
   int ntags = 0, rc;
 
-  o->launch_cb = cb;
+  o->call.launch_cb = cb;
   snprintf(o->zone, sizeof(o->zone), "%s", l->zone);
   snprintf(tags[ntags].key, EC2_TAG_LEN, "%s", CLOUD_TAG_INSTANCE);
   snprintf(tags[ntags++].value, EC2_TAG_LEN, "%s", l->instance);
@@ -772,7 +696,7 @@ aws_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
     struct cloud_result r;
 
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "RunInstances too large");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     post(o, &body);
   }
@@ -791,7 +715,7 @@ send_page(struct op *o, const char *next_token)
     struct cloud_result r;
 
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "DescribeInstances too large");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     post(o, &body);
   }
@@ -801,9 +725,9 @@ send_page(struct op *o, const char *next_token)
 static void
 aws_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
 {
-  struct op *o = op_new(pctx, OP_LIST, arg);
+  struct op *o = op_new(pctx, CLOUD_CALL_LIST, arg);
 
-  o->list_cb = cb;
+  o->call.list_cb = cb;
   snprintf(o->instance, sizeof(o->instance), "%s", instance);
   send_page(o, NULL);
 }
@@ -812,17 +736,17 @@ static void
 aws_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
               void *arg)
 {
-  struct op *o = op_new(pctx, OP_TERMINATE, arg);
+  struct op *o = op_new(pctx, CLOUD_CALL_TERMINATE, arg);
   const char *ids[1] = {vm->id};
   struct buf body;
 
-  o->done_cb = cb;
+  o->call.done_cb = cb;
   buf_init(&body, BODY_MAX);
   if (ec2_terminate_instances(ids, 1, &body) < 0) {
     struct cloud_result r;
 
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "TerminateInstances too large");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     post(o, &body);
   }
@@ -864,7 +788,7 @@ send_prices_page(struct op *o, const char *next_token)
 
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1,
                  "DescribeSpotPriceHistory too large");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     post(o, &body);
   }
@@ -917,8 +841,7 @@ prices_done(struct op *o)
       break;
     }
   }
-  o->prices_cb(o->arg, &r, p, n);
-  op_done(o);
+  cloud_call_end(&o->call, &r, NULL, p, n);
 }
 
 static void
@@ -932,9 +855,8 @@ on_prices(struct op *o, int rc, const struct http_client_response *resp,
   pg->rows = xcalloc(SPOT_PAGE, sizeof(*pg->rows));
   pg->max = SPOT_PAGE;
   r.retry_after_ms = -1;
-  if (o->a->closing) {
-    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "the site is closing");
-    r.rc = ERR_UNAVAILABLE;
+  if (o->a->calls.closing) {
+    cloud_call_closing(&r);
   } else if (rc < 0 || resp->status != 200) {
     struct ec2_answer ans = {0};
     int prc = 0;
@@ -962,7 +884,7 @@ on_prices(struct op *o, int rc, const struct http_client_response *resp,
     }
   }
   if (r.rc < 0)
-    finish(o, &r);
+    cloud_call_end(&o->call, &r, NULL, NULL, 0);
   free(pg->rows);
   free(pg);
 }
@@ -970,24 +892,11 @@ on_prices(struct op *o, int rc, const struct http_client_response *resp,
 static void
 aws_prices(void *pctx, cloud_prices_cb cb, void *arg)
 {
-  struct op *o = op_new(pctx, OP_PRICES, arg);
+  struct op *o = op_new(pctx, CLOUD_CALL_PRICES, arg);
 
-  o->prices_cb = cb;
+  o->call.prices_cb = cb;
   o->at_ms = time_now_ms();
   send_prices_page(o, NULL);
-}
-
-static void
-http_closed(void *arg)
-{
-  struct aws *a = arg;
-
-  a->http = NULL;
-  if (a->ops > 0)
-    return; /* the last op_done finishes */
-  if (a->close_cb != NULL)
-    a->close_cb(a->close_arg);
-  aws_free(a);
 }
 
 static void
@@ -995,10 +904,8 @@ aws_close(void *pctx, void (*cb)(void *arg), void *arg)
 {
   struct aws *a = pctx;
 
-  a->closing = 1;
-  a->close_cb = cb;
-  a->close_arg = arg;
-  http_client_close(a->http, http_closed, a);
+  /* A call between requests only ever has its answer due: it keeps it. */
+  cloud_calls_close(&a->calls, 0, cb, arg);
 }
 
 const struct cloud_provider cloud_aws_provider = {

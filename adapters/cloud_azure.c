@@ -36,6 +36,7 @@
 
 #include "adapters/azure_arm.h"
 #include "adapters/azure_auth.h"
+#include "adapters/cloud_call.h"
 #include "adapters/cloud_int.h"
 #include "adapters/oauth.h"
 #include "adapters/price_feed.h"
@@ -43,15 +44,12 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
-#include "util/list.h"
 #include "util/log.h"
 #include "util/secret.h"
 #include "util/timeutil.h"
 
 /* A PUT body: the script's 64 KiB as base64, and the rest. */
 #define BODY_MAX (256u << 10)
-/* Token answers are a JWT and a few fields. */
-#define TOKEN_ANSWER_MAX (64u << 10)
 #define MAX_LISTED 100000     /* VMs one listing may hold */
 #define MAX_PAGES 200
 #define FIRST_PAGE_VMS 256    /* grown to what a page says it holds */
@@ -65,11 +63,6 @@
 #define POLL_FIRST_MS 500
 #define POLL_MAX_MS 15000
 #define POLL_MIN_MS 100
-/* A token is refreshed once a quarter of its life (at most 5 min) is
- * left, and not sent in its last tenth (at most 30 s), so that no call
- * carries one that expires on the way. */
-#define TOKEN_REFRESH_MAX_MS (5 * 60 * 1000)
-#define TOKEN_SLACK_MAX_MS 30000
 /* Names in ARM paths: a subscription id is a GUID, a group at most 90
  * characters. */
 #define SUB_LEN 64
@@ -78,8 +71,7 @@
 #define MAX_PRICE_PAGES 20
 
 struct azure {
-  uv_loop_t *loop;
-  struct http_client *http;
+  struct cloud_calls calls;   /* and the token they share */
   char *site;
   char *endpoint;             /* ARM's base, "https://management.azure.com" */
   char *list_url;             /* the group's virtualMachines */
@@ -93,20 +85,7 @@ struct azure {
   char *image, *subnet_id, *nic_id, *admin_user, *ssh_key;
   struct azarm_tag tags[AZARM_MAX_TAGS]; /* the site's own; new strings */
   size_t ntags;
-  char token[OAUTH_TOKEN_LEN]; /* "" when none */
-  unsigned token_gen;         /* bumped with each new token */
-  int64_t token_refresh_ms;   /* time_mono_ms: fetch a new one from here */
-  int64_t token_expires_ms;   /* ... and send this one no more from here */
-  int fetching;               /* a token request is in flight */
-  struct list waiting;        /* of struct op, by wait_link: for a token */
-  struct list ops;            /* of struct op, by link: answers due */
-  unsigned nops;
-  int closing;
-  void (*close_cb)(void *arg);
-  void *close_arg;
 };
-
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
 
 enum op_step {
   S_PUT,          /* launch: the PUT */
@@ -118,27 +97,17 @@ enum op_step {
   S_PRICES        /* prices: a page of a size's */
 };
 
-enum op_wait { W_NONE, W_HTTP, W_TOKEN, W_TIMER };
-
 struct op {
-  struct list link;           /* in a->ops */
-  struct list wait_link;      /* in a->waiting while W_TOKEN */
+  struct cloud_call call;     /* first (cloud_call.h); its timer polls,
+                                 its r is also a launch's refusal kept
+                                 while its VM is deleted */
   struct azure *a;
-  enum op_kind kind;
   enum op_step step;
-  enum op_wait wait;
-  cloud_launch_cb launch_cb;
-  cloud_list_cb list_cb;
-  cloud_done_cb done_cb;
-  cloud_prices_cb prices_cb;
-  void *arg;
   const char *method;         /* of the next request (static) */
   char *url;                  /* of the next request */
   char *vm_url;               /* the VM's */
   char *body;                 /* the PUT's */
   size_t body_len;
-  unsigned gen;               /* the token the last request carried */
-  int auth_retried;           /* a 401 was retried with a new token */
   int poll_op;                /* polling an operation, not the VM */
   int polls, errors;
   int64_t backoff_ms;
@@ -150,13 +119,7 @@ struct op {
   char instance[CLOUD_NAME_LEN];
   char node[CLOUD_NAME_LEN];
   struct cloud_vm vm;         /* a launch's, as ARM last described it */
-  struct cloud_vm *vms;       /* a listing's, growing */
-  size_t n, cap;
   int pages;
-  int failing;                /* the timer answers r */
-  struct cloud_result r;      /* a failure to answer, or a launch's
-                                 refusal kept while its VM is deleted */
-  uv_timer_t timer;
   /* prices: the shape asked about, what its pages came to, and the
    * shapes' prices so far */
   size_t shape_ix;
@@ -172,27 +135,6 @@ static const char *const azure_fields[] = {
     "endpoint", "login_endpoint", "image", "subnet_id", "nic_id",
     "admin_user", "ssh_public_key", "tags", "ca_file", "prices_endpoint",
     NULL};
-
-/* 1 when s is 1..max bytes, each a letter, a digit or one of extra. */
-static int
-word_ok(const char *s, size_t max, const char *extra)
-{
-  size_t n;
-
-  if (s == NULL)
-    return 0;
-  n = strnlen(s, max + 1);
-  if (n == 0 || n > max)
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || strchr(extra, c) != NULL))
-      return 0;
-  }
-  return 1;
-}
 
 /* Wipe a buffer that held a secret before it goes. */
 static void
@@ -281,7 +223,7 @@ read_credentials(struct azure *a, const json_t *config, const char **tenant,
     a->secret = xstrdup(getenv("AZURE_CLIENT_SECRET"));
   }
   /* An application id is a GUID. */
-  if (!word_ok(id, 64, "-"))
+  if (!azarm_word_ok(id, 64, "-"))
     return err_set(e, ERR_CONFIG, "field 'credentials.client_id': '%.64s' "
                    "is not an application id", id);
   a->client_id = xstrdup(id);
@@ -387,7 +329,7 @@ check_bodies(const struct azure *a, const struct cloud_env *env,
                                    .subnet_id = a->subnet_id,
                                    .nic_id = a->nic_id};
 
-    if (!word_ok(l.size, 64, "_-")) {
+    if (!azarm_word_ok(l.size, 64, "_-")) {
       rc = err_set(e, ERR_CONFIG, "field 'shapes[%zu].type': not an Azure "
                    "VM size such as Standard_ND96isr_H100_v5", i);
       break;
@@ -407,9 +349,13 @@ check_bodies(const struct azure *a, const struct cloud_env *env,
   return rc;
 }
 
+/* Also its calls' hooks->free (hence the void *). */
 static void
-azure_free(struct azure *a)
+azure_free(void *owner)
 {
+  struct azure *a = owner;
+
+  cloud_calls_release(&a->calls);
   free(a->site);
   free(a->endpoint);
   free(a->list_url);
@@ -429,9 +375,10 @@ azure_free(struct azure *a)
     free((char *)a->tags[i].key);
     free((char *)a->tags[i].value);
   }
-  memset(a->token, 0, sizeof(a->token));
   free(a);
 }
+
+static const struct cloud_call_hooks azure_hooks;
 
 static int
 azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
@@ -450,23 +397,22 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
   json_t *z;
   int rc = 0;
 
-  a->loop = env->loop;
-  list_init(&a->waiting);
-  list_init(&a->ops);
   a->site = xstrdup(env->site_name != NULL ? env->site_name : "azure");
+  cloud_calls_init(&a->calls, env->loop, a->site, &azure_hooks, a);
   buf_init(&b, AZARM_URL_MAX);
-  if (!word_ok(sub, SUB_LEN, "-")) {
+  if (!azarm_word_ok(sub, SUB_LEN, "-")) {
     rc = err_set(e, ERR_CONFIG, "field 'subscription': the subscription "
                  "id (a GUID) is needed");
     goto out;
   }
-  if (!word_ok(group, GROUP_LEN, "-_.()") || group[strlen(group) - 1] == '.') {
+  if (!azarm_word_ok(group, GROUP_LEN, "-_.()") ||
+      group[strlen(group) - 1] == '.') {
     rc = err_set(e, ERR_CONFIG, "field 'resource_group': a resource group "
                  "name (1 to %d letters, digits and -_.(), not ending in "
                  "'.') is needed", GROUP_LEN);
     goto out;
   }
-  if (location == NULL || !word_ok(location, 64, "") ||
+  if (location == NULL || !azarm_word_ok(location, 64, "") ||
       strspn(location, "abcdefghijklmnopqrstuvwxyz0123456789") !=
           strlen(location)) {
     rc = err_set(e, ERR_CONFIG, "field 'location': an Azure region such as "
@@ -515,7 +461,7 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
   if (rc < 0)
     goto out;
   hc.ca_file = jsonx_str(config, "ca_file");
-  rc = http_client_new(env->loop, &hc, &a->http, e);
+  rc = http_client_new(env->loop, &hc, &a->calls.http, e);
   if (rc < 0)
     goto out;
   *pctx = a;
@@ -532,78 +478,14 @@ out:
 
 /* ---- calls ---- */
 
-static void
-op_free_cb(uv_handle_t *h)
-{
-  free(h->data);
-}
-
-static void
-maybe_closed(struct azure *a)
-{
-  if (!a->closing || a->nops > 0 || a->http != NULL)
-    return;
-  if (a->close_cb != NULL)
-    a->close_cb(a->close_arg);
-  azure_free(a);
-}
-
 /* Answer o's caller with r and forget o. */
 static void
 finish(struct op *o, const struct cloud_result *r)
 {
-  struct azure *a = o->a;
-  struct cloud_vm none;
-
-  switch (o->kind) {
-  case OP_LAUNCH:
-    memset(&none, 0, sizeof(none));
-    o->launch_cb(o->arg, r, r->rc == 0 ? &o->vm : &none);
-    break;
-  case OP_LIST:
-    o->list_cb(o->arg, r, o->vms, r->rc == 0 ? o->n : 0);
-    break;
-  case OP_TERMINATE:
-    o->done_cb(o->arg, r);
-    break;
-  case OP_PRICES:
-    o->prices_cb(o->arg, r, r->rc == 0 ? o->prices : NULL,
-                 r->rc == 0 ? o->nprices : 0);
-    break;
-  }
-  list_remove(&o->link);
   free(o->url);
   free(o->vm_url);
   free(o->body);
-  free(o->vms);
-  uv_close((uv_handle_t *)&o->timer, op_free_cb);
-  a->nops--;
-  maybe_closed(a);
-}
-
-static void request(struct op *o);
-
-static void
-on_timer(uv_timer_t *t)
-{
-  struct op *o = t->data;
-
-  o->wait = W_NONE;
-  if (o->failing)
-    finish(o, &o->r);
-  else
-    request(o);
-}
-
-/* Answer o's caller with r from the loop, not from inside its call. */
-static void
-fail_later(struct op *o, const struct cloud_result *r)
-{
-  if (r != &o->r)
-    o->r = *r;
-  o->failing = 1;
-  o->wait = W_TIMER;
-  uv_timer_start(&o->timer, on_timer, 0, 0);
+  cloud_call_end(&o->call, r, &o->vm, o->prices, o->nprices);
 }
 
 /* o failed with r.  A launch that was deleting its failed VM answers
@@ -611,38 +493,23 @@ fail_later(struct op *o, const struct cloud_result *r)
 static void
 fail(struct op *o, const struct cloud_result *r)
 {
-  if (o->kind == OP_LAUNCH && (o->step == S_DELETE || o->step == S_DELETING)) {
+  if (o->call.kind == CLOUD_CALL_LAUNCH &&
+      (o->step == S_DELETE || o->step == S_DELETING)) {
     log_warn("site %s: deleting VM %s after its failed creation: %s",
              o->a->site, o->name, r->msg);
-    r = &o->r;
+    r = &o->call.r;
   }
-  fail_later(o, r);
-}
-
-static void
-closing_result(struct cloud_result *r)
-{
-  memset(r, 0, sizeof(*r));
-  r->rc = ERR_UNAVAILABLE;
-  r->why = CLOUD_REFUSED_TRANSIENT;
-  r->retry_after_ms = -1;
-  snprintf(r->msg, sizeof(r->msg), "the site is closing");
+  cloud_call_fail_later(&o->call, r);
 }
 
 static struct op *
-op_new(struct azure *a, enum op_kind kind, void *arg)
+op_new(struct azure *a, enum cloud_call_kind kind, void *arg)
 {
   struct op *o = xcalloc(1, sizeof(*o));
 
   o->a = a;
-  o->kind = kind;
-  o->arg = arg;
   o->method = "GET";
-  list_init(&o->wait_link);
-  uv_timer_init(a->loop, &o->timer);
-  o->timer.data = o;
-  list_insert_tail(&a->ops, &o->link);
-  a->nops++;
+  cloud_call_start(&a->calls, &o->call, kind, arg);
   return o;
 }
 
@@ -672,113 +539,56 @@ arm_refusal(const struct http_client_response *resp, const char *what,
 
 /* ---- the token ---- */
 
-static void send_now(struct op *o);
-
-/* A token that is no JWT-like word would break the header it goes in. */
 static int
-token_ok(const char *t)
+read_token(void *owner, int rc, const struct http_client_response *resp,
+           const struct err *e, char *token, int64_t *ttl_s,
+           struct cloud_result *r)
 {
-  for (; *t != '\0'; t++)
-    if ((unsigned char)*t <= 0x20 || (unsigned char)*t >= 0x7f)
-      return 0;
-  return 1;
-}
-
-static void
-keep_token(struct azure *a, const char *token, int64_t ttl_s)
-{
-  int64_t now = time_mono_ms();
-  int64_t life = ttl_s > 86400 ? 86400000 : ttl_s * 1000;
-  int64_t refresh = life / 4, slack = life / 10;
-
-  if (refresh > TOKEN_REFRESH_MAX_MS)
-    refresh = TOKEN_REFRESH_MAX_MS;
-  if (slack > TOKEN_SLACK_MAX_MS)
-    slack = TOKEN_SLACK_MAX_MS;
-  snprintf(a->token, sizeof(a->token), "%s", token);
-  a->token_gen++;
-  a->token_refresh_ms = now + life - refresh;
-  a->token_expires_ms = now + life - slack;
-}
-
-static void
-on_token(void *arg, int rc, const struct http_client_response *resp,
-         const struct err *e)
-{
-  struct azure *a = arg;
-  struct cloud_result r;
-  struct list batch, *q, *tmp;
-  char *token = NULL;
   struct err pe = {0};
-  int64_t ttl = 0;
   int prc;
 
-  a->fetching = 0;
-  /* Ops that waited were answered when the close began. */
-  if (a->closing)
-    return;
-  memset(&r, 0, sizeof(r));
+  (void)owner;
   if (rc < 0) {
-    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "Azure's token endpoint "
+    cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1, "Azure's token endpoint "
                  "unreachable: %s", e->msg);
-  } else {
-    token = xmalloc(OAUTH_TOKEN_LEN);
-    prc = oauth_token_parse(resp->body, resp->len, token, &ttl, &pe);
-    if (prc == 0 && resp->status == 200 && token_ok(token))
-      keep_token(a, token, ttl);
-    else if (resp->status == 429)
-      cloud_refuse(&r, CLOUD_REFUSED_THROTTLE,
-                   azarm_retry_after_ms(
-                       http_client_response_header(resp, "Retry-After")),
-                   "Azure's token endpoint: 429 too many requests");
-    else if (resp->status >= 500)
-      cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "Azure's token "
-                   "endpoint: %d", resp->status);
-    else if (prc == ERR_UNAUTHORIZED || resp->status == 400 ||
-             resp->status == 401)
-      cloud_refuse(&r, CLOUD_REFUSED_AUTH, -1, "Azure token: %d %s",
-                   resp->status, prc < 0 ? pe.msg : "");
-    else
-      cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "Azure token: %d %s",
-                   resp->status, prc < 0 ? pe.msg : "no usable token");
-    memset(token, 0, OAUTH_TOKEN_LEN);
-    free(token);
+    return -1;
   }
-  if (r.rc < 0 && list_empty(&a->waiting))
-    log_warn("site %s: refreshing the Azure token: %s", a->site, r.msg);
-  /* Sending may queue an op again (never with a fresh token, but the
-   * batch keeps the walk safe). */
-  list_init(&batch);
-  list_move(&a->waiting, &batch);
-  LIST_FOREACH_SAFE(q, tmp, &batch) {
-    struct op *o = LIST_ENTRY(q, struct op, wait_link);
-
-    list_remove(&o->wait_link);
-    o->wait = W_NONE;
-    if (r.rc == 0)
-      send_now(o);
-    else
-      fail(o, &r);
-  }
+  prc = oauth_token_parse(resp->body, resp->len, token, ttl_s, &pe);
+  if (prc == 0 && resp->status == 200 && cloud_call_token_ok(token))
+    return 0;
+  if (resp->status == 429)
+    cloud_refuse(r, CLOUD_REFUSED_THROTTLE,
+                 azarm_retry_after_ms(
+                     http_client_response_header(resp, "Retry-After")),
+                 "Azure's token endpoint: 429 too many requests");
+  else if (resp->status >= 500)
+    cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1, "Azure's token "
+                 "endpoint: %d", resp->status);
+  else if (prc == ERR_UNAUTHORIZED || resp->status == 400 ||
+           resp->status == 401)
+    cloud_refuse(r, CLOUD_REFUSED_AUTH, -1, "Azure token: %d %s",
+                 resp->status, prc < 0 ? pe.msg : "");
+  else
+    cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1, "Azure token: %d %s",
+                 resp->status, prc < 0 ? pe.msg : "no usable token");
+  return -1;
 }
 
-/* Ask for a token unless a request is in flight already.  Ops waiting
- * for it are answered from the loop when it cannot leave. */
+/* Ask for a token.  Ops waiting for it are answered from the loop when
+ * it cannot leave. */
 static void
-fetch_token(struct azure *a)
+fetch_token(void *owner)
 {
   static const char *const headers[] = {
       "Content-Type: application/x-www-form-urlencoded",
       "Accept: application/json", NULL};
+  struct azure *a = owner;
   struct http_client_request req = {0};
   struct cloud_result r;
-  struct list *q, *tmp;
   struct buf body;
   struct err e = {0};
   int rc;
 
-  if (a->fetching || a->closing)
-    return;
   buf_init(&body, 16384);
   rc = azure_token_request(a->client_id, a->secret, AZURE_ARM_SCOPE, &body);
   if (rc < 0) {
@@ -789,25 +599,13 @@ fetch_token(struct azure *a)
     req.headers = headers;
     req.body = body.data;
     req.body_len = body.len;
-    req.max_response = TOKEN_ANSWER_MAX;
-    /* Asking twice gives two tokens, both good. */
-    req.idempotent = true;
-    req.max_attempts = 2;
-    rc = http_client_send(a->http, &req, on_token, a, &e);
+    rc = cloud_call_token_post(&a->calls, &req, &e);
   }
   buf_wipe_release(&body);
-  if (rc == 0) {
-    a->fetching = 1;
+  if (rc == 0)
     return;
-  }
   cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "Azure token request: %s", e.msg);
-  LIST_FOREACH_SAFE(q, tmp, &a->waiting) {
-    struct op *o = LIST_ENTRY(q, struct op, wait_link);
-
-    list_remove(&o->wait_link);
-    o->wait = W_NONE;
-    fail(o, &r);
-  }
+  cloud_call_token_failed(&a->calls, &r);
 }
 
 /* ---- requests ---- */
@@ -818,20 +616,14 @@ static void on_answer(void *arg, int rc,
 
 /* Send o's request with the token at hand. */
 static void
-send_now(struct op *o)
+send_now(struct cloud_call *c)
 {
-  struct azure *a = o->a;
-  const char *headers[4];
+  struct op *o = (struct op *)c;
+  const char *headers[3];
   struct http_client_request req = {0};
   struct cloud_result r;
-  struct buf auth;
-  struct err e = {0};
   size_t nh = 0;
-  int rc;
 
-  buf_init(&auth, OAUTH_TOKEN_LEN + 64);
-  rc = buf_addf(&auth, "Authorization: Bearer %s", a->token);
-  headers[nh++] = buf_str(&auth);
   headers[nh++] = "Accept: application/json";
   if (o->step == S_PUT) {
     headers[nh++] = "Content-Type: application/json";
@@ -845,18 +637,8 @@ send_now(struct op *o)
   req.max_response = AZARM_ANSWER_MAX;
   /* GET, PUT (by name) and DELETE may all be repeated. */
   req.max_attempts = 2;
-  o->gen = a->token_gen;
-  if (rc < 0)
-    err_set(&e, ERR_TOO_LARGE, "the token is too long for a header");
-  else
-    rc = http_client_send(a->http, &req, on_answer, o, &e);
-  buf_wipe_release(&auth);
-  if (rc == 0) {
-    o->wait = W_HTTP;
-    return;
-  }
-  cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "ARM request: %s", e.msg);
-  fail(o, &r);
+  if (cloud_call_send(c, &req, 1, on_answer, "ARM", &r) < 0)
+    fail(o, &r);
 }
 
 /* Send o's request without a token: Retail Prices is public, and the
@@ -867,51 +649,54 @@ send_public(struct op *o)
   static const char *const headers[] = {"Accept: application/json", NULL};
   struct http_client_request req = {0};
   struct cloud_result r;
-  struct err e = {0};
 
   req.method = "GET";
   req.url = o->url;
   req.headers = headers;
   req.max_response = AZARM_ANSWER_MAX;
   req.max_attempts = 2;
-  if (http_client_send(o->a->http, &req, on_answer, o, &e) == 0) {
-    o->wait = W_HTTP;
-    return;
-  }
-  cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "Retail Prices request: %s",
-               e.msg);
-  fail(o, &r);
+  if (cloud_call_send(&o->call, &req, 0, on_answer, "Retail Prices", &r) < 0)
+    fail(o, &r);
 }
 
 /* Send o's request, first getting a token when none can be sent. */
 static void
 request(struct op *o)
 {
-  struct azure *a = o->a;
-  int64_t now = time_mono_ms();
-  struct cloud_result r;
-
-  if (a->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
-    return;
-  }
-  if (o->kind == OP_PRICES) {
+  if (o->call.kind != CLOUD_CALL_PRICES)
+    cloud_call_with_token(&o->call);
+  else if (!cloud_call_closed(&o->call))
     send_public(o);
-    return;
-  }
-  if (a->token[0] == '\0' || now >= a->token_expires_ms) {
-    a->token[0] = '\0';
-    o->wait = W_TOKEN;
-    list_insert_tail(&a->waiting, &o->wait_link);
-    fetch_token(a);
-    return;
-  }
-  /* Late in its life: a new one comes while this one still serves. */
-  if (now >= a->token_refresh_ms)
-    fetch_token(a);
-  send_now(o);
 }
+
+static void
+poll_cb(uv_timer_t *t)
+{
+  request(t->data);
+}
+
+static void
+finish_cb(struct cloud_call *c, const struct cloud_result *r)
+{
+  finish((struct op *)c, r);
+}
+
+static void
+fail_cb(struct cloud_call *c, const struct cloud_result *r)
+{
+  fail((struct op *)c, r);
+}
+
+static const struct cloud_call_hooks azure_hooks = {
+    .finish = finish_cb,
+    .free = azure_free,
+    .fail = fail_cb,
+    .send = send_now,
+    .ask = fetch_token,
+    .read = read_token,
+    /* Refreshed once a quarter of its life (at most 5 min) is left. */
+    .renew_part = 4,
+};
 
 /* ---- launch: answers ---- */
 
@@ -962,8 +747,7 @@ wait_poll(struct op *o, const struct http_client_response *resp)
     return;
   }
   o->method = "GET";
-  o->wait = W_TIMER;
-  uv_timer_start(&o->timer, on_timer, (uint64_t)delay, 0);
+  uv_timer_start(&o->call.timer, poll_cb, (uint64_t)delay, 0);
 }
 
 /* A poll that did not answer, answered 429 or 5xx, or answered what is
@@ -1007,10 +791,11 @@ static void
 creation_failed(struct op *o, const char *code, const char *message,
                 const char *how)
 {
-  cloud_refuse(&o->r, azarm_refusal(code, message, 0), -1,
+  cloud_refuse(&o->call.r, azarm_refusal(code, message, 0), -1,
                "VM %s in zone %s %s: %s: %.300s", o->name, o->zone, how,
                code[0] != '\0' ? code : "(no code)", message);
-  log_info("site %s: %s; deleting what it left", o->a->site, o->r.msg);
+  log_info("site %s: %s; deleting what it left", o->a->site,
+           o->call.r.msg);
   o->step = S_DELETE;
   o->method = "DELETE";
   set_url(o, o->vm_url);
@@ -1136,7 +921,7 @@ on_delete(struct op *o, const struct http_client_response *resp)
 
   if (o->step == S_DELETE) {
     if (resp->status == 200 || resp->status == 204) {
-      finish(o, &o->r);
+      finish(o, &o->call.r);
     } else if (resp->status == 202) {
       o->step = S_DELETING;
       start_polls(o, http_client_response_header(resp,
@@ -1156,7 +941,7 @@ on_delete(struct op *o, const struct http_client_response *resp)
   if (!o->poll_op) {
     /* Polling the VM: until it is gone. */
     if (resp->status == 404)
-      finish(o, &o->r);
+      finish(o, &o->call.r);
     else if (resp->status == 200)
       wait_poll(o, resp);
     else
@@ -1176,7 +961,7 @@ on_delete(struct op *o, const struct http_client_response *resp)
   if (op.status != AZARM_OP_SUCCEEDED)
     log_warn("site %s: deleting VM %s after its failed creation: %s %s",
              o->a->site, o->name, op.code, op.message);
-  finish(o, &o->r);
+  finish(o, &o->call.r);
 }
 
 /* ---- list and terminate: answers ---- */
@@ -1185,6 +970,7 @@ static void
 on_page(struct op *o, const struct http_client_response *resp)
 {
   struct azure *a = o->a;
+  struct cloud_call *c = &o->call;
   struct cloud_result r = {0};
   struct azarm_page *p = xcalloc(1, sizeof(*p));
   struct err pe = {0};
@@ -1216,18 +1002,18 @@ on_page(struct op *o, const struct http_client_response *resp)
     max = p->nout;
     free(p->vms);
   }
-  if (o->n + p->n > MAX_LISTED) {
+  if (c->n + p->n > MAX_LISTED) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d VMs tagged",
                  MAX_LISTED);
     goto out;
   }
-  if (o->n + p->n > o->cap) {
-    o->cap = o->n + p->n;
-    o->vms = xrealloc(o->vms, o->cap * sizeof(*o->vms));
+  if (c->n + p->n > c->cap) {
+    c->cap = c->n + p->n;
+    c->vms = xrealloc(c->vms, c->cap * sizeof(*c->vms));
   }
   if (p->n > 0)
-    memcpy(o->vms + o->n, p->vms, p->n * sizeof(*p->vms));
-  o->n += p->n;
+    memcpy(c->vms + c->n, p->vms, p->n * sizeof(*p->vms));
+  c->n += p->n;
   if (p->next_link[0] != '\0') {
     if (!azarm_link_ok(p->next_link, a->endpoint)) {
       cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "nextLink '%.100s' is not "
@@ -1301,7 +1087,7 @@ ask_shape(struct op *o)
   memset(&r, 0, sizeof(r));
   r.retry_after_ms = -1;
   if (o->shape_ix == a->nshapes) {
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
     return;
   }
   pricefeed_azure_init(&o->feed);
@@ -1311,7 +1097,7 @@ ask_shape(struct op *o)
                           a->shapes[o->shape_ix].type, &url) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "no Retail Prices URL for "
                  "size '%.64s'", a->shapes[o->shape_ix].type);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     set_url(o, buf_str(&url));
     request(o);
@@ -1369,9 +1155,9 @@ on_retail(struct op *o, const struct http_client_response *resp)
 static void
 azure_prices(void *pctx, cloud_prices_cb cb, void *arg)
 {
-  struct op *o = op_new(pctx, OP_PRICES, arg);
+  struct op *o = op_new(pctx, CLOUD_CALL_PRICES, arg);
 
-  o->prices_cb = cb;
+  o->call.prices_cb = cb;
   o->step = S_PRICES;
   ask_shape(o);
 }
@@ -1381,12 +1167,10 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
           const struct err *e)
 {
   struct op *o = arg;
-  struct azure *a = o->a;
   struct cloud_result r;
 
-  o->wait = W_NONE;
-  if (a->closing) {
-    closing_result(&r);
+  if (o->a->calls.closing) {
+    cloud_call_closing(&r);
     finish(o, &r);
     return;
   }
@@ -1400,15 +1184,9 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     fail(o, &r);
     return;
   }
-  if (resp->status == 401 && !o->auth_retried && o->kind != OP_PRICES) {
-    /* Revoked or expired early: a new token, once. */
-    o->auth_retried = 1;
-    if (o->gen == a->token_gen)
-      a->token[0] = '\0';
-    request(o);
+  if (o->call.kind != CLOUD_CALL_PRICES &&
+      cloud_call_reauth(&o->call, resp->status))
     return;
-  }
-  o->auth_retried = 0;
   switch (o->step) {
   case S_PUT:
     on_put(o, resp);
@@ -1453,13 +1231,13 @@ azure_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
              void *arg)
 {
   struct azure *a = pctx;
-  struct op *o = op_new(a, OP_LAUNCH, arg);
+  struct op *o = op_new(a, CLOUD_CALL_LAUNCH, arg);
   struct cloud_result r;
   struct azarm_launch al;
   struct buf body;
   struct err e = {0};
 
-  o->launch_cb = cb;
+  o->call.launch_cb = cb;
   o->step = S_PUT;
   o->method = "PUT";
   snprintf(o->name, sizeof(o->name), "%s", l->name);
@@ -1489,7 +1267,7 @@ azure_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
   if (vm_url(a, l->name, &o->vm_url, &e) < 0 ||
       azarm_vm_body(&al, &body, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "VM %s: %s", l->name, e.msg);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     o->url = xstrdup(o->vm_url);
     o->body = buf_take(&body, &o->body_len);
@@ -1502,9 +1280,9 @@ static void
 azure_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
 {
   struct azure *a = pctx;
-  struct op *o = op_new(a, OP_LIST, arg);
+  struct op *o = op_new(a, CLOUD_CALL_LIST, arg);
 
-  o->list_cb = cb;
+  o->call.list_cb = cb;
   o->step = S_LIST;
   snprintf(o->instance, sizeof(o->instance), "%s", instance);
   o->url = xstrdup(a->list_url);
@@ -1516,11 +1294,11 @@ azure_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
                 void *arg)
 {
   struct azure *a = pctx;
-  struct op *o = op_new(a, OP_TERMINATE, arg);
+  struct op *o = op_new(a, CLOUD_CALL_TERMINATE, arg);
   struct cloud_result r;
   struct err e = {0};
 
-  o->done_cb = cb;
+  o->call.done_cb = cb;
   o->step = S_TERMINATE;
   o->method = "DELETE";
   snprintf(o->name, sizeof(o->name), "%s", vm->id);
@@ -1528,44 +1306,18 @@ azure_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
   if (!azarm_name_ok(vm->id) || vm_url(a, vm->id, &o->url, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "'%.64s' is no VM name of "
                  "ours%s%s", vm->id, e.msg[0] != '\0' ? ": " : "", e.msg);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
     return;
   }
   request(o);
 }
 
 static void
-http_closed(void *arg)
-{
-  struct azure *a = arg;
-
-  a->http = NULL;
-  maybe_closed(a);
-}
-
-static void
 azure_close(void *pctx, void (*cb)(void *arg), void *arg)
 {
   struct azure *a = pctx;
-  struct cloud_result r;
-  struct list *q;
 
-  a->closing = 1;
-  a->close_cb = cb;
-  a->close_arg = arg;
-  closing_result(&r);
-  /* Ops in a request are answered by the client's close; the rest (for
-   * a token, before a poll, about to fail) from the loop now. */
-  LIST_FOREACH(q, &a->ops) {
-    struct op *o = LIST_ENTRY(q, struct op, link);
-
-    if (o->wait == W_HTTP)
-      continue;
-    list_remove(&o->wait_link);
-    uv_timer_stop(&o->timer);
-    fail_later(o, &r);
-  }
-  http_client_close(a->http, http_closed, a);
+  cloud_calls_close(&a->calls, 1, cb, arg);
 }
 
 const struct cloud_provider cloud_azure_provider = {

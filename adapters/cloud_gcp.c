@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "adapters/cloud_call.h"
 #include "adapters/cloud_int.h"
 #include "adapters/gce.h"
 #include "adapters/gcp_auth.h"
@@ -46,7 +47,6 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
-#include "util/list.h"
 #include "util/log.h"
 #include "util/secret.h"
 #include "util/timeutil.h"
@@ -55,13 +55,6 @@
 #define MAX_PAGES 200     /* of one zone */
 #define URL_MAX 8192
 #define BODY_MAX (1u << 20) /* an insert: the script is at most 256 KiB */
-#define TOKEN_ANSWER_MAX (64u << 10)
-#define TOKEN_MAX_TTL_S 86400 /* a longer "expires_in" is read as this */
-/* Renew this long before expiry, or at half the lifetime of a short
- * token; stop using a token this long before it expires, so that one
- * sent at the last moment does not arrive expired. */
-#define TOKEN_RENEW_MS (5 * 60 * 1000)
-#define TOKEN_SKEW_MS (30 * 1000)
 #define POLL_FIRST_MS 500 /* an insert is DONE in seconds to minutes */
 #define POLL_MAX_MS 5000
 #define POLL_GIVE_UP_MS (15 * 60 * 1000)
@@ -73,8 +66,7 @@
 #define MAX_SKU_PAGES 100
 
 struct gcp {
-  uv_loop_t *loop;
-  struct http_client *http;
+  struct cloud_calls calls; /* and the bearer token they share */
   struct gcp_key *key;
   char *base; /* Compute's URL up to /compute/v1 */
   char *project;
@@ -96,47 +88,20 @@ struct gcp {
   char sku_type[CLOUD_MAX_SHAPES][ADAPTER_GPU_TYPE_LEN];
   char sku_name[CLOUD_MAX_SHAPES][PRICEFEED_SKU_LEN];
   size_t nskus;
-
-  /* the bearer token, shared by every call */
-  char token[OAUTH_TOKEN_LEN];
-  int64_t token_usable_ms; /* 0: none; use it until then */
-  int64_t token_renew_ms;  /* ask for the next one from then */
-  unsigned token_gen;      /* counts tokens, to tell a stale 401 */
-  int token_asking;        /* a token request is in flight */
-  struct list waiters;     /* ops waiting for it (struct op.wait) */
-
-  struct list ops; /* every op whose callback is due */
-  unsigned nops;
   unsigned seq; /* makes each delete's requestId unique */
-  int closing;
-  void (*close_cb)(void *arg);
-  void *close_arg;
 };
 
-enum op_kind { OP_LAUNCH, OP_LIST, OP_TERMINATE, OP_PRICES };
 enum op_step { ST_INSERT, ST_POLL, ST_LIST, ST_DELETE, ST_SKUS };
 
 struct op {
-  struct list link; /* in gcp.ops */
-  struct list wait; /* in gcp.waiters while waiting */
+  struct cloud_call call; /* first (cloud_call.h); its timer polls */
   struct gcp *g;
-  enum op_kind kind;
   enum op_step step;
-  cloud_launch_cb launch_cb;
-  cloud_list_cb list_cb;
-  cloud_done_cb done_cb;
-  cloud_prices_cb prices_cb;
-  void *arg;
   /* the request, kept for a resend after a 401 */
   const char *method;
   char *url;
   char *body;
   size_t body_len;
-  int in_http;  /* its answer is due from the client */
-  int waiting;  /* in g->waiters */
-  int timing;   /* its timer is started */
-  int reauthed; /* renewed the token once already */
-  unsigned gen; /* the token generation it was sent with */
   /* a launch's */
   char name[CLOUD_ID_LEN];
   char zone[CLOUD_NAME_LEN];
@@ -149,13 +114,9 @@ struct op {
   /* a listing's */
   size_t zone_ix;
   int pages;
-  struct cloud_vm *vms;
-  size_t n, cap;
   /* prices: the region's GPU SKUs of the pages so far */
   struct pricefeed_sku *skus;
   size_t nskus;
-  struct cloud_result r; /* what the timer answers, when failing */
-  uv_timer_t timer;      /* the poll backoff, or an answer later */
 };
 
 /* ---- config ---- */
@@ -458,9 +419,13 @@ check_inserts(struct gcp *g, struct err *e)
   return rc;
 }
 
+/* Also its calls' hooks->free (hence the void *). */
 static void
-gcp_free(struct gcp *g)
+gcp_free(void *owner)
 {
+  struct gcp *g = owner;
+
+  cloud_calls_release(&g->calls);
   gcp_key_free(g->key);
   free(g->base);
   free(g->billing);
@@ -474,11 +439,10 @@ gcp_free(struct gcp *g)
     free((char *)g->labels[i].key);
     free((char *)g->labels[i].value);
   }
-  memset(g->token, 0, sizeof(g->token));
   free(g);
 }
 
-static void ask_token(struct gcp *g);
+static const struct cloud_call_hooks gcp_hooks;
 
 static int
 gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
@@ -492,11 +456,9 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
   int64_t disk_gb = 0;
   int rc = 0;
 
-  g->loop = env->loop;
+  cloud_calls_init(&g->calls, env->loop, env->site_name, &gcp_hooks, g);
   g->shapes = env->shapes;
   g->nshapes = env->nshapes;
-  list_init(&g->waiters);
-  list_init(&g->ops);
   if (!word_ok(region, 32)) {
     rc = err_set(e, ERR_CONFIG,
                  "field 'region': a GCP region such as "
@@ -575,11 +537,11 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
   if (rc < 0)
     goto out;
   hc.ca_file = jsonx_str(config, "ca_file");
-  rc = http_client_new(env->loop, &hc, &g->http, e);
+  rc = http_client_new(env->loop, &hc, &g->calls.http, e);
   if (rc < 0)
     goto out;
   /* The first call should not wait for the token: ask now. */
-  ask_token(g);
+  cloud_call_token_ask(&g->calls);
   *pctx = g;
   g = NULL;
 out:
@@ -590,97 +552,43 @@ out:
 
 /* ---- ops ---- */
 
-static void
-op_free_cb(uv_handle_t *h)
-{
-  struct op *o = h->data;
-
-  free(o->url);
-  free(o->body);
-  free(o->vms);
-  free(o->skus);
-  free(o);
-}
-
 static struct op *
-op_new(struct gcp *g, enum op_kind kind, void *arg)
+op_new(struct gcp *g, enum cloud_call_kind kind, void *arg)
 {
   struct op *o = xcalloc(1, sizeof(*o));
 
   o->g = g;
-  o->kind = kind;
-  o->arg = arg;
-  uv_timer_init(g->loop, &o->timer);
-  o->timer.data = o;
-  list_insert_tail(&g->ops, &o->link);
-  g->nops++;
+  cloud_call_start(&g->calls, &o->call, kind, arg);
   return o;
 }
 
-/* Answer o's caller with r and retire o; the provider goes once it has
- * begun closing, its client is closed and no op is left. */
-static void prices_answer(struct op *o, const struct cloud_result *r);
+static size_t shape_prices(const struct op *o, struct cloud_price *p);
 
+/* Answer o's caller with r (vm: a launch's, may be NULL) and retire o. */
 static void
 finish(struct op *o, const struct cloud_result *r, const struct cloud_vm *vm)
 {
-  struct gcp *g = o->g;
+  struct cloud_price p[CLOUD_MAX_SHAPES];
   struct cloud_result closed;
-  struct cloud_vm none;
+  size_t n = 0;
 
-  if (g->closing && r->rc == 0) {
+  if (o->g->calls.closing && r->rc == 0) {
     /* Whatever came after close() began is not the caller's any more. */
-    cloud_refuse(&closed, CLOUD_REFUSED_TRANSIENT, -1, "the site is closing");
-    closed.rc = ERR_UNAVAILABLE;
+    cloud_call_closing(&closed);
     r = &closed;
   }
-  memset(&none, 0, sizeof(none));
-  switch (o->kind) {
-  case OP_LAUNCH:
-    o->launch_cb(o->arg, r, r->rc == 0 && vm != NULL ? vm : &none);
-    break;
-  case OP_LIST:
-    o->list_cb(o->arg, r, o->vms, r->rc == 0 ? o->n : 0);
-    break;
-  case OP_TERMINATE:
-    o->done_cb(o->arg, r);
-    break;
-  case OP_PRICES:
-    prices_answer(o, r);
-    break;
-  }
-  list_remove(&o->link);
-  uv_close((uv_handle_t *)&o->timer, op_free_cb);
-  if (--g->nops == 0 && g->closing && g->http == NULL) {
-    if (g->close_cb != NULL)
-      g->close_cb(g->close_arg);
-    gcp_free(g);
-  }
+  if (o->call.kind == CLOUD_CALL_PRICES && r->rc == 0)
+    n = shape_prices(o, p);
+  free(o->url);
+  free(o->body);
+  free(o->skus);
+  cloud_call_end(&o->call, r, vm, p, n);
 }
 
 static void
-later_cb(uv_timer_t *t)
+finish_cb(struct cloud_call *c, const struct cloud_result *r)
 {
-  struct op *o = t->data;
-
-  o->timing = 0;
-  finish(o, &o->r, NULL);
-}
-
-/* Answer o's caller with r from the loop, not from inside its call. */
-static void
-fail_later(struct op *o, const struct cloud_result *r)
-{
-  o->r = *r;
-  o->timing = 1;
-  uv_timer_start(&o->timer, later_cb, 0, 0);
-}
-
-static void
-closing_result(struct cloud_result *r)
-{
-  cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1, "the site is closing");
-  r->rc = ERR_UNAVAILABLE;
+  finish((struct op *)c, r, NULL);
 }
 
 /* ---- the token ---- */
@@ -699,113 +607,54 @@ retry_after(const struct http_client_response *resp)
   return end != after && *end == '\0' && v >= 0 && v <= 3600 ? v * 1000 : -1;
 }
 
-static void send_now(struct op *o);
-
-/* Fail every op waiting for a token with r. */
-static void
-fail_waiters(struct gcp *g, const struct cloud_result *r)
-{
-  while (!list_empty(&g->waiters)) {
-    struct op *o = LIST_ENTRY(list_first(&g->waiters), struct op, wait);
-
-    list_remove(&o->wait);
-    o->waiting = 0;
-    finish(o, r, NULL);
-  }
-}
-
-/* 1 when a token can go into a header as it is. */
 static int
-token_printable(const char *t)
+read_token(void *owner, int rc, const struct http_client_response *resp,
+           const struct err *e, char *token, int64_t *ttl_s,
+           struct cloud_result *r)
 {
-  for (; *t != '\0'; t++)
-    if (*t <= ' ' || *t >= 0x7f)
-      return 0;
-  return 1;
-}
-
-static void
-on_token(void *arg, int rc, const struct http_client_response *resp,
-         const struct err *e)
-{
-  struct gcp *g = arg;
-  struct cloud_result r = {0};
   struct err pe = {0};
-  char *token = xmalloc(OAUTH_TOKEN_LEN);
-  int64_t ttl_s = 0, now = time_now_ms(), life_ms, renew;
 
-  g->token_asking = 0;
-  if (g->closing) {
-    closing_result(&r);
-    goto failed;
-  }
+  (void)owner;
   if (rc < 0) {
-    cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1,
+    cloud_refuse(r, CLOUD_REFUSED_TRANSIENT, -1,
                  "token endpoint unreachable: %s", e->msg);
-    goto failed;
+    return -1;
   }
   if (resp->status == 429 || resp->status >= 500) {
-    cloud_refuse(&r,
+    cloud_refuse(r,
                  resp->status == 429 ? CLOUD_REFUSED_THROTTLE
                                      : CLOUD_REFUSED_TRANSIENT,
                  retry_after(resp), "token endpoint answered %d", resp->status);
-    goto failed;
+    return -1;
   }
-  rc = oauth_token_parse(resp->body, resp->len, token, &ttl_s, &pe);
-  if (rc == 0 && (resp->status != 200 || !token_printable(token)))
+  rc = oauth_token_parse(resp->body, resp->len, token, ttl_s, &pe);
+  if (rc == 0 && (resp->status != 200 || !cloud_call_token_ok(token)))
     rc = err_set(&pe, ERR_SITE, "no usable token");
   if (rc < 0) {
     /* A grant refused is the key's fault; a garbled 200 is not. */
-    cloud_refuse(&r,
+    cloud_refuse(r,
                  rc == ERR_UNAUTHORIZED || resp->status != 200
                      ? CLOUD_REFUSED_AUTH
                      : CLOUD_REFUSED_TRANSIENT,
                  -1, "token endpoint %d: %s", resp->status, pe.msg);
-    goto failed;
+    return -1;
   }
-  memcpy(g->token, token, strlen(token) + 1);
-  if (ttl_s > TOKEN_MAX_TTL_S)
-    ttl_s = TOKEN_MAX_TTL_S;
-  life_ms = ttl_s * 1000;
-  renew = life_ms / 2 < TOKEN_RENEW_MS ? life_ms / 2 : TOKEN_RENEW_MS;
-  g->token_renew_ms = now + life_ms - renew;
-  g->token_usable_ms =
-      now + life_ms -
-      (life_ms / 10 < TOKEN_SKEW_MS ? life_ms / 10 : TOKEN_SKEW_MS);
-  g->token_gen++;
-  log_debug("gcp: new access token, %" PRId64 " s", ttl_s);
-  while (!list_empty(&g->waiters)) {
-    struct op *o = LIST_ENTRY(list_first(&g->waiters), struct op, wait);
-
-    list_remove(&o->wait);
-    o->waiting = 0;
-    send_now(o);
-  }
-  goto out;
-failed:
-  /* A token still usable keeps serving: only a renewal failed. */
-  if (list_empty(&g->waiters) && !g->closing)
-    log_warn("gcp: renewing the access token: %s", r.msg);
-  fail_waiters(g, &r);
-out:
-  memset(token, 0, OAUTH_TOKEN_LEN);
-  free(token);
+  return 0;
 }
 
-/* Ask the token endpoint for a token, unless a request is in flight. */
+/* Ask the token endpoint for a token. */
 static void
-ask_token(struct gcp *g)
+ask_token(void *owner)
 {
   static const char *const headers[] = {
       "Content-Type: application/x-www-form-urlencoded", NULL};
+  struct gcp *g = owner;
   struct http_client_request req = {0};
   struct cloud_result r;
   struct buf body;
   struct err e = {0};
   int rc;
 
-  if (g->token_asking || g->closing)
-    return;
   buf_init(&body, 32768);
   rc = gcp_token_request(g->key, time_now_ms() / 1000, GCP_SCOPE, &body, &e);
   if (rc == 0) {
@@ -814,51 +663,14 @@ ask_token(struct gcp *g)
     req.headers = headers;
     req.body = body.data;
     req.body_len = body.len;
-    req.max_response = TOKEN_ANSWER_MAX;
-    /* A second grant for the same JWT is just another token. */
-    req.idempotent = true;
-    req.max_attempts = 2;
-    rc = http_client_send(g->http, &req, on_token, g, &e);
+    rc = cloud_call_token_post(&g->calls, &req, &e);
   }
   buf_release(&body);
-  if (rc == 0) {
-    g->token_asking = 1;
+  if (rc == 0)
     return;
-  }
   cloud_refuse(&r, CLOUD_REFUSED_AUTH, -1, "token request: %s", e.msg);
-  if (list_empty(&g->waiters))
+  if (cloud_call_token_failed(&g->calls, &r) == 0)
     log_warn("gcp: %s", r.msg);
-  while (!list_empty(&g->waiters)) {
-    struct op *o = LIST_ENTRY(list_first(&g->waiters), struct op, wait);
-
-    list_remove(&o->wait);
-    o->waiting = 0;
-    fail_later(o, &r);
-  }
-}
-
-/* Send o's request once a token is at hand. */
-static void
-send_with_token(struct op *o)
-{
-  struct gcp *g = o->g;
-  int64_t now = time_now_ms();
-  struct cloud_result r;
-
-  if (g->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
-    return;
-  }
-  if (g->token_usable_ms > now) {
-    if (now >= g->token_renew_ms)
-      ask_token(g); /* in the background: this token still serves */
-    send_now(o);
-    return;
-  }
-  list_insert_tail(&g->waiters, &o->wait);
-  o->waiting = 1;
-  ask_token(g);
 }
 
 /* ---- requests and answers ---- */
@@ -867,22 +679,16 @@ static void on_answer(void *arg, int rc,
                       const struct http_client_response *resp,
                       const struct err *e);
 
+/* Send o's request with the token at hand. */
 static void
-send_now(struct op *o)
+send_now(struct cloud_call *c)
 {
-  struct gcp *g = o->g;
+  struct op *o = (struct op *)c;
+  const char *headers[] = {
+      o->body != NULL ? "Content-Type: application/json" : NULL, NULL};
   struct http_client_request req = {0};
   struct cloud_result r;
-  struct buf auth;
-  const char *headers[3];
-  struct err e = {0};
-  int rc;
 
-  buf_init(&auth, OAUTH_TOKEN_LEN + 64);
-  rc = buf_addf(&auth, "Authorization: Bearer %s", g->token);
-  headers[0] = buf_str(&auth);
-  headers[1] = o->body != NULL ? "Content-Type: application/json" : NULL;
-  headers[2] = NULL;
   req.method = o->method;
   req.url = o->url;
   req.headers = headers;
@@ -892,21 +698,19 @@ send_now(struct op *o)
   /* Inserts and deletes carry a requestId: a repeat is the same call. */
   req.idempotent = true;
   req.max_attempts = 2;
-  o->gen = g->token_gen;
-  if (rc == 0)
-    rc = http_client_send(g->http, &req, on_answer, o, &e);
-  else
-    err_set(&e, ERR_TOO_LARGE, "the access token is too long");
-  if (auth.data != NULL)
-    memset(auth.data, 0, auth.len);
-  buf_release(&auth);
-  if (rc == 0) {
-    o->in_http = 1;
-    return;
-  }
-  cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "GCE request: %s", e.msg);
-  fail_later(o, &r);
+  if (cloud_call_send(c, &req, 1, on_answer, "GCE", &r) < 0)
+    cloud_call_fail_later(c, &r);
 }
+
+static const struct cloud_call_hooks gcp_hooks = {
+    .finish = finish_cb,
+    .free = gcp_free,
+    .send = send_now,
+    .ask = ask_token,
+    .read = read_token,
+    /* Renewed 5 min before expiry, or at half the life of a short token. */
+    .renew_part = 2,
+};
 
 /* Set o's request (what a resend after a 401 sends again): the URL is
  * taken from url, body (new, may be NULL) stolen. */
@@ -955,10 +759,7 @@ launched(struct op *o)
 static void
 poll_cb(uv_timer_t *t)
 {
-  struct op *o = t->data;
-
-  o->timing = 0;
-  send_with_token(o);
+  cloud_call_with_token(t->data);
 }
 
 /* An insert's operation as answered: done, failed, or poll again. */
@@ -1024,10 +825,7 @@ on_operation(struct op *o, const struct http_client_response *resp)
     finish(o, &r, NULL);
     return;
   }
-  /* A new call: it may renew the token once more if need be. */
-  o->reauthed = 0;
-  o->timing = 1;
-  uv_timer_start(&o->timer, poll_cb, (uint64_t)o->poll_ms, 0);
+  uv_timer_start(&o->call.timer, poll_cb, (uint64_t)o->poll_ms, 0);
 }
 
 static void send_page(struct op *o, const char *page_token);
@@ -1037,25 +835,26 @@ static void
 on_page(struct op *o, const struct http_client_response *resp)
 {
   struct gcp *g = o->g;
+  struct cloud_call *c = &o->call;
   struct cloud_result r = {0};
   char *next = xmalloc(GCE_TOKEN_LEN);
   size_t n = 0, nout = 0, room;
   struct err e = {0};
 
   r.retry_after_ms = -1;
-  if (o->cap - o->n < GCE_MAX_RESULTS && o->cap < MAX_LISTED) {
-    o->cap = o->cap == 0 ? GCE_MAX_RESULTS : o->cap * 2;
-    if (o->cap > MAX_LISTED)
-      o->cap = MAX_LISTED;
-    o->vms = xrealloc(o->vms, o->cap * sizeof(*o->vms));
+  if (c->cap - c->n < GCE_MAX_RESULTS && c->cap < MAX_LISTED) {
+    c->cap = c->cap == 0 ? GCE_MAX_RESULTS : c->cap * 2;
+    if (c->cap > MAX_LISTED)
+      c->cap = MAX_LISTED;
+    c->vms = xrealloc(c->vms, c->cap * sizeof(*c->vms));
   }
-  room = o->cap - o->n;
-  if (gce_parse_list(resp->body, resp->len, o->vms + o->n, room, &n, &nout,
+  room = c->cap - c->n;
+  if (gce_parse_list(resp->body, resp->len, c->vms + c->n, room, &n, &nout,
                      next, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "GCE's answer: %s", e.msg);
     goto done;
   }
-  o->n += n;
+  c->n += n;
   if (nout > n) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "more than %d VMs labelled",
                  MAX_LISTED);
@@ -1135,14 +934,12 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
           const struct err *e)
 {
   struct op *o = arg;
-  struct gcp *g = o->g;
   struct cloud_result r = {0};
   struct gce_error ge;
 
-  o->in_http = 0;
   r.retry_after_ms = -1;
-  if (g->closing) {
-    closing_result(&r);
+  if (o->g->calls.closing) {
+    cloud_call_closing(&r);
     finish(o, &r, NULL);
     return;
   }
@@ -1152,15 +949,8 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
     finish(o, &r, NULL);
     return;
   }
-  if (resp->status == 401 && !o->reauthed) {
-    /* Revoked or expired early: renew once (unless another call already
-     * did) and send again. */
-    o->reauthed = 1;
-    if (o->gen == g->token_gen)
-      g->token_usable_ms = 0;
-    send_with_token(o);
+  if (cloud_call_reauth(&o->call, resp->status))
     return;
-  }
   if (resp->status == 200) {
     switch (o->step) {
     case ST_INSERT:
@@ -1217,7 +1007,7 @@ gcp_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
            void *arg)
 {
   struct gcp *g = pctx;
-  struct op *o = op_new(g, OP_LAUNCH, arg);
+  struct op *o = op_new(g, CLOUD_CALL_LAUNCH, arg);
   struct gce_loc loc = {g->base, g->project, l->zone};
   char rid[GCE_REQUEST_ID_LEN];
   struct gce_launch gl;
@@ -1226,7 +1016,7 @@ gcp_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
   struct err e = {0};
   int ix = shape_index(g, l->shape), rc;
 
-  o->launch_cb = cb;
+  o->call.launch_cb = cb;
   o->step = ST_INSERT;
   snprintf(o->name, sizeof(o->name), "%s", l->name);
   snprintf(o->zone, sizeof(o->zone), "%s", l->zone);
@@ -1236,15 +1026,12 @@ gcp_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
   o->spot = l->spot;
   buf_init(&url, URL_MAX);
   buf_init(&body, BODY_MAX);
-  if (g->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
+  if (cloud_call_closed(&o->call))
     goto out;
-  }
   if (ix < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "no shape '%s' in this site",
                  l->shape->name);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
     goto out;
   }
   /* The same node and attempt give the same token, hence the same
@@ -1258,13 +1045,13 @@ gcp_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
     rc = gce_insert_body(&gl, &body, &e);
   if (rc < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "%s", e.msg);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
     goto out;
   }
   set_request(o, "POST", &url, NULL, 0);
   o->body_len = body.len;
   o->body = buf_take(&body, NULL);
-  send_with_token(o);
+  cloud_call_with_token(&o->call);
 out:
   buf_release(&url);
   buf_release(&body);
@@ -1283,11 +1070,10 @@ send_page(struct op *o, const char *page_token)
   if (gce_url_list(&loc, o->instance, GCE_MAX_RESULTS, page_token, &url, &e) <
       0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "%s", e.msg);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     set_request(o, "GET", &url, NULL, 0);
-    o->reauthed = 0;
-    send_with_token(o);
+    cloud_call_with_token(&o->call);
   }
   buf_release(&url);
 }
@@ -1295,19 +1081,13 @@ send_page(struct op *o, const char *page_token)
 static void
 gcp_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
 {
-  struct gcp *g = pctx;
-  struct op *o = op_new(g, OP_LIST, arg);
-  struct cloud_result r;
+  struct op *o = op_new(pctx, CLOUD_CALL_LIST, arg);
 
-  o->list_cb = cb;
+  o->call.list_cb = cb;
   o->step = ST_LIST;
   snprintf(o->instance, sizeof(o->instance), "%s", instance);
-  if (g->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
-    return;
-  }
-  send_page(o, NULL);
+  if (!cloud_call_closed(&o->call))
+    send_page(o, NULL);
 }
 
 static void
@@ -1315,20 +1095,17 @@ gcp_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
               void *arg)
 {
   struct gcp *g = pctx;
-  struct op *o = op_new(g, OP_TERMINATE, arg);
+  struct op *o = op_new(g, CLOUD_CALL_TERMINATE, arg);
   struct gce_loc loc = {g->base, g->project, vm->zone};
   char seed[CLOUD_ID_LEN + CLOUD_NAME_LEN + 64], rid[GCE_REQUEST_ID_LEN];
   struct cloud_result r;
   struct buf url;
   struct err e = {0};
 
-  o->done_cb = cb;
+  o->call.done_cb = cb;
   o->step = ST_DELETE;
-  if (g->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
+  if (cloud_call_closed(&o->call))
     return;
-  }
   /* The client's own resend of this call is one delete; a later call is
    * a new one (a delete that failed inside Google is tried again, not
    * replayed). */
@@ -1338,10 +1115,10 @@ gcp_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
   buf_init(&url, URL_MAX);
   if (gce_url_delete(&loc, vm->id, rid, &url, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "%s", e.msg);
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     set_request(o, "DELETE", &url, NULL, 0);
-    send_with_token(o);
+    cloud_call_with_token(&o->call);
   }
   buf_release(&url);
 }
@@ -1360,11 +1137,10 @@ send_skus(struct op *o, const char *page_token)
       0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "the Catalog's URL is too "
                  "long");
-    fail_later(o, &r);
+    cloud_call_fail_later(&o->call, &r);
   } else {
     set_request(o, "GET", &url, NULL, 0);
-    o->reauthed = 0;
-    send_with_token(o);
+    cloud_call_with_token(&o->call);
   }
   buf_release(&url);
 }
@@ -1379,19 +1155,13 @@ sku_of(const struct gcp *g, const char *gpu_type)
   return NULL;
 }
 
-/* Answer a prices op with r, or with each shape's prices from the SKUs
- * gathered when r is a success. */
-static void
-prices_answer(struct op *o, const struct cloud_result *r)
+/* Each shape's prices from the SKUs gathered, into p; how many. */
+static size_t
+shape_prices(const struct op *o, struct cloud_price *p)
 {
   struct gcp *g = o->g;
-  struct cloud_price p[CLOUD_MAX_SHAPES];
   size_t n = 0;
 
-  if (r->rc < 0) {
-    o->prices_cb(o->arg, r, NULL, 0);
-    return;
-  }
   for (size_t s = 0; s < g->nshapes; s++) {
     const struct cloud_shape *sh = &g->shapes[s];
     const char *sku = sku_of(g, sh->gpu_type);
@@ -1412,62 +1182,26 @@ prices_answer(struct op *o, const struct cloud_result *r)
     if (micro[0] >= 0 || micro[1] >= 0)
       p[n++] = (struct cloud_price){s, micro[0], micro[1]};
   }
-  o->prices_cb(o->arg, r, p, n);
+  return n;
 }
 
 static void
 gcp_prices(void *pctx, cloud_prices_cb cb, void *arg)
 {
-  struct gcp *g = pctx;
-  struct op *o = op_new(g, OP_PRICES, arg);
-  struct cloud_result r;
+  struct op *o = op_new(pctx, CLOUD_CALL_PRICES, arg);
 
-  o->prices_cb = cb;
+  o->call.prices_cb = cb;
   o->step = ST_SKUS;
-  if (g->closing) {
-    closing_result(&r);
-    fail_later(o, &r);
-    return;
-  }
-  send_skus(o, NULL);
-}
-
-static void
-http_closed(void *arg)
-{
-  struct gcp *g = arg;
-
-  g->http = NULL;
-  if (g->nops > 0)
-    return; /* the last finish() ends it */
-  if (g->close_cb != NULL)
-    g->close_cb(g->close_arg);
-  gcp_free(g);
+  if (!cloud_call_closed(&o->call))
+    send_skus(o, NULL);
 }
 
 static void
 gcp_close(void *pctx, void (*cb)(void *arg), void *arg)
 {
   struct gcp *g = pctx;
-  struct list *q;
 
-  g->closing = 1;
-  g->close_cb = cb;
-  g->close_arg = arg;
-  /* Ops between requests (a poll's backoff, an answer due) answer now;
-   * those in a request or waiting for the token do when the client
-   * cancels it. */
-  LIST_FOREACH(q, &g->ops)
-  {
-    struct op *o = LIST_ENTRY(q, struct op, link);
-
-    if (o->timing) {
-      uv_timer_stop(&o->timer);
-      closing_result(&o->r);
-      uv_timer_start(&o->timer, later_cb, 0, 0);
-    }
-  }
-  http_client_close(g->http, http_closed, g);
+  cloud_calls_close(&g->calls, 1, cb, arg);
 }
 
 const struct cloud_provider cloud_gcp_provider = {
