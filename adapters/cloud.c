@@ -129,6 +129,11 @@ struct pool {
   char *server;
   struct list nodes;        /* of struct pnode, by id */
   struct list jobs;         /* of struct pjob */
+  /* Kept as jobs come and go, so that capacity(), which every
+   * submission's placement asks, walks neither list: GPUs jobs hold
+   * per shape, and the jobs. */
+  int64_t used[CLOUD_MAX_SHAPES];
+  int64_t njobs;
   uv_timer_t tick;
   int listing;
   int64_t list_started_ms;
@@ -309,8 +314,10 @@ running_gpus(const struct pnode *n)
 }
 
 static void
-job_free(struct pjob *j)
+job_free(struct pool *p, struct pjob *j)
 {
+  if (!list_empty(&j->link))
+    p->njobs--;
   list_remove(&j->link);
   json_decref(j->spec);
   json_decref(j->dataset);
@@ -327,6 +334,7 @@ detach(struct pjob *j)
   if (n == NULL)
     return;
   n->gpus_used -= j->gpus;
+  n->pool->used[n->shape] -= j->gpus;
   if (n->gpus_used <= 0) {
     n->gpus_used = 0;
     n->idle_since_ms = time_now_ms();
@@ -352,7 +360,7 @@ evict_jobs(struct pnode *n, enum job_state state, const char *reason)
     if (!j->final)
       push(p, j->id, state, reason, j);
     detach(j);
-    job_free(j);
+    job_free(p, j);
   }
 }
 
@@ -994,6 +1002,8 @@ attach(struct pool *p, struct pjob *j, struct pnode *n)
 {
   j->node = n;
   n->gpus_used += j->gpus;
+  p->used[n->shape] += j->gpus;
+  p->njobs++;
   list_insert_tail(&p->jobs, &j->link);
   if (j->log_path == NULL) {
     struct buf b;
@@ -1074,14 +1084,14 @@ cloud_cancel(void *ctx, const struct adapter_job *job, struct err *e)
     push(p, job->id, JOB_CANCELLED, "cancelled", NULL);
     if (j != NULL) {
       detach(j);
-      job_free(j);
+      job_free(p, j);
     }
     return 0;
   }
   if (!j->seen && j->node->phase != PH_READY) {
     push(p, job->id, JOB_CANCELLED, "cancelled before it started", j);
     detach(j);
-    job_free(j);
+    job_free(p, j);
     return 0;
   }
   j->cancel = 1;
@@ -1116,7 +1126,6 @@ void
 cloud_capacity(void *ctx, struct adapter_capacity *out)
 {
   struct pool *p = ctx;
-  struct list *q;
   int64_t now = time_now_ms();
 
   memset(out, 0, sizeof(*out));
@@ -1145,19 +1154,9 @@ cloud_capacity(void *ctx, struct adapter_capacity *out)
       g->per_node = s->gpus;
       g->total = s->gpus * p->max_nodes;
     }
+    g->in_use += p->used[i];
   }
-  LIST_FOREACH(q, &p->nodes) {
-    const struct pnode *n = LIST_ENTRY(q, struct pnode, link);
-
-    if (n->phase >= PH_TERMINATING)
-      continue;
-    for (int k = 0; k < out->npools; k++)
-      if (strcmp(out->pools[k].type, p->shapes[n->shape].gpu_type) == 0)
-        out->pools[k].in_use += n->gpus_used;
-  }
-  LIST_FOREACH(q, &p->jobs) {
-    out->jobs_active++;
-  }
+  out->jobs_active = p->njobs;
 }
 
 char *
@@ -1323,7 +1322,7 @@ cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
       if (n->heartbeats > j->final_hb && p->q.n == 0) {
         json_array_append_new(ack, json_integer(j->id));
         detach(j);
-        job_free(j);
+        job_free(p, j);
       }
       continue;
     }
@@ -1671,7 +1670,7 @@ pool_free(struct pool *p)
   struct list *q, *tmp;
 
   LIST_FOREACH_SAFE(q, tmp, &p->jobs) {
-    job_free(LIST_ENTRY(q, struct pjob, link));
+    job_free(p, LIST_ENTRY(q, struct pjob, link));
   }
   LIST_FOREACH_SAFE(q, tmp, &p->nodes) {
     struct pnode *n = LIST_ENTRY(q, struct pnode, link);
