@@ -395,9 +395,9 @@ startup_script(const struct pnode *n, const char *token, struct buf *b)
                     "export TENBIN_NODE_TOKEN\n"
                     "exec '%s' node --server '%s' --provider %s "
                     "--root \"${TENBIN_VM_ROOT:-/var/lib/tenbin-node}\" "
-                    "--gpus '%s:%" PRId64 "'\n",
+                    "--gpus '%s:%" PRId64 "' --site '%s'\n",
                     n->id, p->site, token, p->agent_path, p->server, p->kind,
-                    s->gpu_type, s->gpus);
+                    s->gpu_type, s->gpus, p->site);
 }
 
 static void on_launched(void *arg, const struct cloud_result *r,

@@ -172,7 +172,8 @@ node_usage(FILE *f)
           "usage: tenbin-agent node --server URL --root DIR --provider "
           "aws|gcp|azure|none\n"
           "                         [--token-file FILE] [--gpus SPEC] "
-          "[--ca-file FILE]\n"
+          "[--site NAME]\n"
+          "                         [--ca-file FILE]\n"
           "                         [--allow-insecure-token] [--log-level "
           "LEVEL]\n"
           "\n"
@@ -183,6 +184,8 @@ node_usage(FILE *f)
           "  --token-file FILE  the node token (else $TENBIN_NODE_TOKEN)\n"
           "  --gpus SPEC        auto (nvidia-smi, the default), none, or "
           "TYPE:N such as h100:8\n"
+          "  --site NAME        the site its jobs see as TENBIN_SITE "
+          "(default: node)\n"
           "  --ca-file FILE     PEM CAs that tenbind's certificate is "
           "checked against\n"
           "  --allow-insecure-token  send the token over plain http to a "
@@ -241,6 +244,7 @@ node_main(int argc, char **argv)
       {"provider", required_argument, NULL, 'P'},
       {"token-file", required_argument, NULL, 't'},
       {"gpus", required_argument, NULL, 'g'},
+      {"site", required_argument, NULL, 'S'},
       {"ca-file", required_argument, NULL, 'A'},
       {"allow-insecure-token", no_argument, NULL, 'I'},
       {"log-level", required_argument, NULL, 'v'},
@@ -273,6 +277,9 @@ node_main(int argc, char **argv)
       break;
     case 'g':
       cfg.gpus = optarg;
+      break;
+    case 'S':
+      cfg.site = optarg;
       break;
     case 'A':
       cfg.ca_file = optarg;

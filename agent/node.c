@@ -1616,7 +1616,7 @@ open_site(struct node_agent *a, const struct node_config *cfg,
   gpus = NULL;
   memset(&env, 0, sizeof(env));
   env.loop = a->loop;
-  env.site_name = "node";
+  env.site_name = cfg->site != NULL ? cfg->site : "node";
   env.state_dir = state;
   env.self_exe = exe;
   env.instance = "node";

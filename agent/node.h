@@ -56,6 +56,8 @@ struct node_config {
                                pulled dataset versions in DIR/datasets */
   enum node_provider provider;
   const char *metadata_url; /* NULL: the provider's own address */
+  const char *site;         /* the site its jobs see as TENBIN_SITE;
+                               NULL: "node" */
   const char *gpus;         /* --gpus SPEC: "auto" (NULL), "none",
                                "h100:8" or "h100:4,l4:2" */
   const char *self_exe;     /* the shim executable; NULL: this process's

@@ -183,6 +183,10 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
     s->name = xstrdup(name);
     s->kind = xstrdup(kind);
     b->nsites++;
+    if (agent != NULL && !json_is_null(agent) && adapter_is_elastic(s->ops))
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].agent': %s sites "
+                     "have no agent of their own: their VMs pull a job's "
+                     "dataset themselves", i, kind);
     if (agent != NULL && !json_is_null(agent)) {
       rc = site_agent(s, agent, b->projects, i, e);
       if (rc < 0)

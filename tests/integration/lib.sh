@@ -504,17 +504,17 @@ t_nodes_left() {
 # Sets T_JOB to its id.
 t_hello() {
   T_JOB=$("$TENBIN" submit --gpus 1 --gpu-type h100 --name hello -- \
-    sh -c 'echo "hello from $TENBIN_VM_ID"; echo "gpus $CUDA_VISIBLE_DEVICES"')
+    sh -c 'echo "hello from $TENBIN_VM_ID at site $TENBIN_SITE"; echo "gpus $CUDA_VISIBLE_DEVICES"')
   t_expect "the job goes to the $1 site, the only one with h100s" \
     "$(t_wait_state "$T_JOB" 'submitted|running|succeeded' 30)" 'submitted|running|succeeded'
   t_expect "it runs on the VM and succeeds" "$(t_wait_state "$T_JOB" succeeded 60)" '^succeeded$'
 }
 
-# t_expect_hello_output VM: T_JOB's output came back, from VM (its
-# emulator id), which gave it one GPU.
+# t_expect_hello_output VM SITE: T_JOB's output came back, from VM (its
+# emulator id), which gave it one GPU and told it its site's name.
 t_expect_hello_output() {
   t_expect "its output came back through the node agent" \
-    "$("$TENBIN" logs "$T_JOB")" "hello from $1"
+    "$("$TENBIN" logs "$T_JOB")" "hello from $1 at site $2\$"
   t_expect "the job had one GPU of the node" "$("$TENBIN" logs "$T_JOB")" 'gpus 0$'
 }
 

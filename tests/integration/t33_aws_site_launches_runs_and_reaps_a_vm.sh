@@ -33,7 +33,7 @@ vm=$(jq -r '.[0].id' <<<"$vms")
 t_expect "one VM was launched, tagged with its node" \
   "$(jq -r 'length, .[0].node, .[0].shape, .[0].zone' <<<"$vms" | tr '\n' ' ')" \
   '^1 1 p5.48xlarge us-east-1a $'
-t_expect_hello_output "$vm"
+t_expect_hello_output "$vm" aws
 t_expect "/metrics counts the node by state" \
   "$(curl -fsS "$T_URL/metrics" | grep '^tenbin_nodes{site="aws"')" '^tenbin_nodes\{site="aws",state="(idle|busy)"\} 1$'
 t_expect "tenbin site show lists the node and its VM" \
@@ -80,5 +80,6 @@ refused "a shape without a GPU type" 'del(.sites[1].shapes[0].gpu_type)' "'shape
 refused "an unknown market" '.sites[1].shapes[0].market = "cheap"' "'shapes\\[0\\].market'"
 refused "an unknown field" '.sites[1].zone = "us-east-1a"' "'zone': not a field of aws sites"
 refused "credentials that are not there" '.sites[1].credentials.file = "/nonexistent/creds"' "'credentials'"
+refused "a dataset agent of its own" '.sites[1].agent = {"url": "http://127.0.0.1:1", "token": "x"}' "'sites\\[1\\].agent': aws sites have no agent"
 refused "no URL for the nodes to dial" 'del(.sites[1].node_agent.server)' "'node_agent.server'"
 t_done

@@ -42,7 +42,7 @@ t_expect "one VM was launched, labelled with its node" \
   '^1 1 a3-highgpu-8g us-central1-a false $'
 t_expect "named as the pool names it, labelled with this tenbind" \
   "$(jq -r '.[0].id + " " + .[0].instance' <<<"$vms")" '^tenbin-[a-z0-9-]+-1 [a-z0-9-]+$'
-t_expect_hello_output "$vm"
+t_expect_hello_output "$vm" gcp
 # The agent may register before the launch's operation is answered:
 # the VM's id is known once it is.
 for _ in $(seq 1 50); do

@@ -41,7 +41,7 @@ t_expect "one VM was launched, tagged with its node" \
   '^1 1 Standard_ND96isr_H100_v5 1 false $'
 t_expect "named as the pool names it, tagged with this tenbind" \
   "$(jq -r '.[0].id + " " + .[0].instance' <<<"$vms")" '^tenbin-[a-z0-9-]+-1 [a-z0-9-]+$'
-t_expect_hello_output "$emu"
+t_expect_hello_output "$emu" az
 # The agent may register before the launch's operation is answered:
 # the VM's id is known once it is.
 for _ in $(seq 1 50); do
