@@ -58,6 +58,9 @@ struct aws {
   char *region;
   char *access_key, *secret_key, *session_token;
   char *image, *subnet, *iam_profile, *key_name;
+  /* A subnet lives in one zone: "subnets" names one per zone (by the
+   * index of zones[]), else "subnet" serves every zone. */
+  char *zone_subnets[CLOUD_MAX_ZONES];
   char *sgs[MAX_SGS];
   int nsgs;
   struct ec2_tag tags[MAX_TAGS]; /* the site's own, besides tenbin's */
@@ -84,7 +87,7 @@ struct op {
 /* ---- config ---- */
 
 static const char *const aws_fields[] = {
-    "region", "endpoint", "credentials", "image", "subnet",
+    "region", "endpoint", "credentials", "image", "subnet", "subnets",
     "security_groups", "iam_instance_profile", "key_name", "tags",
     "ca_file", NULL};
 
@@ -230,6 +233,55 @@ copy_name(char **dst, const char *v, const char *field, struct err *e)
   return 0;
 }
 
+/* "subnets": {"ZONE": "subnet-...", ...}, one for every zone of the
+ * site and no other, instead of one "subnet". */
+static int
+read_subnets(struct aws *a, const json_t *subnets, struct err *e)
+{
+  const char *zone;
+  json_t *v;
+
+  if (subnets == NULL || json_is_null(subnets))
+    return 0;
+  if (a->subnet != NULL)
+    return err_set(e, ERR_CONFIG, "field 'subnets': give it or 'subnet', "
+                   "not both");
+  if (!json_is_object(subnets))
+    return err_set(e, ERR_CONFIG, "field 'subnets' must be an object of "
+                   "zone: subnet id");
+  json_object_foreach((json_t *)subnets, zone, v) {
+    size_t i;
+
+    for (i = 0; i < a->nzones; i++)
+      if (strcmp(a->zones[i], zone) == 0)
+        break;
+    if (i == a->nzones)
+      return err_set(e, ERR_CONFIG, "field 'subnets.%.64s': not one of the "
+                     "site's zones", zone);
+    if (copy_name(&a->zone_subnets[i], json_string_value(v), "subnets", e) <
+        0)
+      return ERR_CONFIG;
+    if (a->zone_subnets[i] == NULL)
+      return err_set(e, ERR_CONFIG, "field 'subnets.%.64s' must be a "
+                     "subnet id", zone);
+  }
+  for (size_t i = 0; i < a->nzones; i++)
+    if (a->zone_subnets[i] == NULL)
+      return err_set(e, ERR_CONFIG, "field 'subnets': zone %s has none (a "
+                     "subnet lives in one zone)", a->zones[i]);
+  return 0;
+}
+
+/* The subnet a launch into zone goes to, or NULL for the default. */
+static const char *
+subnet_of(const struct aws *a, const char *zone)
+{
+  for (size_t i = 0; i < a->nzones; i++)
+    if (a->zone_subnets[i] != NULL && strcmp(a->zones[i], zone) == 0)
+      return a->zone_subnets[i];
+  return a->subnet;
+}
+
 static int
 read_network(struct aws *a, const json_t *config, struct err *e)
 {
@@ -251,6 +303,8 @@ read_network(struct aws *a, const json_t *config, struct err *e)
   if (rc == 0)
     rc = copy_name(&a->key_name, jsonx_str(config, "key_name"), "key_name",
                    e);
+  if (rc == 0)
+    rc = read_subnets(a, json_object_get(config, "subnets"), e);
   if (rc < 0)
     return rc;
   if (sgs != NULL && !json_is_null(sgs)) {
@@ -316,6 +370,8 @@ aws_free(void *owner)
   secret_free(a->session_token);
   free(a->image);
   free(a->subnet);
+  for (size_t i = 0; i < CLOUD_MAX_ZONES; i++)
+    free(a->zone_subnets[i]);
   free(a->iam_profile);
   free(a->key_name);
   for (int i = 0; i < a->nsgs; i++)
@@ -680,7 +736,7 @@ aws_launch(void *pctx, const struct cloud_launch *l, cloud_launch_cb cb,
   el = (struct ec2_launch){.image = a->image,
                            .type = l->shape->type,
                            .zone = l->zone,
-                           .subnet = a->subnet,
+                           .subnet = subnet_of(a, l->zone),
                            .security_groups = (const char *const *)a->sgs,
                            .nsecurity_groups = a->nsgs,
                            .iam_profile = a->iam_profile,

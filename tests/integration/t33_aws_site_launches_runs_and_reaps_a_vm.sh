@@ -81,5 +81,7 @@ refused "an unknown market" '.sites[1].shapes[0].market = "cheap"' "'shapes\\[0\
 refused "an unknown field" '.sites[1].zone = "us-east-1a"' "'zone': not a field of aws sites"
 refused "credentials that are not there" '.sites[1].credentials.file = "/nonexistent/creds"' "'credentials'"
 refused "a dataset agent of its own" '.sites[1].agent = {"url": "http://127.0.0.1:1", "token": "x"}' "'sites\\[1\\].agent': aws sites have no agent"
+refused "a subnet for a zone the site does not have" '.sites[1].subnets = {"us-east-1a": "subnet-1", "us-east-1b": "subnet-2", "us-east-1c": "subnet-3"}' "'subnets.us-east-1c': not one of the site's zones"
+refused "a zone without a subnet" '.sites[1].subnets = {"us-east-1a": "subnet-1"}' "'subnets': zone us-east-1b has none"
 refused "no URL for the nodes to dial" 'del(.sites[1].node_agent.server)' "'node_agent.server'"
 t_done

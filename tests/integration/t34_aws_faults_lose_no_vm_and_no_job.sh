@@ -12,11 +12,18 @@
 t_aws_start
 umask 077
 port=$(t_free_port)
+# A subnet lives in one zone: one per zone, as a real account has them.
+aws=$(command -v aws || echo "$TENBIN_SOURCE_DIR/var/py/bin/aws")
+A=(env AWS_ACCESS_KEY_ID="$AWS_AK" AWS_SECRET_ACCESS_KEY="$AWS_SK" AWS_DEFAULT_REGION=us-east-1 "$aws" --endpoint-url "$MOTO_URL")
+vpc=$("${A[@]}" ec2 create-vpc --cidr-block 10.9.0.0/16 | jq -r .Vpc.VpcId)
+subnet_a=$("${A[@]}" ec2 create-subnet --vpc-id "$vpc" --cidr-block 10.9.1.0/24 --availability-zone us-east-1a | jq -r .Subnet.SubnetId)
+subnet_b=$("${A[@]}" ec2 create-subnet --vpc-id "$vpc" --cidr-block 10.9.2.0/24 --availability-zone us-east-1b | jq -r .Subnet.SubnetId)
 cat >"$T_DIR/config.json" <<JSON
 {"sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "aws", $(t_aws_site_json),
    "zones": ["us-east-1a", "us-east-1b"],
+   "subnets": {"us-east-1a": "$subnet_a", "us-east-1b": "$subnet_b"},
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8},
               {"name": "p5-spot", "type": "p5.48xlarge", "gpu_type": "a100",
@@ -63,6 +70,8 @@ t_fake POST /_fake/faults '{"capacity": ["us-east-1a"]}' >/dev/null
 id=$("$TENBIN" submit --gpus 8 --gpu-type h100 -- echo three)
 t_expect "without capacity in us-east-1a the job still runs" "$(t_wait_state "$id" succeeded 60)" '^succeeded$'
 node=$(t_node_of_job "$id")
+t_expect "in us-east-1b's subnet" \
+  "$(AWS_ACCESS_KEY_ID=$AWS_AK AWS_SECRET_ACCESS_KEY=$AWS_SK AWS_DEFAULT_REGION=us-east-1 "$aws" --endpoint-url "$MOTO_URL" ec2 describe-instances --filters "Name=tag:tenbin-node,Values=$node" | jq -r '.Reservations[].Instances[].SubnetId')" "^$subnet_b\$"
 t_expect "on a VM in us-east-1b" \
   "$(t_fake GET /_fake/vms | jq -r --arg n "$node" '.[] | select(.node == $n) | .zone')" '^us-east-1b$'
 t_fake POST /_fake/faults '{"capacity": []}' >/dev/null
