@@ -406,12 +406,16 @@ def serve(st, handler, port, port_file, note="", tick=True):
     st.base = f"http://127.0.0.1:{port}"
     st.emu.set_base(st.base)
 
-    stop = threading.Event()
+    # The handler only sets a flag: a handler that took a lock (as
+    # Event.set does) would deadlock when the signal lands while the main
+    # thread holds that very lock.
+    stopping = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, f: stop.set())
+        signal.signal(sig, lambda s, f: stopping.append(s))
 
     def ticker():
-        while not stop.wait(0.05):
+        while not stopping:
+            time.sleep(0.05)
             with st.lock:
                 st.advance(time.time())
 
@@ -421,8 +425,8 @@ def serve(st, handler, port, port_file, note="", tick=True):
     write_port_file(port_file, port)
     print(f"{handler.name}: listening on {st.base}{note}", file=sys.stderr,
           flush=True)
-    while not stop.wait(0.5):
-        pass
+    while not stopping:
+        time.sleep(0.2)
     print(f"{handler.name}: stopping", file=sys.stderr, flush=True)
     srv.shutdown()
     srv.server_close()
