@@ -1455,7 +1455,7 @@ read_shapes(struct pool *p, const json_t *config, struct err *e)
   static const struct jsonx_field fields[] = {
       {"name", JX_STRING}, {"type", JX_STRING},   {"gpu_type", JX_STRING},
       {"gpus", JX_INT},    {"market", JX_STRING}, {"accelerator", JX_ANY},
-      {"price_per_hour", JX_ANY}, {NULL, 0}};
+      {NULL, 0}};
   const json_t *shapes = json_object_get(config, "shapes");
   size_t i;
   json_t *v;

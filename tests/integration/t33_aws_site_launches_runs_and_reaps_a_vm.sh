@@ -77,6 +77,7 @@ refused "min_nodes over max_nodes" '.sites[1].min_nodes = 5' "sites\\[1\\].*'min
 refused "a negative timeout" '.sites[1].idle_timeout_s = -1' "idle_timeout_s"
 refused "a zone of another region" '.sites[1].zones = ["eu-west-1a"]' "'zones\\[0\\]'.*not a zone of region us-east-1"
 refused "a shape without a GPU type" 'del(.sites[1].shapes[0].gpu_type)' "'shapes\\[0\\].gpu_type'"
+refused "a price on a shape (prices come from the cost block)" '.sites[1].shapes[0].price_per_hour = 55.04' "'shapes\\[0\\].price_per_hour'"
 refused "an unknown market" '.sites[1].shapes[0].market = "cheap"' "'shapes\\[0\\].market'"
 refused "an unknown field" '.sites[1].zone = "us-east-1a"' "'zone': not a field of aws sites"
 refused "credentials that are not there" '.sites[1].credentials.file = "/nonexistent/creds"' "'credentials'"
