@@ -59,6 +59,8 @@ struct pool;
 struct pnode {
   struct list link;
   struct pool *pool;
+  struct list jobs;         /* its struct pjob, by nlink: a heartbeat
+                               looks at the node's jobs, not the pool's */
   int64_t id;
   int shape;                /* index in pool->shapes */
   int zone_ix;              /* index in pool->zones */
@@ -82,7 +84,8 @@ struct pnode {
 };
 
 struct pjob {
-  struct list link;
+  struct list link;         /* in the pool's jobs */
+  struct list nlink;        /* in its node's jobs while it has one */
   int64_t id;
   struct pnode *node;       /* NULL once it left the node */
   json_t *spec;             /* jobspec JSON, handed to the agent */
@@ -298,16 +301,31 @@ find_job(struct pool *p, int64_t id)
   return NULL;
 }
 
+/* Job id if it is on n. */
+static struct pjob *
+node_job(struct pnode *n, int64_t id)
+{
+  struct list *q;
+
+  LIST_FOREACH(q, &n->jobs) {
+    struct pjob *j = LIST_ENTRY(q, struct pjob, nlink);
+
+    if (j->id == id)
+      return j;
+  }
+  return NULL;
+}
+
 static int64_t
 running_gpus(const struct pnode *n)
 {
   const struct list *q;
   int64_t sum = 0;
 
-  LIST_FOREACH(q, &n->pool->jobs) {
-    const struct pjob *j = LIST_ENTRY(q, struct pjob, link);
+  LIST_FOREACH(q, &n->jobs) {
+    const struct pjob *j = LIST_ENTRY(q, struct pjob, nlink);
 
-    if (j->node == n && j->running && !j->final)
+    if (j->running && !j->final)
       sum += j->gpus;
   }
   return sum;
@@ -319,6 +337,7 @@ job_free(struct pool *p, struct pjob *j)
   if (!list_empty(&j->link))
     p->njobs--;
   list_remove(&j->link);
+  list_remove(&j->nlink);
   json_decref(j->spec);
   json_decref(j->dataset);
   free(j->log_path);
@@ -341,6 +360,7 @@ detach(struct pjob *j)
   }
   /* Off the node, it no longer counts as running there. */
   j->node = NULL;
+  list_remove(&j->nlink);
   account(n, time_now_ms());
 }
 
@@ -352,11 +372,9 @@ evict_jobs(struct pnode *n, enum job_state state, const char *reason)
   struct pool *p = n->pool;
   struct list *q, *tmp;
 
-  LIST_FOREACH_SAFE(q, tmp, &p->jobs) {
-    struct pjob *j = LIST_ENTRY(q, struct pjob, link);
+  LIST_FOREACH_SAFE(q, tmp, &n->jobs) {
+    struct pjob *j = LIST_ENTRY(q, struct pjob, nlink);
 
-    if (j->node != n)
-      continue;
     if (!j->final)
       push(p, j->id, state, reason, j);
     detach(j);
@@ -643,6 +661,7 @@ new_node(struct pool *p, int s, struct err *e)
   struct adapter_node v;
   char token[TOKEN_LEN];
 
+  list_init(&n->jobs);
   n->pool = p;
   n->shape = s;
   n->spot = p->shapes[s].market != CLOUD_ON_DEMAND;
@@ -1005,6 +1024,7 @@ attach(struct pool *p, struct pjob *j, struct pnode *n)
   p->used[n->shape] += j->gpus;
   p->njobs++;
   list_insert_tail(&p->jobs, &j->link);
+  list_insert_tail(&n->jobs, &j->nlink);
   if (j->log_path == NULL) {
     struct buf b;
 
@@ -1024,6 +1044,7 @@ new_job(const struct adapter_job *job)
   struct pjob *j = xcalloc(1, sizeof(*j));
 
   list_init(&j->link);
+  list_init(&j->nlink);
   j->id = job->id;
   j->spec = jobspec_to_json(job->spec);
   j->gpus = job->spec->gpus;
@@ -1282,8 +1303,8 @@ cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
     if (!json_is_object(v) || !json_is_integer(id) ||
         json_integer_value(id) <= 0)
       continue;
-    j = find_job(p, json_integer_value(id));
-    if (j == NULL || j->node != n) {
+    j = node_job(n, json_integer_value(id));
+    if (j == NULL) {
       /* Not ours (any more): stop it and forget it. */
       json_array_append_new(cancel, json_integer(json_integer_value(id)));
       json_array_append_new(ack, json_integer(json_integer_value(id)));
@@ -1301,20 +1322,18 @@ cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
     snprintf(why, sizeof(why), "preempted: spot interruption of node %" PRId64
              " (%.200s)", n->id, notice != NULL ? notice : "no detail");
     log_warn("site %s: %s", p->site, why);
-    LIST_FOREACH(q, &p->jobs) {
-      struct pjob *j = LIST_ENTRY(q, struct pjob, link);
+    LIST_FOREACH(q, &n->jobs) {
+      struct pjob *j = LIST_ENTRY(q, struct pjob, nlink);
 
-      if (j->node == n && !j->final)
+      if (!j->final)
         json_array_append_new(cancel, json_integer(j->id));
     }
     evict_jobs(n, JOB_QUEUED, why);
     terminate(n, "%s", why);
   }
-  LIST_FOREACH_SAFE(q, tmp, &p->jobs) {
-    struct pjob *j = LIST_ENTRY(q, struct pjob, link);
+  LIST_FOREACH_SAFE(q, tmp, &n->jobs) {
+    struct pjob *j = LIST_ENTRY(q, struct pjob, nlink);
 
-    if (j->node != n)
-      continue;
     if (j->final) {
       /* Acknowledged in a later heartbeat, once the queue has handed
        * every update to the broker, which records them as it gets them:
@@ -1360,8 +1379,8 @@ cloud_node_log(void *ctx, int64_t node_id, int64_t job_id, int64_t offset,
 
   if (n == NULL)
     return e->code;
-  j = find_job(p, job_id);
-  if (j == NULL || j->node != n)
+  j = node_job(n, job_id);
+  if (j == NULL)
     return err_set(e, ERR_NOT_FOUND, "job %" PRId64 " is not on node %" PRId64,
                    job_id, node_id);
   dir = cloud_log_dir(p, job_id);
@@ -1625,6 +1644,7 @@ load_node(const struct adapter_node *v, void *arg)
   struct pnode *n = xcalloc(1, sizeof(*n));
   int64_t now = time_now_ms();
 
+  list_init(&n->jobs);
   n->pool = p;
   n->id = v->id;
   n->shape = 0;
