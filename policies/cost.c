@@ -175,6 +175,7 @@ left_out(struct placement_candidate *c, enum placement_excluded why)
   c->excluded = why;
   c->priced = 0;
   c->held = 0;
+  c->grows = 0;
   c->start_ms = -1;
   c->compute_micro = -1;
   c->data_micro = -1;
@@ -235,11 +236,14 @@ estimate(const struct placement_request *req,
   else
     c->priced = 0;
 
+  c->grows = fit->why == PLACEMENT__GROWS;
   earliest = sat_add(k->now_ms, max64(cs ? cs->boot_ms : 0, transfer));
+  if (c->grows && cs != NULL)
+    earliest = max64(earliest, sat_add(k->now_ms, cs->grow_ms));
   if (pool != NULL && pool->ahead_gpus > 0)
     ahead = pool->ahead_gpus;
   cap = k->now_ms;
-  if (fit->verdict != PLACEMENT_NOW)
+  if (fit->verdict != PLACEMENT_NOW && !c->grows)
     cap = capacity_at(k->now_ms, fit->free, pool, ahead + fit->gpus,
                       fit->total, runtime);
   if (fit->why == PLACEMENT__JOB_CAP)
@@ -436,6 +440,8 @@ add_terms(char *out, const struct placement_candidate *c,
     placement__append(out, PLACEMENT_REASON_LEN, "; no site has a price, compute not counted");
   if (c->held)
     placement__append(out, PLACEMENT_REASON_LEN, "; held behind the oldest waiting %s job", c->type);
+  if (c->grows)
+    placement__append(out, PLACEMENT_REASON_LEN, "; once the site grows a node for it");
 }
 
 static void

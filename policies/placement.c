@@ -16,7 +16,9 @@
  *          type), or more per node than a node holds;
  *   WAIT   it fits in principle but not now: the site is closed to the
  *          job (site->closed), unreachable, at its job cap, or has too
- *          few GPUs free;
+ *          few GPUs free; an elastic site whose free plus grow GPUs
+ *          hold the job "grows": it waits for nodes to be launched, or
+ *          goes NOW where the site starts nodes itself on submit;
  *   NOW    otherwise.
  * NEVER is decided from the snapshot's totals before reachability, so an
  * unreachable site keeps the capacity the snapshot last knew for it.
@@ -77,6 +79,7 @@ type_sum(const struct placement_site *site, const char *type,
   fit->pool = -1;
   fit->total = 0;
   fit->free = 0;
+  fit->grow = 0;
   fit->node_max = 0;
   for (int i = 0; i < site->npools && i < PLACEMENT_MAX_POOLS; i++) {
     const struct placement_pool *p = &site->pools[i];
@@ -88,6 +91,7 @@ type_sum(const struct placement_site *site, const char *type,
       fit->pool = i;
     fit->total += p->total;
     fit->free += p->free;
+    fit->grow += p->grow;
     if (p->per_node > fit->node_max)
       fit->node_max = p->per_node;
   }
@@ -152,6 +156,7 @@ best_type(const struct placement_site *site, struct placement__fit *fit)
       fit->pool = t.pool;
       fit->total = t.total;
       fit->free = t.free;
+      fit->grow = t.grow;
       fit->node_max = t.node_max;
     }
     have_best = 1;
@@ -193,7 +198,7 @@ placement__judge(const struct placement_request *req,
 {
   fit->type = NULL;
   fit->pool = -1;
-  fit->total = fit->free = fit->node_max = fit->largest = 0;
+  fit->total = fit->free = fit->grow = fit->node_max = fit->largest = 0;
 
   if (site->unknown) {
     /* Not "never": what the site has is not known until it answers. */
@@ -223,6 +228,10 @@ placement__judge(const struct placement_request *req,
     fit_set(fit, PLACEMENT_WAIT, PLACEMENT__UNREACHABLE);
   else if (site->max_jobs > 0 && site->jobs_active >= site->max_jobs)
     fit_set(fit, PLACEMENT_WAIT, PLACEMENT__JOB_CAP);
+  else if (fit->gpus > 0 && fit->free < fit->gpus &&
+           fit->free + fit->grow >= fit->gpus)
+    fit_set(fit, site->grows_on_submit ? PLACEMENT_NOW : PLACEMENT_WAIT,
+            PLACEMENT__GROWS);
   else if (fit->gpus > 0 && fit->free < fit->gpus)
     fit_set(fit, PLACEMENT_WAIT, PLACEMENT__BUSY);
   else
@@ -283,6 +292,13 @@ placement__fit_reason(const struct placement_site *site,
     reason_set(out, "%lld of %lld %s free, needs %lld",
                (long long)(fit->free > 0 ? fit->free : 0),
                (long long)fit->total, type, gpus);
+    break;
+  case PLACEMENT__GROWS:
+    reason_set(out, "%lld of %lld %s free, needs %lld: %s",
+               (long long)(fit->free > 0 ? fit->free : 0),
+               (long long)fit->total, type, gpus,
+               site->grows_on_submit ? "the site starts nodes for it"
+                                     : "waits for nodes to be launched");
     break;
   case PLACEMENT__FITS:
     if (fit->type != NULL)
@@ -404,6 +420,10 @@ first_fit_decide(const struct placement_request *req,
     placement__judge(req, &sites[i], &fit);
     placement__fit_reason(&sites[i], &fit, c->reason);
     c->verdict = fit.verdict;
+    c->grows = fit.why == PLACEMENT__GROWS;
+    /* Nothing fits now: the job waits for the first site that grows. */
+    if (c->grows && out->pick < 0 && c->verdict == PLACEMENT_WAIT)
+      out->pick = (int)i;
     if (c->verdict == PLACEMENT_NOW && out->verdict != PLACEMENT_NOW) {
       out->verdict = PLACEMENT_NOW;
       out->site = out->pick = (int)i;

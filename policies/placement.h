@@ -32,6 +32,8 @@ struct placement_pool {
   int64_t total;
   int64_t free;
   int64_t per_node;  /* most of this type on one node */
+  int64_t grow;      /* elastic: GPUs of total not up yet, that
+                        starting nodes gives (not in free) */
 };
 
 struct placement_site {
@@ -45,6 +47,9 @@ struct placement_site {
   const char *detail; /* the site's own news ("no GPUs: nvidia-smi is not
                          on PATH"), or NULL; borrowed */
   int64_t nodes;
+  int grows_on_submit; /* a job that needs growth goes now: the site
+                          starts nodes itself (Slurm power saving);
+                          0: it waits for tenbin to launch them */
   int64_t max_jobs;      /* 0 = no cap */
   int64_t jobs_active;
   int npools;
@@ -83,6 +88,8 @@ struct placement_candidate {
   enum placement_excluded excluded;
   int priced;            /* compute_micro is at the site's own rate */
   int held;              /* starts behind the reservation of an older job */
+  int grows;             /* fits only once the site grows: the GPUs
+                            free are too few, free + grow enough */
   const char *type;      /* GPU type it would take, borrowed; NULL: none */
   int64_t start_ms;      /* predicted start (absolute); -1: none */
   int64_t runtime_ms;
@@ -117,6 +124,8 @@ struct placement_decision {
  *            job cap a site starts nothing before its first end.  The
  *            start is then at least now + boot_ms and now + the data's
  *            transfer time: staging overlaps the wait for capacity.
+ *            An elastic site's job that needs growth (free too few,
+ *            free + grow enough) starts at now + grow_ms.
  *   compute  price_charge(rate, GPUs, runtime): the marginal rate of an
  *            owned site, the price of a rented one.
  *   data     missing bytes x egress $/GB (10^9 bytes) of the source.
@@ -182,6 +191,8 @@ struct placement_cost_pool {
 struct placement_cost_site {
   int64_t boot_ms;     /* dispatch to a node able to run the job (a cloud
                           node to boot), 0 when its nodes are up */
+  int64_t grow_ms;     /* a job that needs the site to grow starts no
+                          sooner than now + this (a new node's boot) */
   struct placement_cost_pool pools[PLACEMENT_MAX_POOLS]; /* as site pools */
 };
 

@@ -25,6 +25,8 @@ enum placement__why {
   PLACEMENT__UNREACHABLE, /* WAIT */
   PLACEMENT__JOB_CAP,     /* WAIT: at its limit of jobs */
   PLACEMENT__BUSY,        /* WAIT: too few GPUs free */
+  PLACEMENT__GROWS,       /* WAIT, or NOW where the site grows on
+                             submit: fits once nodes are started */
   PLACEMENT__FITS,        /* NOW */
 };
 
@@ -40,6 +42,7 @@ struct placement__fit {
   int pool;          /* the first pool of type, or -1 */
   int64_t total;     /* of type, over its pools */
   int64_t free;
+  int64_t grow;      /* of type, not up yet (elastic) */
   int64_t node_max;  /* the most of type on one node */
   int64_t largest;   /* ONE_TYPE: the most GPUs of any one type */
 };

@@ -827,6 +827,89 @@ test_a_job_without_gpus_costs_no_compute(void **state)
   assert_null(cand(&w, 0)->type);
 }
 
+/* An elastic site with no node up: 16 GPUs it may grow to. */
+static int
+add_elastic(struct world *w, const char *name, int64_t rate_micro,
+            int64_t grow_ms)
+{
+  int i = add_site(w, name, 16, 0, rate_micro);
+
+  w->sites[i].pools[0].grow = 16;
+  w->sites[i].pools[0].per_node = 8;
+  w->costs[i].grow_ms = grow_ms;
+  return i;
+}
+
+static void
+test_a_job_waits_for_an_elastic_site_to_grow_when_on_prem_waits_longer(
+    void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 8, 30 * MIN);
+  add_site(&w, "onprem", 8, 0, OWNED_H100);
+  add_end(&w, 0, 10 * HOUR, 8);
+  add_elastic(&w, "aws", AWS_H100, 5 * MIN);
+  decide(&w);
+  /* On-prem: 8 x 10 h x $4 waiting = $320; aws: 8 x 0.5 h x $6.88 =
+   * $27.52 + 8 x 5 min x $4 = $2.67.  aws wins, once it has a node. */
+  assert_int_equal(w.d.verdict, PLACEMENT_WAIT);
+  assert_int_equal(w.d.pick, 1);
+  assert_int_equal(cand(&w, 1)->grows, 1);
+  assert_int_equal(cand(&w, 1)->start_ms, NOW + 5 * MIN);
+  assert_int_equal(cand(&w, 0)->grows, 0);
+  assert_contains(cand(&w, 1)->reason,
+                  "starts in 5m; once the site grows a node for it");
+}
+
+static void
+test_a_short_on_prem_wait_beats_growing_the_cloud(void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 8, 30 * MIN);
+  add_site(&w, "onprem", 8, 0, OWNED_H100);
+  add_end(&w, 0, 3 * MIN, 8);
+  add_elastic(&w, "aws", AWS_H100, 5 * MIN);
+  decide(&w);
+  /* A 3-minute wait is shorter than the 5-minute boot: no growth. */
+  assert_int_equal(w.d.pick, 0);
+  assert_int_equal(cand(&w, 1)->grows, 1);
+}
+
+static void
+test_a_site_that_grows_on_submit_takes_the_job_now(void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 8, 30 * MIN);
+  add_elastic(&w, "slurm-cloud", AWS_H100, 5 * MIN);
+  w.sites[0].grows_on_submit = 1;
+  decide(&w);
+  assert_int_equal(w.d.verdict, PLACEMENT_NOW);
+  assert_int_equal(w.d.site, 0);
+  assert_int_equal(cand(&w, 0)->grows, 1);
+  assert_int_equal(cand(&w, 0)->start_ms, NOW + 5 * MIN);
+}
+
+static void
+test_growth_beyond_what_a_site_may_grow_is_a_plain_wait(void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 8, 30 * MIN);
+  add_elastic(&w, "aws", AWS_H100, 5 * MIN);
+  w.sites[0].pools[0].grow = 0;  /* at its maximum: both nodes up */
+  w.sites[0].pools[0].free = 4;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->grows, 0);
+  assert_int_equal(cand(&w, 0)->verdict, PLACEMENT_WAIT);
+}
+
 int
 main(void)
 {
@@ -871,6 +954,11 @@ main(void)
         test_an_any_type_job_is_costed_on_the_type_the_site_would_give),
     cmocka_unit_test(test_a_deadline_and_an_unpriced_site_rank_together),
     cmocka_unit_test(test_a_job_without_gpus_costs_no_compute),
+    cmocka_unit_test(
+        test_a_job_waits_for_an_elastic_site_to_grow_when_on_prem_waits_longer),
+    cmocka_unit_test(test_a_short_on_prem_wait_beats_growing_the_cloud),
+    cmocka_unit_test(test_a_site_that_grows_on_submit_takes_the_job_now),
+    cmocka_unit_test(test_growth_beyond_what_a_site_may_grow_is_a_plain_wait),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
