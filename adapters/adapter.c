@@ -4,6 +4,8 @@
  */
 #include "adapter.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 #include "cloud_int.h"
@@ -37,4 +39,14 @@ adapter_is_elastic(const struct adapter_ops *ops)
   /* Nodes that dial in are what makes a site elastic: one test, so the
    * two can never disagree. */
   return ops != NULL && ops->node_heartbeat != NULL;
+}
+
+void
+adapter_fleet_release(struct adapter_fleet *f)
+{
+  if (f == NULL)
+    return;
+  free(f->nodes);
+  f->nodes = NULL;
+  f->nnodes = 0;
 }

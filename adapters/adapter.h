@@ -25,7 +25,7 @@
 
 /* Bumped whenever struct adapter_ops changes; ops->api_version says
  * which one an adapter was written for. */
-#define ADAPTER_API_VERSION 5
+#define ADAPTER_API_VERSION 6
 
 #define ADAPTER_MAX_POOLS 8
 #define ADAPTER_GPU_TYPE_LEN 32
@@ -39,6 +39,10 @@ struct adapter_gpu_pool {
   int64_t pending;                 /* GPUs asked for by jobs waiting in
                                       the site's own queue (any user) */
   int64_t per_node;                /* most GPUs of this type on one node */
+  int64_t grow;                    /* elastic sites: GPUs of total that
+                                      are not up and could be started
+                                      (VMs not launched, Slurm nodes
+                                      powered down); never in use */
 };
 
 /* A snapshot of a site's capacity, filled by ops->capacity(). */
@@ -55,6 +59,12 @@ struct adapter_capacity {
                            own queue, typed or not */
   int npools;
   struct adapter_gpu_pool pools[ADAPTER_MAX_POOLS];
+  /* Elastic capacity (the pools' grow): how long starting a node takes,
+   * and who starts it.  grows_on_submit 1: the site starts nodes itself
+   * for the jobs it is given (Slurm power saving); 0: only a launch by
+   * tenbin's autoscaler does (ops->scale). */
+  int64_t grow_ms;
+  int grows_on_submit;
 };
 
 /*
@@ -168,6 +178,50 @@ typedef void (*adapter_prices_cb)(void *arg, int rc,
                                   const struct adapter_price *p, size_t n,
                                   const struct err *e);
 
+/* A shape an elastic site launches (its config's "shapes"). */
+struct adapter_shape {
+  char name[64];
+  char gpu_type[ADAPTER_GPU_TYPE_LEN];
+  int64_t gpus;                /* per node */
+  int spot;                    /* spot first (it may fall back) */
+};
+
+#define ADAPTER_MAX_SHAPES 8
+
+/* A live node of an elastic site, as the autoscaler sees it. */
+struct adapter_fleet_node {
+  int64_t id;
+  int shape;                   /* index into the fleet's shapes */
+  int up;                      /* registered; 0 launching or booting */
+  int64_t gpus_used;
+  int64_t launched_ms;         /* created: billing is near enough */
+  int64_t registered_ms;       /* 0 until up */
+  int64_t idle_since_ms;       /* last job left, or created */
+};
+
+/*
+ * What the autoscaler needs of an elastic site (ops->fleet): its shapes,
+ * its live nodes (launching, booting, up; not terminating) and the
+ * site's burst settings, validated by the adapter with the rest of its
+ * config (README "Burst").  nodes is new: adapter_fleet_release().
+ */
+struct adapter_fleet {
+  struct adapter_shape shapes[ADAPTER_MAX_SHAPES];
+  size_t nshapes;
+  struct adapter_fleet_node *nodes;
+  size_t nnodes;
+  int64_t terminating;         /* nodes on their way out */
+  int backing_off;             /* launches refused for now */
+  int64_t min_nodes, max_nodes;
+  int64_t idle_timeout_ms, billing_ms, release_margin_ms, cooldown_ms;
+  int64_t boot_ms;             /* the boot delay to assume until one is
+                                  seen */
+  int64_t spend_cap_micro;     /* $ per hour; 0: none */
+  int forecast;
+};
+
+void adapter_fleet_release(struct adapter_fleet *f);
+
 /* What the broker gives every adapter at open. */
 struct adapter_env {
   uv_loop_t *loop;
@@ -229,6 +283,17 @@ struct adapter_ops {
    * the loop, never from inside the call; ERR_UNAVAILABLE once close()
    * has begun, before close's cb. */
   void (*prices)(void *ctx, adapter_prices_cb cb, void *arg);
+
+  /* Elastic sites whose nodes tenbin launches (NULL elsewhere): the
+   * autoscaler's view of the site, and its orders.  scale launches
+   * launch[s] nodes of shape s (nshapes entries) and releases the idle
+   * nodes of ids release[0..nrelease), with why in their log; it never
+   * goes above max_nodes nor below min_nodes, and skips a node that is
+   * no longer idle.  ERR_UNAVAILABLE while the site backs off. */
+  void (*fleet)(void *ctx, struct adapter_fleet *out);
+  int (*scale)(void *ctx, const int64_t *launch, size_t nshapes,
+               const int64_t *release, size_t nrelease, const char *why,
+               struct err *e);
 };
 
 /* The adapter for a site kind, or NULL. */

@@ -10,15 +10,20 @@
  * (docs/NODES.md); its first heartbeat makes the node ready, and jobs
  * placed on the node go to it in the heartbeat answers.
  *
+ * How many nodes run is the autoscaler's decision (broker/autoscaler.c,
+ * policies/burst.h): it launches and releases them through scale(), and
+ * reads the pool through fleet().  A job submitted here goes to a node
+ * with room, booting or up; with none, submit says so and the job stays
+ * queued for the autoscaler to grow the site.
+ *
  * What the pool decides, every tick: a launch refused for capacity moves
  * to the next zone, then (spot with fallback) to on demand, then to the
  * next shape of the same GPU type; when none is left the site backs off
  * and its jobs are placed again.  A node that never registers is
  * terminated after the boot timeout, one whose agent falls silent loses
- * its jobs and is terminated, an idle one is terminated after the idle
- * timeout.  Every reconcile lists the VMs tagged with this broker: a VM
- * of a known node is adopted, one of no known node is terminated after a
- * grace period and reported.
+ * its jobs and is terminated.  Every reconcile lists the VMs tagged with
+ * this broker: a VM of a known node is adopted, one of no known node is
+ * terminated after a grace period and reported.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +133,10 @@ struct pool {
   int64_t min_nodes, max_nodes;
   int64_t idle_timeout_ms, boot_timeout_ms, lost_after_ms;
   int64_t orphan_grace_ms, backoff_ms, reconcile_ms, heartbeat_ms;
+  /* the autoscaler's settings for the site (its "burst" block) */
+  int64_t billing_ms, release_margin_ms, cooldown_ms, boot_ms;
+  int64_t spend_cap_micro;
+  int forecast;
   char *agent_path;
   char *server;
   struct list nodes;        /* of struct pnode, by id */
@@ -137,6 +146,10 @@ struct pool {
    * per shape, and the jobs. */
   int64_t used[CLOUD_MAX_SHAPES];
   int64_t njobs;
+  /* GPUs of live nodes (launching, booting, ready) per shape, and the
+   * live nodes: kept where a node is made, adopted or leaves. */
+  int64_t live_gpus[CLOUD_MAX_SHAPES];
+  int64_t nlive;
   uv_timer_t tick;
   int listing;
   int64_t list_started_ms;
@@ -258,11 +271,28 @@ account(struct pnode *n, int64_t at)
               n->pool->site, n->id, e.msg);
 }
 
+/* Count n among the live nodes (by +1) or no longer (-1). */
+static void
+count_live(struct pnode *n, int by)
+{
+  n->pool->nlive += by;
+  n->pool->live_gpus[n->shape] += by * n->pool->shapes[n->shape].gpus;
+}
+
+/* Move n to phase ph, out of the live nodes when it leaves them. */
+static void
+set_phase(struct pnode *n, enum phase ph)
+{
+  if (n->phase < PH_TERMINATING && ph >= PH_TERMINATING)
+    count_live(n, -1);
+  n->phase = ph;
+}
+
 /* n's VM is gone (or never was): recorded, its last idle piece billed. */
 static void
 end_node(struct pnode *n, int64_t at)
 {
-  n->phase = PH_ENDED;
+  set_phase(n, PH_ENDED);
   n->ended_ms = at;
   account(n, at);
 }
@@ -383,21 +413,6 @@ evict_jobs(struct pnode *n, enum job_state state, const char *reason)
 }
 
 /* ---- launching and terminating ---- */
-
-static int64_t
-live_nodes(const struct pool *p)
-{
-  struct list *q;
-  int64_t count = 0;
-
-  LIST_FOREACH(q, &p->nodes) {
-    const struct pnode *n = LIST_ENTRY(q, struct pnode, link);
-
-    if (n->phase < PH_TERMINATING)
-      count++;
-  }
-  return count;
-}
 
 /* The startup script of node n (its agent's token in it), into b. */
 static int
@@ -641,7 +656,7 @@ terminate(struct pnode *n, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(n->reason, sizeof(n->reason), fmt, ap);
   va_end(ap);
-  n->phase = PH_TERMINATING;
+  set_phase(n, PH_TERMINATING);
   n->retries = 0;
   if (n->vm_id[0] == '\0' && !n->calling) {
     end_node(n, time_now_ms());
@@ -676,6 +691,7 @@ new_node(struct pool *p, int s, struct err *e)
   }
   n->id = v.id;
   list_insert_tail(&p->nodes, &n->link);
+  count_live(n, 1);
   /* kill -9 here: the node is committed, no request has left. */
   fault_point("cloud-node-committed");
   launch(n);
@@ -726,10 +742,6 @@ tick(uv_timer_t *t)
         log_warn("site %s: %s", p->site, why);
         evict_jobs(n, JOB_LOST, why);
         terminate(n, "%s", why);
-      } else if (n->gpus_used == 0 &&
-                 now - n->idle_since_ms >= p->idle_timeout_ms &&
-                 live_nodes(p) > p->min_nodes) {
-        terminate(n, "idle for %" PRId64 " s", p->idle_timeout_ms / 1000);
       }
       break;
     case PH_TERMINATING:
@@ -745,12 +757,6 @@ tick(uv_timer_t *t)
       }
       break;
     }
-  }
-  if (live_nodes(p) < p->min_nodes && now >= p->backoff_until_ms) {
-    struct err e = {0};
-
-    if (new_node(p, 0, &e) == NULL)
-      log_error("site %s: %s", p->site, e.msg);
   }
   if (!p->listing && now >= p->next_reconcile_ms) {
     p->listing = 1;
@@ -1065,7 +1071,6 @@ cloud_submit(void *ctx, const struct adapter_job *job, struct err *e)
   struct pnode *n = NULL;
   struct pjob *j;
   char why[128];
-  int s;
 
   if (find_job(p, job->id) != NULL)
     return 0;
@@ -1073,18 +1078,14 @@ cloud_submit(void *ctx, const struct adapter_job *job, struct err *e)
     if (time_now_ms() < p->backoff_until_ms)
       return err_set(e, ERR_UNAVAILABLE, "site backing off after: %s",
                      p->backoff_reason);
-    s = pick_shape(p, job->spec);
-    if (s < 0)
+    if (pick_shape(p, job->spec) < 0)
       return err_set(e, ERR_UNAVAILABLE,
                      "no node shape of this site holds %" PRId64 " GPUs%s%s",
                      job->spec->gpus, job->spec->gpu_type ? " of type " : "",
                      job->spec->gpu_type ? job->spec->gpu_type : "");
-    if (live_nodes(p) >= p->max_nodes)
-      return err_set(e, ERR_UNAVAILABLE, "all %" PRId64 " nodes are in use",
-                     p->max_nodes);
-    n = new_node(p, s, e);
-    if (n == NULL)
-      return e->code;
+    return err_set(e, ERR_UNAVAILABLE,
+                   "no node has %" PRId64 " GPUs free: waiting for the "
+                   "autoscaler to launch one", job->spec->gpus);
   }
   j = new_job(job);
   attach(p, j, n);
@@ -1143,6 +1144,22 @@ cloud_adopt(void *ctx, const struct adapter_job *job, struct err *e)
   return 0;
 }
 
+/* out's pool of type, added when new; NULL when out is full. */
+static struct adapter_gpu_pool *
+pool_for(struct adapter_capacity *out, const char *type)
+{
+  struct adapter_gpu_pool *g;
+
+  for (int k = 0; k < out->npools; k++)
+    if (strcmp(out->pools[k].type, type) == 0)
+      return &out->pools[k];
+  if (out->npools == ADAPTER_MAX_POOLS)
+    return NULL;
+  g = &out->pools[out->npools++];
+  snprintf(g->type, sizeof(g->type), "%s", type);
+  return g;
+}
+
 void
 cloud_capacity(void *ctx, struct adapter_capacity *out)
 {
@@ -1155,29 +1172,116 @@ cloud_capacity(void *ctx, struct adapter_capacity *out)
     snprintf(out->detail, sizeof(out->detail), "backing off %" PRId64
              " s more after: %.120s", (p->backoff_until_ms - now + 999) / 1000,
              p->backoff_reason);
-  /* What the site can grow to: placement weighs it as capacity, and
-   * a job placed here launches the node it needs. */
+  /* What is up or coming (live nodes' GPUs), and what the site may
+   * still grow by: the autoscaler launches it, placement weighs it. */
   out->nodes = p->max_nodes;
+  out->grow_ms = p->boot_ms;
   for (size_t i = 0; i < p->nshapes; i++) {
     const struct cloud_shape *s = &p->shapes[i];
-    struct adapter_gpu_pool *g = NULL;
+    struct adapter_gpu_pool *g = pool_for(out, s->gpu_type);
 
-    for (int k = 0; k < out->npools; k++)
-      if (strcmp(out->pools[k].type, s->gpu_type) == 0)
-        g = &out->pools[k];
-    if (g == NULL) {
-      if (out->npools == ADAPTER_MAX_POOLS)
-        continue;
-      g = &out->pools[out->npools++];
-      snprintf(g->type, sizeof(g->type), "%s", s->gpu_type);
-    }
-    if (s->gpus > g->per_node) {
+    if (g == NULL)
+      continue;
+    if (s->gpus > g->per_node)
       g->per_node = s->gpus;
-      g->total = s->gpus * p->max_nodes;
-    }
+    g->total += p->live_gpus[i];
     g->in_use += p->used[i];
   }
+  for (int k = 0; k < out->npools; k++) {
+    struct adapter_gpu_pool *g = &out->pools[k];
+
+    g->grow = (p->max_nodes - p->nlive) * g->per_node;
+    if (g->grow < 0)
+      g->grow = 0;
+    g->total += g->grow;
+  }
   out->jobs_active = p->njobs;
+}
+
+void
+cloud_fleet(void *ctx, struct adapter_fleet *out)
+{
+  struct pool *p = ctx;
+  struct list *q;
+  size_t k = 0;
+
+  memset(out, 0, sizeof(*out));
+  for (size_t i = 0; i < p->nshapes && i < ADAPTER_MAX_SHAPES; i++) {
+    const struct cloud_shape *s = &p->shapes[i];
+    struct adapter_shape *a = &out->shapes[out->nshapes++];
+
+    snprintf(a->name, sizeof(a->name), "%s", s->name);
+    snprintf(a->gpu_type, sizeof(a->gpu_type), "%s", s->gpu_type);
+    a->gpus = s->gpus;
+    a->spot = s->market != CLOUD_ON_DEMAND;
+  }
+  out->nodes = xcalloc((size_t)p->nlive + 1, sizeof(*out->nodes));
+  LIST_FOREACH(q, &p->nodes) {
+    const struct pnode *n = LIST_ENTRY(q, struct pnode, link);
+    struct adapter_fleet_node *f;
+
+    if (n->phase >= PH_TERMINATING) {
+      out->terminating += n->phase == PH_TERMINATING;
+      continue;
+    }
+    if (k == (size_t)p->nlive)
+      break;
+    f = &out->nodes[k++];
+    f->id = n->id;
+    f->shape = n->shape;
+    f->up = n->phase == PH_READY;
+    f->gpus_used = n->gpus_used;
+    f->launched_ms = n->created_ms;
+    f->registered_ms = n->registered_ms;
+    f->idle_since_ms = n->idle_since_ms;
+  }
+  out->nnodes = k;
+  out->backing_off = time_now_ms() < p->backoff_until_ms;
+  out->min_nodes = p->min_nodes;
+  out->max_nodes = p->max_nodes;
+  out->idle_timeout_ms = p->idle_timeout_ms;
+  out->billing_ms = p->billing_ms;
+  out->release_margin_ms = p->release_margin_ms;
+  out->cooldown_ms = p->cooldown_ms;
+  out->boot_ms = p->boot_ms;
+  out->spend_cap_micro = p->spend_cap_micro;
+  out->forecast = p->forecast;
+}
+
+/* Launch count nodes of shape s; fewer when max_nodes is reached. */
+static int
+scale_up(struct pool *p, int s, int64_t count, struct err *e)
+{
+  for (int64_t i = 0; i < count && p->nlive < p->max_nodes; i++) {
+    if (new_node(p, s, e) == NULL)
+      return e->code;
+  }
+  return 0;
+}
+
+int
+cloud_scale(void *ctx, const int64_t *launch, size_t nshapes,
+            const int64_t *release, size_t nrelease, const char *why,
+            struct err *e)
+{
+  struct pool *p = ctx;
+  int rc = 0;
+
+  for (size_t i = 0; i < nrelease && p->nlive > p->min_nodes; i++) {
+    struct pnode *n = find_node(p, release[i]);
+
+    if (n != NULL && n->phase == PH_READY && n->gpus_used == 0)
+      terminate(n, "%s", why != NULL ? why : "released");
+  }
+  for (size_t s = 0; s < nshapes && s < p->nshapes && rc == 0; s++) {
+    if (launch[s] <= 0)
+      continue;
+    if (time_now_ms() < p->backoff_until_ms)
+      return err_set(e, ERR_UNAVAILABLE, "site backing off after: %s",
+                     p->backoff_reason);
+    rc = scale_up(p, (int)s, launch[s], e);
+  }
+  return rc;
 }
 
 char *
@@ -1432,7 +1536,7 @@ out:
 static const char *const pool_fields[] = {
     "name", "kind", "zones", "shapes", "min_nodes", "max_nodes",
     "idle_timeout_s", "boot_timeout_s", "lost_after_s", "orphan_grace_s",
-    "backoff_s", "reconcile_s", "heartbeat_ms", "node_agent", NULL};
+    "backoff_s", "reconcile_s", "heartbeat_ms", "node_agent", "burst", NULL};
 
 /* Every key of config is the pool's or the provider's. */
 static int
@@ -1597,13 +1701,66 @@ read_agent(struct pool *p, const json_t *config, struct err *e)
   return 0;
 }
 
+/* The site's "burst" block: the autoscaler's settings (README
+ * "Burst"), validated here with the rest of the site. */
+static int
+read_burst(struct pool *p, const json_t *b, struct err *e)
+{
+  static const struct jsonx_field fields[] = {
+      {"billing_s", JX_INT},          {"release_margin_s", JX_INT},
+      {"cooldown_s", JX_INT},         {"boot_s", JX_INT},
+      {"spend_cap_per_hour", JX_NUMBER}, {"forecast", JX_BOOL},
+      {NULL, 0}};
+  int64_t billing_s, margin_s, cooldown_s, boot_s;
+  const json_t *cap;
+  double dollars = 0;
+  int rc;
+
+  if (b != NULL && !json_is_null(b) && !json_is_object(b))
+    return err_set(e, ERR_CONFIG, "field 'burst': must be an object");
+  if (b == NULL || json_is_null(b))
+    b = NULL;
+  rc = b != NULL ? jsonx_check(b, fields, "burst.", e) : 0;
+  /* Per-second billing with a minute's minimum is the three clouds'
+   * rule for these VMs (research/placement-burst.md). */
+  if (rc == 0)
+    rc = jsonx_int(b, "billing_s", 1, 86400, 60, &billing_s, "burst.", e);
+  if (rc == 0)
+    rc = jsonx_int(b, "release_margin_s", 0, 3600, 120, &margin_s, "burst.",
+                   e);
+  if (rc == 0)
+    rc = jsonx_int(b, "cooldown_s", 0, 86400, 300, &cooldown_s, "burst.", e);
+  if (rc == 0)
+    rc = jsonx_int(b, "boot_s", 0, 86400, 300, &boot_s, "burst.", e);
+  if (rc < 0) {
+    e->code = ERR_CONFIG;
+    return ERR_CONFIG;
+  }
+  cap = b != NULL ? json_object_get(b, "spend_cap_per_hour") : NULL;
+  if (cap != NULL && !json_is_null(cap)) {
+    dollars = json_number_value(cap);
+    if (!(dollars >= 0 && dollars <= 1e7))
+      return err_set(e, ERR_CONFIG, "field 'burst.spend_cap_per_hour': "
+                     "must be dollars per hour, 0 to 10,000,000");
+  }
+  p->billing_ms = billing_s * 1000;
+  p->release_margin_ms = margin_s * 1000;
+  p->cooldown_ms = cooldown_s * 1000;
+  p->boot_ms = boot_s * 1000;
+  p->spend_cap_micro = (int64_t)(dollars * 1e6 + 0.5);
+  p->forecast = b != NULL ? jsonx_bool(b, "forecast", 1) : 1;
+  return 0;
+}
+
 static int
 read_limits(struct pool *p, const json_t *c, struct err *e)
 {
   int64_t idle_s, boot_s, lost_s, orphan_s, backoff_s, reconcile_s;
   int rc;
 
-  rc = jsonx_int(c, "max_nodes", 1, 100000, 4, &p->max_nodes, "", e);
+  /* The autoscaler plans at most 1024 live nodes a site
+   * (policies/burst.h's BURST_MAX_LIVE). */
+  rc = jsonx_int(c, "max_nodes", 1, 1024, 4, &p->max_nodes, "", e);
   if (rc == 0)
     rc = jsonx_int(c, "min_nodes", 0, 100000, 0, &p->min_nodes, "", e);
   if (rc == 0)
@@ -1628,6 +1785,9 @@ read_limits(struct pool *p, const json_t *c, struct err *e)
   if (p->min_nodes > p->max_nodes)
     return err_set(e, ERR_CONFIG, "field 'min_nodes': %" PRId64 " is more "
                    "than max_nodes (%" PRId64 ")", p->min_nodes, p->max_nodes);
+  rc = read_burst(p, json_object_get(c, "burst"), e);
+  if (rc < 0)
+    return rc;
   p->idle_timeout_ms = idle_s * 1000;
   p->boot_timeout_ms = boot_s * 1000;
   p->lost_after_ms = lost_s * 1000;
@@ -1681,6 +1841,8 @@ load_node(const struct adapter_node *v, void *arg)
   if (n->phase == PH_BOOTING && n->launched_ms == 0)
     n->launched_ms = now;
   list_insert_tail(&p->nodes, &n->link);
+  if (n->phase < PH_TERMINATING)
+    count_live(n, 1);
   return 0;
 }
 

@@ -141,6 +141,10 @@ int cloud_adopt(void *ctx, const struct adapter_job *job, struct err *e);
 void cloud_capacity(void *ctx, struct adapter_capacity *out);
 void cloud_close(void *ctx, void (*cb)(void *arg), void *arg);
 char *cloud_log_dir(void *ctx, int64_t job_id);
+void cloud_fleet(void *ctx, struct adapter_fleet *out);
+int cloud_scale(void *ctx, const int64_t *launch, size_t nshapes,
+                const int64_t *release, size_t nrelease, const char *why,
+                struct err *e);
 int cloud_node_heartbeat(void *ctx, int64_t node_id, const json_t *req,
                          json_t **answer, struct err *e);
 int cloud_node_log(void *ctx, int64_t node_id, int64_t job_id,
@@ -169,6 +173,7 @@ void cloud_prices_ask(uv_loop_t *loop, const struct cloud_provider *prov,
     .capacity = cloud_capacity, .close = cloud_close,                     \
     .log_dir = cloud_log_dir, .node_heartbeat = cloud_node_heartbeat,     \
     .node_log = cloud_node_log, .prices = cloud_prices,                   \
+    .fleet = cloud_fleet, .scale = cloud_scale,                           \
   }
 
 /* Set r to a refusal of class why, with a message. */

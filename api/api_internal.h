@@ -117,6 +117,13 @@ int api__site_nodes(struct api_call *call, const char *site, json_t **out,
                     struct err *e) WARN_UNUSED;
 /* The tenbin_nodes family of /metrics, appended to out. */
 int api__metrics_nodes(struct broker *b, struct buf *out) WARN_UNUSED;
+/* The autoscaler's gauges and counters, for /metrics. */
+int api__metrics_autoscaler(struct broker *b, struct buf *out) WARN_UNUSED;
+/* The site view's "autoscaler" member (new), or NULL for a site the
+ * autoscaler does not grow. */
+json_t *api__site_autoscaler(struct broker *b, const char *site);
+/* GET /v1/autoscaler/log?site=&limit=&before= */
+void api__autoscaler_log(struct api_call *call);
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

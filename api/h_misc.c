@@ -209,11 +209,15 @@ api__sites_get(struct api_call *call)
       api__reply_err(call, &e);
       return;
     }
+    json_t *scaler = api__site_autoscaler(call->api->broker, v.name);
+
     if (json_array_size(nodes) > 0 || (strcmp(v.kind, "local") != 0 &&
                                         strcmp(v.kind, "slurm") != 0))
       json_object_set_new(j, "nodes", nodes);
     else
       json_decref(nodes);
+    if (scaler != NULL)
+      json_object_set_new(j, "autoscaler", scaler);
     api__reply_json(call, 200, j);
   }
   site_view_release(&v);
@@ -388,6 +392,7 @@ api__metrics(struct api_call *call)
   if (broker_metrics_get(call->api->broker, &m, &e) < 0 ||
       metrics_text(&m, &b) < 0 ||
       api__metrics_nodes(call->api->broker, &b) < 0 ||
+      api__metrics_autoscaler(call->api->broker, &b) < 0 ||
       api__metrics_http(call->api, &b) < 0) {
     metrics_view_release(&m);
     buf_release(&b);

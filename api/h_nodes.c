@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "api/api_internal.h"
+#include "policies/burst.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/timeutil.h"
@@ -189,4 +190,155 @@ api__metrics_nodes(struct broker *b, struct buf *out)
                   nc->c[i].site, nc->c[i].state, (long long)nc->c[i].n);
   free(nc);
   return rc;
+}
+
+/* ---- the autoscaler ---- */
+
+/* Site's autoscaler as the site view shows it, or NULL when none grows
+ * the site. */
+json_t *
+api__site_autoscaler(struct broker *b, const char *site)
+{
+  struct scale_view v;
+  json_t *o, *counts;
+
+  if (!broker_scale_view(b, site, &v))
+    return NULL;
+  o = json_object();
+  jsonx_set_str(o, "action", v.action);
+  jsonx_set_str(o, "reason", v.reason);
+  jsonx_set_str(o, "detail", v.detail);
+  jsonx_set_time(o, "at", v.at_ms);
+  json_object_set_new(o, "nodes", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+                                            "wanted", (json_int_t)v.wanted,
+                                            "live", (json_int_t)v.live,
+                                            "launching",
+                                            (json_int_t)v.launching,
+                                            "idle", (json_int_t)v.idle,
+                                            "busy", (json_int_t)v.busy,
+                                            "terminating",
+                                            (json_int_t)v.terminating));
+  json_object_set_new(o, "demand_gpus", json_integer(v.demand_gpus));
+  json_object_set_new(o, "forecast_gpus", v.forecast_gpus >= 0
+                                              ? json_integer(v.forecast_gpus)
+                                              : json_null());
+  json_object_set_new(o, "spend_micro_per_hour", json_integer(v.spend_micro));
+  json_object_set_new(o, "spend_cap_micro_per_hour",
+                      v.spend_cap_micro > 0 ? json_integer(v.spend_cap_micro)
+                                            : json_null());
+  json_object_set_new(o, "boot_s", json_integer(v.boot_ms / 1000));
+  json_object_set_new(o, "spot_interruptions_per_hour",
+                      json_real(v.interruptions_per_hour));
+  counts = json_object();
+  for (int r = 1; r < BURST_REASON_COUNT; r++)
+    if (v.decisions[r] > 0)
+      json_object_set_new(counts, burst_reason_name((enum burst_reason)r),
+                          json_integer((json_int_t)v.decisions[r]));
+  json_object_set_new(o, "decisions", counts);
+  return o;
+}
+
+static int
+decision_json(const struct scale_decision *d, void *arg)
+{
+  json_t *o = json_object();
+
+  json_object_set_new(o, "id", json_integer(d->id));
+  jsonx_set_time(o, "at", d->at_ms);
+  jsonx_set_str(o, "site", d->site);
+  jsonx_set_str(o, "action", d->action);
+  jsonx_set_str(o, "reason", d->reason);
+  jsonx_set_str(o, "detail", d->detail);
+  json_object_set_new(o, "launched", json_integer(d->launched));
+  json_object_set_new(o, "released", json_integer(d->released));
+  json_object_set_new(o, "live_nodes", json_integer(d->live_nodes));
+  json_object_set_new(o, "wanted_nodes", json_integer(d->wanted_nodes));
+  json_object_set_new(o, "demand_gpus", json_integer(d->demand_gpus));
+  json_object_set_new(o, "forecast_gpus", d->forecast_gpus >= 0
+                                              ? json_integer(d->forecast_gpus)
+                                              : json_null());
+  json_object_set_new(o, "spend_micro_per_hour",
+                      json_integer(d->spend_micro));
+  json_array_append_new(arg, o);
+  return 0;
+}
+
+#define SCALE_LOG_DEFAULT 50
+#define SCALE_LOG_MAX 1000
+
+void
+api__autoscaler_log(struct api_call *call)
+{
+  json_t *arr = json_array();
+  const char *site = http_request_query(call->req, "site");
+  int64_t limit, before;
+  struct err e = {0};
+
+  if (api__query_int(call, "limit", 1, SCALE_LOG_MAX, SCALE_LOG_DEFAULT,
+                     &limit, &e) < 0 ||
+      api__query_int(call, "before", 1, INT64_MAX, 0, &before, &e) < 0 ||
+      broker_scale_log(call->api->broker, site, before, limit, decision_json,
+                       arr, &e) < 0) {
+    json_decref(arr);
+    api__reply_err(call, &e);
+    return;
+  }
+  api__reply_json(call, 200, json_pack("{s:o}", "decisions", arr));
+}
+
+struct scale_metrics {
+  struct broker *b;
+  struct buf *out;
+  int family;   /* which family this walk writes */
+  int rc;
+};
+
+static int
+scale_metric_site(const struct site_view *s, void *arg)
+{
+  struct scale_metrics *m = arg;
+  struct scale_view v;
+  static const char *const states[] = {"wanted", "launching", "idle",
+                                       "busy"};
+
+  if (!broker_scale_view(m->b, s->name, &v))
+    return 0;
+  if (m->family == 0) {
+    const int64_t n[] = {v.wanted, v.launching, v.idle, v.busy};
+
+    for (size_t i = 0; m->rc == 0 && i < 4; i++)
+      m->rc = buf_addf(m->out,
+                       "tenbin_autoscaler_nodes{site=\"%s\",state=\"%s\"} "
+                       "%lld\n", s->name, states[i], (long long)n[i]);
+    return m->rc;
+  }
+  for (int r = 1; m->rc == 0 && r < BURST_REASON_COUNT; r++)
+    m->rc = buf_addf(m->out,
+                     "tenbin_autoscaler_decisions_total{site=\"%s\","
+                     "reason=\"%s\"} %llu\n", s->name,
+                     burst_reason_name((enum burst_reason)r),
+                     (unsigned long long)v.decisions[r]);
+  return m->rc;
+}
+
+int
+api__metrics_autoscaler(struct broker *b, struct buf *out)
+{
+  struct scale_metrics m = {.b = b, .out = out};
+
+  m.rc = buf_adds(out, "# HELP tenbin_autoscaler_nodes Nodes of elastic "
+                       "sites the autoscaler wants, and those launching, "
+                       "idle and busy.\n"
+                       "# TYPE tenbin_autoscaler_nodes gauge\n");
+  if (m.rc == 0)
+    (void)broker_site_list(b, scale_metric_site, &m);
+  if (m.rc == 0)
+    m.rc = buf_adds(out, "# HELP tenbin_autoscaler_decisions_total Plans "
+                         "that launched, released or held back, by "
+                         "reason.\n"
+                         "# TYPE tenbin_autoscaler_decisions_total counter\n");
+  m.family = 1;
+  if (m.rc == 0)
+    (void)broker_site_list(b, scale_metric_site, &m);
+  return m.rc;
 }

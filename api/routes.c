@@ -30,6 +30,7 @@ const struct api_route api_routes[] = {
     {{"GET", "/v1/sites", ROLE_VIEWER, 0}, api__sites_list},
     {{"GET", "/v1/sites/{name}", ROLE_VIEWER, 0}, api__sites_get},
     {{"GET", "/v1/prices", ROLE_VIEWER, 0}, api__prices_list},
+    {{"GET", "/v1/autoscaler/log", ROLE_VIEWER, 0}, api__autoscaler_log},
     {{"GET", "/v1/reports/usage", ROLE_VIEWER, 0}, api__reports_usage},
     {{"GET", "/v1/budgets", ROLE_VIEWER, 0}, api__budgets_list},
     {{"GET", "/v1/budgets/{project}", ROLE_VIEWER, 0}, api__budgets_get},

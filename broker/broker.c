@@ -273,6 +273,7 @@ open_agents(struct broker *b, const struct broker_config *cfg,
 static void
 sites_free(struct broker *b)
 {
+  broker__autoscaler_free(b);
   for (size_t i = 0; i < b->nsites; i++) {
     free(b->sites[i].name);
     free(b->sites[i].kind);
@@ -424,6 +425,8 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
     rc = choose_policy(b, cfg, e);
   if (rc == 0)
     rc = broker__prices_sync(b, time_now_ms(), e);
+  if (rc == 0)
+    rc = broker__autoscaler_open(b, cfg->burst, e);
   if (rc < 0)
     goto fail;
   rc = load_workloads(b, cfg->workloads, e);
@@ -443,6 +446,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   broker__stager_init(b);
   broker__ledger_init(b);
   broker__prices_init(b);
+  broker__autoscaler_start(b);
   rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
@@ -558,6 +562,7 @@ broker_close(struct broker *b, void (*cb)(void *arg), void *arg)
   broker__stager_close(b);
   broker__ledger_close(b);
   broker__prices_close(b);
+  broker__autoscaler_close(b);
   part_closed(b);
 }
 

@@ -48,6 +48,8 @@ struct broker_config {
                                other than loopback (http/client.h) */
   const char *time_zone;    /* days of reports and budgets: "UTC" (NULL)
                                or an offset such as "+09:00" */
+  const json_t *burst;      /* "policy.burst": the autoscaler's tick and
+                               overall spend cap, or NULL */
 };
 
 /*
@@ -731,6 +733,42 @@ typedef int (*node_view_cb)(const struct node_view *n, void *arg);
  * ended at or after ended_since_ms, by id. */
 int broker_node_list(struct broker *b, const char *site,
                      int64_t ended_since_ms, node_view_cb cb, void *arg,
+                     struct err *e) WARN_UNUSED;
+
+/* ---- the autoscaler (autoscaler.c) ---- */
+
+/* An elastic site's autoscaler as of its last plan; strings borrowed
+ * until the next tick. */
+struct scale_view {
+  const char *site;
+  const char *action;     /* "launch", "release", "hold", "none" */
+  const char *reason;     /* burst_reason_name() */
+  const char *detail;     /* the plan's line */
+  int64_t at_ms;          /* 0: no plan yet */
+  int64_t live, launching, idle, busy, terminating, wanted;
+  int64_t demand_gpus, forecast_gpus; /* forecast -1: none */
+  int64_t spend_micro, spend_cap_micro; /* $ per hour; cap 0: none */
+  int64_t boot_ms;        /* learned, of its first shape */
+  double interruptions_per_hour;      /* spot, learned */
+  const uint64_t *decisions; /* plans that acted or held, by
+                                enum burst_reason (BURST_REASON_COUNT) */
+};
+/* 1 and *out for a site the autoscaler grows, else 0. */
+int broker_scale_view(struct broker *b, const char *site,
+                      struct scale_view *out);
+
+/* A logged decision; strings borrowed for the callback. */
+struct scale_decision {
+  int64_t id, at_ms;
+  const char *site, *action, *reason, *detail;
+  int64_t launched, released, live_nodes, wanted_nodes;
+  int64_t demand_gpus, forecast_gpus, spend_micro;
+};
+typedef int (*scale_decision_cb)(const struct scale_decision *d, void *arg);
+/* Up to limit decisions, newest first, of site (all when NULL), older
+ * than before_id (0: the newest).  ERR_NOT_FOUND for no such site. */
+int broker_scale_log(struct broker *b, const char *site, int64_t before_id,
+                     int64_t limit, scale_decision_cb cb, void *arg,
                      struct err *e) WARN_UNUSED;
 
 #endif

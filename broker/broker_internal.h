@@ -9,6 +9,7 @@
 #include "broker/broker.h"
 #include "db/db.h"
 #include "http/client.h"
+#include "policies/burst.h"
 #include "policies/placement.h"
 #include "policies/price.h"
 #include "spec/jobspec.h"
@@ -84,6 +85,8 @@ struct site {
   uint64_t prices_due;            /* uv_now() of the next ask of its
                                      provider's prices (prices.c) */
   int prices_asking;              /* an ask is in flight */
+  struct scaler *scaler;          /* the autoscaler's state of a site it
+                                     grows (autoscaler.c), else NULL */
 };
 
 struct stage;
@@ -161,6 +164,14 @@ struct broker {
   /* what node tokens are derived from (nodes.c), a NUL-terminated
    * secret read from STATE/node.key */
   char node_key[NODE_KEY_LEN];
+
+  /* the autoscaler (autoscaler.c): its timer, the overall spend cap in
+   * micro-dollars per hour (0: none), its last tick and log pruning */
+  uv_timer_t scale_timer;
+  int64_t scale_tick_ms;
+  int64_t spend_cap_micro;
+  int64_t scale_last_ms;
+  int64_t scale_pruned_ms;
 
   int closing;
   /* Handles and parts closing: one per broker__close_handle and per
@@ -367,6 +378,31 @@ void broker__runtime_add(struct broker *b, const char *project,
 int64_t broker__runtime_predict(struct broker *b, const char *project,
                                 const char *key, int64_t time_limit_s,
                                 const char **how);
+
+/* ---- autoscaler.c ---- */
+
+/* Read the config's "policy.burst" (may be NULL) and set up a scaler per
+ * site whose adapter has fleet and scale, learning from its past nodes;
+ * starts nothing.  ERR_CONFIG naming the field. */
+int broker__autoscaler_open(struct broker *b, const json_t *cfg,
+                            struct err *e) WARN_UNUSED;
+/* Start ticking (a handle: closed by broker__autoscaler_close). */
+void broker__autoscaler_start(struct broker *b);
+void broker__autoscaler_close(struct broker *b);
+/* Free the scalers (sites_free calls it). */
+void broker__autoscaler_free(struct broker *b);
+/* A scheduler pass begins: forget the last pass's demand. */
+void broker__autoscaler_pass_begin(struct broker *b);
+/* The pass would send a job of spec, predicted to run runtime_ms, to
+ * site (an index) once it grows.  spec's strings must outlive the pass
+ * end. */
+void broker__autoscaler_demand(struct broker *b, int site,
+                               const struct job_spec *spec,
+                               int64_t runtime_ms);
+/* The pass is over: with demand, tick now (at most once a second). */
+void broker__autoscaler_pass_end(struct broker *b);
+/* The boot delay learned at site (an index), or dflt. */
+int64_t broker__autoscaler_grow_ms(struct broker *b, int site, int64_t dflt);
 
 /* ---- datasets.c ---- */
 

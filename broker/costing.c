@@ -124,6 +124,10 @@ broker__pass_cost_init(struct broker *b, const struct placement_site *snap,
   memset(pc, 0, sizeof(*pc));
   pc->now = now;
   for (size_t i = 0; i < b->nsites; i++) {
+    /* A node to start: the boot the autoscaler learned, else the
+     * site's own figure. */
+    pc->sites[i].grow_ms =
+        broker__autoscaler_grow_ms(b, (int)i, caps[i].grow_ms);
     for (int k = 0; k < snap[i].npools; k++) {
       const struct adapter_gpu_pool *cp = &caps[i].pools[k];
       int64_t over = cp->in_use + cp->down + cp->pending - cp->total;

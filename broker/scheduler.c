@@ -77,6 +77,7 @@ broker__snapshot(struct broker *b, struct placement_site *out,
     ps->detail = c->detail;
     ps->nodes = c->nodes;
     ps->max_jobs = c->max_jobs;
+    ps->grows_on_submit = c->grows_on_submit;
     ps->jobs_active = c->jobs_active;
     ps->npools = c->npools < PLACEMENT_MAX_POOLS ? c->npools
                                                  : PLACEMENT_MAX_POOLS;
@@ -85,10 +86,12 @@ broker__snapshot(struct broker *b, struct placement_site *out,
       ps->pools[k].total = c->pools[k].total;
       /* Jobs already waiting in the site's own queue come first there. */
       ps->pools[k].free = c->pools[k].total - c->pools[k].in_use -
-                          c->pools[k].down - c->pools[k].pending;
+                          c->pools[k].down - c->pools[k].pending -
+                          c->pools[k].grow;
       if (ps->pools[k].free < 0)
         ps->pools[k].free = 0;
       ps->pools[k].per_node = c->pools[k].per_node;
+      ps->pools[k].grow = c->pools[k].grow;
     }
   }
 }
@@ -623,6 +626,26 @@ waits_for(const struct decision *x)
   return NULL;
 }
 
+/* A job that waits for a site to grow is that site's demand. */
+static void
+grow_demand(struct broker *b, const struct job_spec *spec,
+            const struct decision *x)
+{
+  const struct placement_decision *d = &x->d;
+
+  if (d->verdict != PLACEMENT_WAIT || d->pick < 0)
+    return;
+  for (size_t i = 0; i < d->ncandidates; i++) {
+    const struct placement_candidate *c = &d->candidates[i];
+
+    if (c->index == d->pick && c->grows) {
+      broker__autoscaler_demand(b, d->pick, spec,
+                                x->costed ? x->cost.runtime_ms : 0);
+      return;
+    }
+  }
+}
+
 /*
  * Decide for one queued job inside the pass's transaction.  Returns 1 when
  * the job was placed (and should be dispatched), 0 otherwise.
@@ -646,6 +669,7 @@ decide_one(struct broker *b, struct db_job *j, struct placement_site *snap,
   rc = decide(b, j, &spec, snap, pc, x, e);
   if (rc < 0)
     goto out;
+  grow_demand(b, &spec, x);
   if (spec.dataset != NULL && d->verdict != PLACEMENT_NEVER) {
     explain(b, j, x);
     rc = decide_data(b, j, &spec, snap, d, e);
@@ -757,6 +781,7 @@ schedule(struct broker *b)
     goto fail;
   for (size_t i = 0; i < b->nsites; i++)
     b->sites[i].waiting = 0;
+  broker__autoscaler_pass_begin(b);
   /* An idle pass still reads the cost policy's inputs: submissions are
    * forecast against them. */
   if (l.n == 0 && st.n == 0 && b->policy->decide_cost == NULL)
@@ -805,6 +830,8 @@ schedule(struct broker *b)
     if (placed[i])
       dispatch_one(b, &l.rows[i]);
   }
+  /* After dispatch: the nodes the placed jobs took are not free. */
+  broker__autoscaler_pass_end(b);
   goto out;
 
 fail:

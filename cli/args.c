@@ -1012,6 +1012,57 @@ cli_jobs_parse(int argc, char **argv, struct cli_jobs *o, struct err *e)
   return 0;
 }
 
+static const struct option scale_log_opts[] = {
+    {"site", required_argument, NULL, OPT_SITE},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_scale_log_parse(int argc, char **argv, struct cli_scale_log *o,
+                    struct err *e)
+{
+  memset(o, 0, sizeof(*o));
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", scale_log_opts, NULL);
+
+    if (c == -1)
+      break;
+    switch (c) {
+    case 'h':
+      return CLI_HELP;
+    case OPT_SITE:
+      o->site = optarg;
+      break;
+    case OPT_LIMIT:
+      if (parse_int("--limit", optarg, 1, MAX_PAGE, &o->limit, e) < 0)
+        return ERR_INVALID;
+      break;
+    default:
+      return opt_error(c, argv, e);
+    }
+  }
+  if (optind < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'", argv[optind]);
+  return 0;
+}
+
+int
+cli_scale_log_path(const struct cli_scale_log *o, struct buf *out)
+{
+  char limit[32];
+  int rc = buf_adds(out, "/v1/autoscaler/log");
+
+  snprintf(limit, sizeof(limit), "%lld", (long long)o->limit);
+  if (rc == 0)
+    rc = cli_url_add_query(out, "site", o->site);
+  if (rc == 0)
+    rc = cli_url_add_query(out, "limit", o->limit > 0 ? limit : NULL);
+  return rc;
+}
+
 int
 cli_jobs_path(const struct cli_jobs *o, const char *cursor, struct buf *out)
 {

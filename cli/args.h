@@ -171,6 +171,20 @@ int cli_jobs_parse(int argc, char **argv, struct cli_jobs *o,
 int cli_jobs_path(const struct cli_jobs *o, const char *cursor,
                   struct buf *out) WARN_UNUSED;
 
+/* ---- autoscaler log ---- */
+
+struct cli_scale_log {
+  const char *site;    /* borrowed, or NULL */
+  int64_t limit;       /* 1..1000, 0 = the server's default */
+};
+
+/* 'autoscaler log [--site S] [--limit N]' (argv from "log"). */
+int cli_scale_log_parse(int argc, char **argv, struct cli_scale_log *o,
+                        struct err *e) WARN_UNUSED;
+/* Append "/v1/autoscaler/log?..." for o to out. */
+int cli_scale_log_path(const struct cli_scale_log *o, struct buf *out)
+    WARN_UNUSED;
+
 /* ---- report ---- */
 
 /*

@@ -37,6 +37,7 @@ int cli_cmd_workload(struct cli *cli, int argc, char **argv);
 /* cmd_sites.c */
 int cli_cmd_sites(struct cli *cli, int argc, char **argv);
 int cli_cmd_site(struct cli *cli, int argc, char **argv);
+int cli_cmd_autoscaler(struct cli *cli, int argc, char **argv);
 int cli_cmd_prices(struct cli *cli, int argc, char **argv);
 int cli_cmd_report(struct cli *cli, int argc, char **argv);
 int cli_cmd_explain(struct cli *cli, int argc, char **argv);

@@ -271,12 +271,46 @@ show_nodes(const json_t *nodes)
   return rc;
 }
 
+/* The autoscaler's state in two rows of t (a is the site's "autoscaler",
+ * or NULL for a site it does not grow), written into the buffers. */
+static void
+autoscaler_rows(struct cli_table *t, const json_t *a, char *state,
+                size_t statelen, char *last, size_t lastlen)
+{
+  const json_t *n = json_object_get(a, "nodes");
+  const json_t *fc = json_object_get(a, "forecast_gpus");
+  const json_t *cap = json_object_get(a, "spend_cap_micro_per_hour");
+  char rate[40], capm[40], caps[56] = "", boot[32], fcs[32] = "none";
+
+  if (!json_is_object(a))
+    return;
+  money(micro_of(a, "spend_micro_per_hour"), rate, sizeof(rate));
+  if (json_is_integer(cap)) {
+    money(json_integer_value(cap), capm, sizeof(capm));
+    snprintf(caps, sizeof(caps), " (cap %s/h)", capm);
+  }
+  if (json_is_integer(fc))
+    snprintf(fcs, sizeof(fcs), "%lld GPUs", (long long)json_integer_value(fc));
+  cli_fmt_duration(json_integer_value(json_object_get(a, "boot_s")), boot,
+                   sizeof(boot));
+  snprintf(state, statelen,
+           "wants %lld nodes (launching %lld, idle %lld, busy %lld); "
+           "demand %lld GPUs, forecast %s; %s/h%s; boot %s",
+           micro_of(n, "wanted"), micro_of(n, "launching"),
+           micro_of(n, "idle"), micro_of(n, "busy"),
+           micro_of(a, "demand_gpus"), fcs, rate, caps, boot);
+  snprintf(last, lastlen, "%s (%s): %s", jsonx_str(a, "action"),
+           jsonx_str(a, "reason"), jsonx_str(a, "detail"));
+  cli_table_add_kv(t, "autoscaler", state);
+  cli_table_add_kv(t, "last decision", last);
+}
+
 static int
 show_site(const json_t *site)
 {
   char nodes[64], max_jobs[32], total[64], queued[32], running[32];
   char pending[32];
-  char agent[1024], inputs[512];
+  char agent[1024], inputs[512], scaler[256], decided[320];
   const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
   struct buf gpus, prices;
@@ -327,6 +361,8 @@ show_site(const json_t *site)
                    inputs_text(json_object_get(json_object_get(site, "cost"),
                                                "inputs"),
                                inputs, sizeof(inputs)));
+  autoscaler_rows(&t, json_object_get(site, "autoscaler"), scaler,
+                  sizeof(scaler), decided, sizeof(decided));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   if (rc == CLI_EXIT_OK && json_is_array(json_object_get(site, "nodes")))
     rc = show_nodes(json_object_get(site, "nodes"));

@@ -39,6 +39,8 @@ static const struct cmd commands[] = {
     {"workload", cli_cmd_workload, NULL, "add FILE.json | show NAME"},
     {"sites", cli_cmd_sites, NULL, "list sites with their GPUs and jobs"},
     {"site", cli_cmd_site, NULL, "show NAME"},
+    {"autoscaler", cli_cmd_autoscaler, NULL,
+     "log: what the autoscaler decided for the elastic sites"},
     {"prices", cli_cmd_prices, NULL,
      "list the rates in force | set SITE (admin)"},
     {"report", cli_cmd_report, cli_report_arity,

@@ -46,7 +46,8 @@ static const struct jsonx_field auth_fields[] = {{"enabled", JX_BOOL},
                                                  {NULL, 0}};
 
 static const struct jsonx_field policy_fields[] = {
-    {"placement", JX_STRING}, {"wait_value", JX_OBJECT}, {NULL, 0}};
+    {"placement", JX_STRING}, {"wait_value", JX_OBJECT},
+    {"burst", JX_OBJECT}, {NULL, 0}};
 
 int
 config_is_loopback(const char *host)
@@ -323,6 +324,7 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
                    "enabled", cfg->host);
   cfg->placement = jsonx_str(policy, "placement");
   cfg->wait_value = json_object_get(policy, "wait_value");
+  cfg->burst = json_object_get(policy, "burst");
   cfg->time_zone = jsonx_str(root, "time_zone");
   cfg->sites = json_object_get(root, "sites");
   if (json_array_size(cfg->sites) == 0)

@@ -24,6 +24,7 @@ struct daemon_config {
   int auth;                    /* 1 when tokens are required */
   const char *placement;       /* borrowed from root */
   const json_t *wait_value;    /* borrowed from root, may be NULL */
+  const json_t *burst;         /* "policy.burst", borrowed, may be NULL */
   const char *time_zone;       /* borrowed from root, may be NULL */
   const json_t *sites;         /* borrowed from root */
   const json_t *workloads;     /* borrowed from root, may be NULL */

@@ -232,6 +232,7 @@ serve(const struct daemon_config *cfg, const char *config_path,
   bc.self_exe = exe;
   bc.placement = cfg->placement;
   bc.wait_value = cfg->wait_value;
+  bc.burst = cfg->burst;
   bc.sites = cfg->sites;
   bc.workloads = cfg->workloads;
   bc.projects = cfg->projects;

@@ -435,6 +435,10 @@ int db_usage_replace(struct db *db, int64_t job_id, int64_t hold_ms,
  * by job. */
 int db_usage_open(struct db *db, const char *before_day, db_usage_cb cb,
                   void *arg, struct err *e) WARN_UNUSED;
+/* The pieces of site's holds that end at or after since_ms, by time:
+ * the autoscaler's usage history. */
+int db_usage_of_site(struct db *db, const char *site, int64_t since_ms,
+                     db_usage_cb cb, void *arg, struct err *e) WARN_UNUSED;
 /* The pieces of one job, by hold and time. */
 int db_usage_of_job(struct db *db, int64_t job_id, db_usage_cb cb,
                     void *arg, struct err *e) WARN_UNUSED;
@@ -598,5 +602,34 @@ int db_node_by_token(struct db *db, const char *hash_hex, db_node_cb cb,
  * (INT64_MAX: the live ones only). */
 int db_node_list(struct db *db, const char *site, int64_t ended_since_ms,
                  db_node_cb cb, void *arg, struct err *e) WARN_UNUSED;
+
+/* ---- the autoscaler's decisions (011_autoscaler.sql; nodes.c) ---- */
+
+/* One decision; rows read are borrowed by the callback. */
+struct db_scale {
+  int64_t id;             /* set by db_scale_add */
+  int64_t at_ms;
+  const char *site;
+  const char *action;     /* "launch", "release", "hold" or "none" */
+  const char *reason;     /* burst_reason_name() */
+  int64_t launched, released;
+  int64_t live_nodes, wanted_nodes;
+  int64_t demand_gpus, forecast_gpus; /* forecast -1: none */
+  int64_t spend_micro;    /* $ per hour of the wanted nodes */
+  const char *detail;     /* the plan's line */
+};
+typedef int (*db_scale_cb)(const struct db_scale *r, void *arg);
+
+/* Append r and set r->id. */
+int db_scale_add(struct db *db, struct db_scale *r, struct err *e)
+    WARN_UNUSED;
+/* Up to limit decisions, newest first, of site (every site's when NULL),
+ * older than before_id (0: from the newest). */
+int db_scale_list(struct db *db, const char *site, int64_t before_id,
+                  int64_t limit, db_scale_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+/* Forget the decisions made before before_ms. */
+int db_scale_prune(struct db *db, int64_t before_ms, struct err *e)
+    WARN_UNUSED;
 
 #endif

@@ -32,6 +32,7 @@ enum lg_stmt {
   LG_RUNTIMES,
   LG_HOLDING,
   LG_SITE_MS,
+  LG_OF_SITE,
   LG_COUNT
 };
 
@@ -47,6 +48,11 @@ static const char *const lg_sql[LG_COUNT] = {
                 "from_ms",
     [LG_OF_JOB] = "SELECT " USAGE_COLS " FROM usage WHERE job_id = ?1 "
                   "ORDER BY hold_ms, from_ms",
+    /* A piece is at most a day long (the ledger cuts at midnight): the
+     * index on (site, from_ms) finds those ending since since_ms. */
+    [LG_OF_SITE] = "SELECT " USAGE_COLS " FROM usage INDEXED BY "
+                   "usage_site_from WHERE site = ?1 AND from_ms >= ?2 - "
+                   "86400000 AND to_ms >= ?2 ORDER BY from_ms",
     [LG_TOTALS] = "SELECT project, site, gpu_type, kind, gpu_ms, "
                   "billed_micro, sunk_micro, marginal_micro FROM "
                   "usage_totals ORDER BY project, site, gpu_type, kind",
@@ -221,6 +227,23 @@ db_usage_of_job(struct db *db, int64_t job_id, db_usage_cb cb, void *arg,
     return ret;
   db__bind_int64(st, 1, job_id, &rc);
   return db__each_row(db, st, rc, "reading a job's usage", visit_usage, &v,
+                      e);
+}
+
+int
+db_usage_of_site(struct db *db, const char *site, int64_t since_ms,
+                 db_usage_cb cb, void *arg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, LG_OF_SITE);
+  struct visit v = {.cb = cb, .arg = arg};
+  int rc = SQLITE_OK;
+  int ret = db__take_for_callbacks(st, "db_usage_of_site", e);
+
+  if (ret < 0)
+    return ret;
+  db__bind_text(st, 1, site, &rc);
+  db__bind_int64(st, 2, since_ms, &rc);
+  return db__each_row(db, st, rc, "reading a site's usage", visit_usage, &v,
                       e);
 }
 

@@ -14,7 +14,17 @@
   "price_micro, created_ms, launched_ms, registered_ms, seen_ms, "       \
   "ended_ms, reason, idle_gpus, idle_from_ms"
 
-enum nd_stmt { ND_INSERT, ND_UPDATE, ND_TOKEN, ND_BY_TOKEN, ND_LIST, ND_COUNT };
+enum nd_stmt {
+  ND_INSERT,
+  ND_UPDATE,
+  ND_TOKEN,
+  ND_BY_TOKEN,
+  ND_LIST,
+  ND_SCALE_ADD,
+  ND_SCALE_LIST,
+  ND_SCALE_PRUNE,
+  ND_COUNT
+};
 
 _Static_assert(ND_COUNT <= DB__ND_MAX, "struct db has too few nd slots");
 
@@ -35,6 +45,17 @@ static const char *const nd_sql[ND_COUNT] = {
     [ND_LIST] = "SELECT " NODE_COLS " FROM nodes WHERE (?1 IS NULL OR "
                 "site = ?1) AND (ended_ms = 0 OR ended_ms >= ?2) "
                 "ORDER BY id",
+    [ND_SCALE_ADD] = "INSERT INTO autoscaler_log (at_ms, site, action, "
+                     "reason, launched, released, live_nodes, "
+                     "wanted_nodes, demand_gpus, forecast_gpus, "
+                     "spend_micro, detail) VALUES (?1, ?2, ?3, ?4, ?5, "
+                     "?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [ND_SCALE_LIST] = "SELECT id, at_ms, site, action, reason, launched, "
+                      "released, live_nodes, wanted_nodes, demand_gpus, "
+                      "forecast_gpus, spend_micro, detail FROM "
+                      "autoscaler_log WHERE (?1 IS NULL OR site = ?1) AND "
+                      "(?2 = 0 OR id < ?2) ORDER BY id DESC LIMIT ?3",
+    [ND_SCALE_PRUNE] = "DELETE FROM autoscaler_log WHERE at_ms < ?1",
 };
 
 static sqlite3_stmt *
@@ -192,4 +213,85 @@ db_node_list(struct db *db, const char *site, int64_t ended_since_ms,
   db__bind_text(st, 1, site, &rc);
   db__bind_int64(st, 2, ended_since_ms, &rc);
   return db__each_row(db, st, rc, "listing nodes", visit_node, &v, e);
+}
+
+int
+db_scale_add(struct db *db, struct db_scale *r, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, ND_SCALE_ADD);
+  int rc = SQLITE_OK;
+  int ret;
+
+  db__bind_int64(st, 1, r->at_ms, &rc);
+  db__bind_text(st, 2, r->site, &rc);
+  db__bind_text(st, 3, r->action, &rc);
+  db__bind_text(st, 4, r->reason, &rc);
+  db__bind_int64(st, 5, r->launched, &rc);
+  db__bind_int64(st, 6, r->released, &rc);
+  db__bind_int64(st, 7, r->live_nodes, &rc);
+  db__bind_int64(st, 8, r->wanted_nodes, &rc);
+  db__bind_int64(st, 9, r->demand_gpus, &rc);
+  db__bind_int64(st, 10, r->forecast_gpus, &rc);
+  db__bind_int64(st, 11, r->spend_micro, &rc);
+  db__bind_text(st, 12, r->detail, &rc);
+  ret = db__step_write(db, st, rc, "recording an autoscaler decision", e);
+  if (ret == 0)
+    r->id = sqlite3_last_insert_rowid(db__conn(db));
+  return ret;
+}
+
+struct scale_visit {
+  db_scale_cb cb;
+  void *arg;
+};
+
+static int
+visit_scale(sqlite3_stmt *st, void *arg, struct err *e)
+{
+  struct scale_visit *v = arg;
+  struct db_scale r = {
+      .id = sqlite3_column_int64(st, 0),
+      .at_ms = sqlite3_column_int64(st, 1),
+      .site = db__col_borrow(st, 2),
+      .action = db__col_borrow(st, 3),
+      .reason = db__col_borrow(st, 4),
+      .launched = sqlite3_column_int64(st, 5),
+      .released = sqlite3_column_int64(st, 6),
+      .live_nodes = sqlite3_column_int64(st, 7),
+      .wanted_nodes = sqlite3_column_int64(st, 8),
+      .demand_gpus = sqlite3_column_int64(st, 9),
+      .forecast_gpus = sqlite3_column_int64(st, 10),
+      .spend_micro = sqlite3_column_int64(st, 11),
+      .detail = db__col_borrow(st, 12)};
+
+  (void)e;
+  return v->cb(&r, v->arg);
+}
+
+int
+db_scale_list(struct db *db, const char *site, int64_t before_id,
+              int64_t limit, db_scale_cb cb, void *arg, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, ND_SCALE_LIST);
+  struct scale_visit v = {cb, arg};
+  int rc = SQLITE_OK;
+  int ret = db__take_for_callbacks(st, "db_scale_list", e);
+
+  if (ret < 0)
+    return ret;
+  db__bind_text(st, 1, site, &rc);
+  db__bind_int64(st, 2, before_id, &rc);
+  db__bind_int64(st, 3, limit, &rc);
+  return db__each_row(db, st, rc, "listing autoscaler decisions",
+                      visit_scale, &v, e);
+}
+
+int
+db_scale_prune(struct db *db, int64_t before_ms, struct err *e)
+{
+  sqlite3_stmt *st = stmt(db, ND_SCALE_PRUNE);
+  int rc = SQLITE_OK;
+
+  db__bind_int64(st, 1, before_ms, &rc);
+  return db__step_write(db, st, rc, "pruning autoscaler decisions", e);
 }

@@ -529,7 +529,12 @@ t_expect_idled_out() {
   done
   t_expect "the idle node ends" "$state" '^ended$'
   node=$(curl -fsS "$T_URL/v1/sites/$site" | jq -c '.nodes[0]')
-  t_expect "its reason says idle" "$(jq -r .reason <<<"$node")" "^idle for $idle s\$"
+  t_expect "the autoscaler released it, idle for $idle s or more" \
+    "$(jq -r .reason <<<"$node")" \
+    '^released by the autoscaler: release node [0-9]+ \(idle [0-9]+ s'
+  [[ "$(jq -r .reason <<<"$node")" =~ \(idle\ ([0-9]+)\ s ]] &&
+    [ "${BASH_REMATCH[1]}" -ge "$idle" ] ||
+    t_fail "it was idle for less than $idle s"
   t_expect "its launch and end are recorded" \
     "$(jq -r '[.launched != null, .ended != null, .uptime_s >= 0] | all' <<<"$node")" '^true$'
 }

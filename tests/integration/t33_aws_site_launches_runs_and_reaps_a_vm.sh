@@ -13,13 +13,14 @@ t_aws_start
 umask 077
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"sites": [
+{"policy": {"burst": {"tick_s": 1}},
+ "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "aws", $(t_aws_site_json),
    "zones": ["us-east-1a", "us-east-1b"],
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8}],
-   "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
+   "max_nodes": 2, "idle_timeout_s": 2, "burst": {"cooldown_s": 0}, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "tags": {"team": "ml"},
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88}}},
    $(t_node_agent_json "$port")}

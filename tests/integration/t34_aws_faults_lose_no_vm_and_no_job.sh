@@ -19,7 +19,8 @@ vpc=$("${A[@]}" ec2 create-vpc --cidr-block 10.9.0.0/16 | jq -r .Vpc.VpcId)
 subnet_a=$("${A[@]}" ec2 create-subnet --vpc-id "$vpc" --cidr-block 10.9.1.0/24 --availability-zone us-east-1a | jq -r .Subnet.SubnetId)
 subnet_b=$("${A[@]}" ec2 create-subnet --vpc-id "$vpc" --cidr-block 10.9.2.0/24 --availability-zone us-east-1b | jq -r .Subnet.SubnetId)
 cat >"$T_DIR/config.json" <<JSON
-{"sites": [
+{"policy": {"burst": {"tick_s": 1}},
+ "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "aws", $(t_aws_site_json),
    "zones": ["us-east-1a", "us-east-1b"],
@@ -28,7 +29,7 @@ cat >"$T_DIR/config.json" <<JSON
                "gpus": 8},
               {"name": "p5-spot", "type": "p5.48xlarge", "gpu_type": "a100",
                "gpus": 8, "market": "spot"}],
-   "max_nodes": 3, "idle_timeout_s": 1, "boot_timeout_s": 5,
+   "max_nodes": 3, "idle_timeout_s": 1, "burst": {"cooldown_s": 0}, "boot_timeout_s": 5,
    "lost_after_s": 3, "orphan_grace_s": 2, "backoff_s": 2,
    "reconcile_s": 1, "heartbeat_ms": 200, $(t_node_agent_json "$port")}
 ]}

@@ -17,14 +17,15 @@
 t_gcp_fake_start --token-ttl 12 --op-seconds 1 --pending-s 1
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"sites": [
+{"policy": {"burst": {"tick_s": 1}},
+ "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "gcp", $(t_gcp_site_json),
    "zones": ["us-central1-a", "us-central1-b"],
    "disk_size_gb": 200, "disk_type": "pd-balanced",
    "shapes": [{"name": "a3", "type": "a3-highgpu-8g", "gpu_type": "h100",
                "gpus": 8}],
-   "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
+   "max_nodes": 2, "idle_timeout_s": 2, "burst": {"cooldown_s": 0}, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "labels": {"team": "ml"},
    $(t_node_agent_json "$port")}
 ]}

@@ -18,12 +18,13 @@
 t_azure_fake_start --token-ttl 12 --op-seconds 1
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"sites": [
+{"policy": {"burst": {"tick_s": 1}},
+ "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "az", $(t_azure_site_json), "zones": ["1", "2"],
    "shapes": [{"name": "nd96", "type": "Standard_ND96isr_H100_v5",
                "gpu_type": "h100", "gpus": 8}],
-   "max_nodes": 2, "idle_timeout_s": 2, "boot_timeout_s": 60,
+   "max_nodes": 2, "idle_timeout_s": 2, "burst": {"cooldown_s": 0}, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200, "tags": {"team": "ml"},
    $(t_node_agent_json "$port")}
 ]}

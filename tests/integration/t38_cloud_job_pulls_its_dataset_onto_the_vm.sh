@@ -20,7 +20,8 @@ printf '[tenbin]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
   "$AWS_AK" "$AWS_SK" >"$T_DIR/aws-credentials"
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"sites": [
+{"policy": {"burst": {"tick_s": 1}},
+ "sites": [
   {"name": "onprem", "kind": "local", "gpus": {},
    "cost": {"rented": {"per_gpu_hour": {"h100": 1}, "egress_per_gb": 90}},
    "agent": {"url": "$AGENT_URL_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token"}},
@@ -30,7 +31,7 @@ cat >"$T_DIR/config.json" <<JSON
    "image": "ami-12c6146b",
    "shapes": [{"name": "p5", "type": "p5.48xlarge", "gpu_type": "h100",
                "gpus": 8}],
-   "max_nodes": 1, "idle_timeout_s": 30, "boot_timeout_s": 60,
+   "max_nodes": 1, "idle_timeout_s": 30, "burst": {"cooldown_s": 0}, "boot_timeout_s": 60,
    "reconcile_s": 1, "heartbeat_ms": 200,
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88}}},
    "node_agent": {"path": "$TENBIN_BIN/tenbin-agent",

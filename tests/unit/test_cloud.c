@@ -799,6 +799,22 @@ spec_init_(struct job_spec *s)
   s->nodes = 1;
 }
 
+/* The autoscaler's order: launch count nodes of shape and release the
+ * nodes of ids rel[0..nrel). */
+static int
+scale(struct fx *f, int shape, int64_t count, const int64_t *rel,
+      size_t nrel, struct err *e)
+{
+  int64_t launch[ADAPTER_MAX_SHAPES] = {0};
+
+  launch[shape] = count;
+  return adapter_aws_ops.scale(f->ctx, launch, ADAPTER_MAX_SHAPES, rel, nrel,
+                               "released by the test", e);
+}
+
+/* Submit job id as the broker does: with no node of room, the
+ * autoscaler launches one of the first shape, and the next pass submits
+ * the job again. */
 static int
 submit(struct fx *f, int64_t id, struct err *e)
 {
@@ -808,6 +824,12 @@ submit(struct fx *f, int64_t id, struct err *e)
 
   spec_init_(&s);
   rc = adapter_aws_ops.submit(f->ctx, &j, e);
+  if (rc == ERR_UNAVAILABLE && strstr(e->msg, "autoscaler") != NULL) {
+    memset(e, 0, sizeof(*e));
+    rc = scale(f, 0, 1, NULL, 0, e);
+    if (rc == 0)
+      rc = adapter_aws_ops.submit(f->ctx, &j, e);
+  }
   jobspec_release(&s);
   return rc;
 }
@@ -1326,14 +1348,12 @@ test_cancelled_running_job_goes_out_in_heartbeat_cancel(void **state)
 
 /* ---- retiring nodes ---- */
 
+/* Job 1 ran on node 1 and ended; the node is idle. */
 static void
-test_idle_node_is_terminated_after_idle_timeout(void **state)
+ran_and_ended(struct fx *f)
 {
-  struct fx *f = *state;
   json_t *ans;
 
-  set_int(f, "idle_timeout_s", 1);
-  open_pool(f);
   running_job(f, 1);
   ans = heartbeat_job(f, 1, 1, "succeeded", 0);
   json_decref(ans);
@@ -1341,11 +1361,96 @@ test_idle_node_is_terminated_after_idle_timeout(void **state)
   ans = heartbeat_job(f, 1, 1, "succeeded", 0);
   assert_true(has_id(ans, "ack", 1));
   json_decref(ans);
-  /* It held a job until now. */
+}
+
+static void
+test_submit_takes_a_node_with_room_and_never_launches_one(void **state)
+{
+  struct fx *f = *state;
+  struct adapter_capacity cap;
+  struct job_spec s;
+  struct adapter_job j = {.id = 1, .spec = &s};
+  struct err e = {0};
+
+  open_pool(f);
+  spec_init_(&s);
+  assert_int_equal(adapter_aws_ops.submit(f->ctx, &j, &e), ERR_UNAVAILABLE);
+  assert_non_null(strstr(e.msg, "waiting for the autoscaler"));
+  assert_int_equal(count_calls(f, C_CREATE, 0), 0);
+  /* What the site may grow by is all of it: 4 nodes of 8. */
+  adapter_aws_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.pools[0].grow, 32);
+  assert_int_equal(cap.pools[0].total, 32);
+  assert_int_equal(cap.grows_on_submit, 0);
+  assert_int_equal(scale(f, 0, 1, NULL, 0, &e), 0);
+  RUN_UNTIL(f, count_calls(f, C_CREATE, 0) == 1);
+  /* A launching node's GPUs are up or coming: free, not grow. */
+  adapter_aws_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.pools[0].grow, 24);
+  assert_int_equal(cap.pools[0].total, 32);
+  assert_int_equal(cap.pools[0].in_use, 0);
+  memset(&e, 0, sizeof(e));
+  assert_int_equal(adapter_aws_ops.submit(f->ctx, &j, &e), 0);
+  adapter_aws_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.pools[0].in_use, 8);
+  assert_int_equal(count_calls(f, C_CREATE, 0), 1);
+  jobspec_release(&s);
+}
+
+static void
+test_scale_launches_no_more_than_max_nodes(void **state)
+{
+  struct fx *f = *state;
+  struct adapter_fleet fl;
+  struct err e = {0};
+
+  set_int(f, "max_nodes", 2);
+  open_pool(f);
+  assert_int_equal(scale(f, 0, 5, NULL, 0, &e), 0);
+  RUN_UNTIL(f, count_calls(f, C_CREATE, 0) == 2);
+  adapter_aws_ops.fleet(f->ctx, &fl);
+  assert_int_equal(fl.nnodes, 2);
+  assert_int_equal(fl.max_nodes, 2);
+  assert_int_equal(fl.nodes[0].up, 0);
+  assert_string_equal(fl.shapes[0].gpu_type, "h100");
+  adapter_fleet_release(&fl);
+}
+
+static void
+test_released_idle_node_is_terminated_with_the_reason(void **state)
+{
+  struct fx *f = *state;
+  struct adapter_fleet fl;
+  struct err e = {0};
+  int64_t one = 1;
+
+  open_pool(f);
+  ran_and_ended(f);
+  adapter_aws_ops.fleet(f->ctx, &fl);
+  assert_int_equal(fl.nnodes, 1);
+  assert_int_equal(fl.nodes[0].up, 1);
+  assert_int_equal(fl.nodes[0].gpus_used, 0);
+  adapter_fleet_release(&fl);
+  /* Idle nodes are the autoscaler's to release: the pool keeps them. */
   assert_int_equal(count_terminates(f, "i-node1"), 0);
+  assert_int_equal(scale(f, 0, 0, &one, 1, &e), 0);
   RUN_UNTIL(f, count_terminates(f, "i-node1") == 1);
   RUN_UNTIL(f, state_is(f, 1, "ended"));
-  assert_non_null(strstr(stored(f, 1)->reason, "idle"));
+  assert_non_null(strstr(stored(f, 1)->reason, "released by the test"));
+}
+
+static void
+test_a_busy_node_is_not_released(void **state)
+{
+  struct fx *f = *state;
+  struct err e = {0};
+  int64_t one = 1;
+
+  open_pool(f);
+  running_job(f, 1);
+  assert_int_equal(scale(f, 0, 0, &one, 1, &e), 0);
+  assert_int_equal(count_terminates(f, "i-node1"), 0);
+  assert_string_equal(stored(f, 1)->state, "busy");
 }
 
 static void
@@ -1354,17 +1459,14 @@ test_vm_uptime_is_billed_whole_as_job_holds_plus_idle_pieces(void **state)
   struct fx *f = *state;
   const struct rec *run, *end;
   const struct stored *s;
-  json_t *ans;
+  struct err e = {0};
+  int64_t one = 1;
 
-  set_int(f, "idle_timeout_s", 1);
   open_pool(f);
-  running_job(f, 1);
-  ans = heartbeat_job(f, 1, 1, "succeeded", 0);
-  json_decref(ans);
-  RUN_UNTIL(f, update_of(f, 1, JOB_SUCCEEDED) != NULL);
-  ans = heartbeat_job(f, 1, 1, "succeeded", 0);
-  assert_true(has_id(ans, "ack", 1));
-  json_decref(ans);
+  ran_and_ended(f);
+  /* Some idle time before the release. */
+  RUN_UNTIL(f, time_now_ms() > update_of(f, 1, JOB_SUCCEEDED)->at_ms + 20);
+  assert_int_equal(scale(f, 0, 0, &one, 1, &e), 0);
   RUN_UNTIL(f, state_is(f, 1, "ended"));
   run = update_of(f, 1, JOB_RUNNING);
   end = update_of(f, 1, JOB_SUCCEEDED);
@@ -1381,25 +1483,26 @@ test_vm_uptime_is_billed_whole_as_job_holds_plus_idle_pieces(void **state)
 }
 
 static void
-test_min_nodes_keeps_a_node_launched_past_idle_timeout(void **state)
+test_a_release_never_goes_below_min_nodes(void **state)
 {
   struct fx *f = *state;
   struct adapter_capacity cap;
+  struct err e = {0};
   json_t *ans;
+  int64_t one = 1;
   int lists;
 
   set_int(f, "min_nodes", 1);
-  set_int(f, "idle_timeout_s", 0);
   set_int(f, "reconcile_s", 1);
   open_pool(f);
-  /* No job asked for it: the pool launches it itself. */
+  assert_int_equal(scale(f, 0, 1, NULL, 0, &e), 0);
   RUN_UNTIL(f, state_is(f, 1, "booting"));
   ans = heartbeat(f, 1, hb_body(NULL, NULL));
   assert_int_equal(json_array_size(json_object_get(ans, "assign")), 0);
   json_decref(ans);
   assert_string_equal(stored(f, 1)->state, "idle");
-  /* Idle past its timeout for a few ticks (one listing per tick here),
-   * it is kept: it is the last one. */
+  /* Released while it is the last one: it is kept. */
+  assert_int_equal(scale(f, 0, 0, &one, 1, &e), 0);
   lists = count_calls(f, C_LIST, 0);
   RUN_UNTIL(f, count_calls(f, C_LIST, 0) >= lists + 2);
   assert_int_equal(count_calls(f, C_TERMINATE, 0), 0);
@@ -1619,9 +1722,12 @@ main(void)
       T(test_heartbeat_assigns_job_reports_state_and_acks_it_next_time),
       T(test_node_log_appends_at_offset_and_conflicts_with_size_held),
       T(test_cancelled_running_job_goes_out_in_heartbeat_cancel),
-      T(test_idle_node_is_terminated_after_idle_timeout),
       T(test_vm_uptime_is_billed_whole_as_job_holds_plus_idle_pieces),
-      T(test_min_nodes_keeps_a_node_launched_past_idle_timeout),
+      T(test_a_release_never_goes_below_min_nodes),
+      T(test_submit_takes_a_node_with_room_and_never_launches_one),
+      T(test_scale_launches_no_more_than_max_nodes),
+      T(test_released_idle_node_is_terminated_with_the_reason),
+      T(test_a_busy_node_is_not_released),
       T(test_silent_agent_loses_its_jobs_and_node_is_terminated),
       T(test_interruption_requeues_job_as_preempted_and_terminates_node),
       T(test_orphan_vm_of_ours_is_terminated_after_grace),
