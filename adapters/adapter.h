@@ -93,6 +93,10 @@ struct adapter_job {
    * the job's node pulls before the job starts, or NULL for none.  The
    * spec's env has TENBIN_DATASET; the node adds TENBIN_DATASET_DIR. */
   const struct adapter_dataset *dataset;
+  /* Elastic sites only, for submit(): never on a spot node.  The broker
+   * sets it when the job's deadline would not absorb an interruption
+   * and a restart (policies/burst.h, burst_spot_safe). */
+  int on_demand;
 };
 
 /* A change of a job's state at the site, reported to the broker. */

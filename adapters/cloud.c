@@ -984,7 +984,8 @@ on_listed(void *arg, const struct cloud_result *r, const struct cloud_vm *vms,
 /* ---- the adapter ---- */
 
 static int
-pick_node(struct pool *p, const struct job_spec *spec, struct pnode **out)
+pick_node(struct pool *p, const struct job_spec *spec, int on_demand,
+          struct pnode **out)
 {
   struct list *q;
   struct pnode *best = NULL;
@@ -993,7 +994,8 @@ pick_node(struct pool *p, const struct job_spec *spec, struct pnode **out)
     struct pnode *n = LIST_ENTRY(q, struct pnode, link);
     const struct cloud_shape *s = &p->shapes[n->shape];
 
-    if (n->phase >= PH_TERMINATING || n->interrupted)
+    if (n->phase >= PH_TERMINATING || n->interrupted ||
+        (on_demand && n->spot))
       continue;
     if (spec->gpu_type != NULL && strcmp(spec->gpu_type, s->gpu_type) != 0)
       continue;
@@ -1074,7 +1076,7 @@ cloud_submit(void *ctx, const struct adapter_job *job, struct err *e)
 
   if (find_job(p, job->id) != NULL)
     return 0;
-  if (!pick_node(p, job->spec, &n)) {
+  if (!pick_node(p, job->spec, job->on_demand, &n)) {
     if (time_now_ms() < p->backoff_until_ms)
       return err_set(e, ERR_UNAVAILABLE, "site backing off after: %s",
                      p->backoff_reason);
@@ -1084,8 +1086,9 @@ cloud_submit(void *ctx, const struct adapter_job *job, struct err *e)
                      job->spec->gpus, job->spec->gpu_type ? " of type " : "",
                      job->spec->gpu_type ? job->spec->gpu_type : "");
     return err_set(e, ERR_UNAVAILABLE,
-                   "no node has %" PRId64 " GPUs free: waiting for the "
-                   "autoscaler to launch one", job->spec->gpus);
+                   "no %snode has %" PRId64 " GPUs free: waiting for the "
+                   "autoscaler to launch one",
+                   job->on_demand ? "on-demand " : "", job->spec->gpus);
   }
   j = new_job(job);
   attach(p, j, n);

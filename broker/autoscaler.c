@@ -150,8 +150,8 @@ learn_boots(struct scaler *sc, const struct adapter_fleet *f)
     if (!node->up)
       continue;
     up[n++] = node->id;
-    if (bsearch(&node->id, sc->up, sc->nup, sizeof(*sc->up), cmp_id) ==
-            NULL &&
+    if ((sc->nup == 0 || bsearch(&node->id, sc->up, sc->nup,
+                                 sizeof(*sc->up), cmp_id) == NULL) &&
         node->registered_ms > node->launched_ms && node->shape >= 0 &&
         node->shape < ADAPTER_MAX_SHAPES)
       burst_boot_add(&sc->boot[node->shape],
@@ -281,6 +281,27 @@ broker__autoscaler_grow_ms(struct broker *b, int site, int64_t dflt)
       best = ms;
   }
   return best >= 0 ? best : dflt;
+}
+
+int
+broker__autoscaler_on_demand(struct broker *b, const struct site *site,
+                             const struct job_spec *spec)
+{
+  struct adapter_fleet f;
+  const char *how;
+  int64_t run, boot;
+
+  if (spec->deadline_ms <= 0 || site->scaler == NULL)
+    return 0;
+  site->ops->fleet(site->ctx, &f);
+  boot = broker__autoscaler_grow_ms(b, (int)(site - b->sites), f.boot_ms);
+  adapter_fleet_release(&f);
+  run = broker__runtime_predict(
+      b, spec->project, spec->workload != NULL ? spec->workload : spec->name,
+      spec->time_limit_s, &how);
+  /* The deadline is the latest start: it must end by then + its run. */
+  return !burst_spot_safe(time_now_ms(), spec->deadline_ms + run, run,
+                          boot + LOST_WORK_MS);
 }
 
 /* ---- a tick ---- */

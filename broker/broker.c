@@ -141,8 +141,22 @@ out:
   return rc < 0 ? ERR_CONFIG : 0;
 }
 
+/* The adapter of kind: from kinds (the config's, for tests) when given,
+ * else the built-in ones. */
+static const struct adapter_ops *
+find_kind(const struct adapter_ops *const *kinds, const char *kind)
+{
+  if (kinds == NULL)
+    return adapter_find(kind);
+  for (size_t i = 0; kinds[i] != NULL; i++)
+    if (strcmp(kinds[i]->kind, kind) == 0)
+      return kinds[i];
+  return NULL;
+}
+
 static int
-open_sites(struct broker *b, const json_t *sites, struct err *e)
+open_sites(struct broker *b, const json_t *sites,
+           const struct adapter_ops *const *kinds, struct err *e)
 {
   size_t i;
   json_t *cfg;
@@ -175,7 +189,7 @@ open_sites(struct broker *b, const json_t *sites, struct err *e)
                      "site '%s'", i, name);
     if (kind == NULL)
       return err_set(e, ERR_CONFIG, "field 'sites[%zu].kind': required", i);
-    s->ops = adapter_find(kind);
+    s->ops = find_kind(kinds, kind);
     if (s->ops == NULL)
       return err_set(e, ERR_CONFIG, "field 'sites[%zu].kind': unknown site "
                      "kind '%.32s'", i, kind);
@@ -420,7 +434,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   }
   rc = broker__nodes_open(b, e);
   if (rc == 0)
-    rc = open_sites(b, cfg->sites, e);
+    rc = open_sites(b, cfg->sites, cfg->adapters, e);
   if (rc == 0)
     rc = choose_policy(b, cfg, e);
   if (rc == 0)

@@ -50,6 +50,10 @@ struct broker_config {
                                or an offset such as "+09:00" */
   const json_t *burst;      /* "policy.burst": the autoscaler's tick and
                                overall spend cap, or NULL */
+  /* The site kinds, NULL-terminated, borrowed for the broker's life;
+   * NULL: the built-in ones (adapter_find).  Unit tests put a kind of
+   * their own in front of the broker here. */
+  const struct adapter_ops *const *adapters;
 };
 
 /*

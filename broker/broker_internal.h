@@ -401,6 +401,10 @@ void broker__autoscaler_demand(struct broker *b, int site,
                                int64_t runtime_ms);
 /* The pass is over: with demand, tick now (at most once a second). */
 void broker__autoscaler_pass_end(struct broker *b);
+/* 1 when a job of spec may not run on a spot node of site: its
+ * deadline would not absorb an interruption and a restart. */
+int broker__autoscaler_on_demand(struct broker *b, const struct site *site,
+                                 const struct job_spec *spec);
 /* The boot delay learned at site (an index), or dflt. */
 int64_t broker__autoscaler_grow_ms(struct broker *b, int site, int64_t dflt);
 

@@ -419,6 +419,8 @@ broker__adapter_call(const struct db_job *j,
     }
     if (rc == 0 && src.ds.name != NULL)
       aj.dataset = &src.ds;
+    if (fn == site->ops->submit)
+      aj.on_demand = broker__autoscaler_on_demand(site->broker, site, &spec);
   } else if (rc == 0 && fn == site->ops->submit) {
     /* The replica the job reads, for the site to pass on; a job the
      * site knows already (cancel, adopt) does without. */

@@ -1398,6 +1398,28 @@ test_submit_takes_a_node_with_room_and_never_launches_one(void **state)
 }
 
 static void
+test_an_on_demand_job_never_takes_a_spot_node(void **state)
+{
+  struct fx *f = *state;
+  struct job_spec s;
+  struct adapter_job j = {.id = 1, .spec = &s, .on_demand = 1};
+  struct err e = {0};
+
+  open_pool(f);
+  spec_init_(&s);
+  /* Shape a is spot first, b on demand. */
+  assert_int_equal(scale(f, 0, 1, NULL, 0, &e), 0);
+  assert_int_equal(adapter_aws_ops.submit(f->ctx, &j, &e), ERR_UNAVAILABLE);
+  assert_non_null(strstr(e.msg, "no on-demand node"));
+  memset(&e, 0, sizeof(e));
+  assert_int_equal(scale(f, 1, 1, NULL, 0, &e), 0);
+  assert_int_equal(adapter_aws_ops.submit(f->ctx, &j, &e), 0);
+  RUN_UNTIL(f, update_of(f, 1, JOB_SUBMITTED) != NULL);
+  assert_non_null(strstr(update_of(f, 1, JOB_SUBMITTED)->reason, "node 2"));
+  jobspec_release(&s);
+}
+
+static void
 test_scale_launches_no_more_than_max_nodes(void **state)
 {
   struct fx *f = *state;
@@ -1726,6 +1748,7 @@ main(void)
       T(test_a_release_never_goes_below_min_nodes),
       T(test_submit_takes_a_node_with_room_and_never_launches_one),
       T(test_scale_launches_no_more_than_max_nodes),
+      T(test_an_on_demand_job_never_takes_a_spot_node),
       T(test_released_idle_node_is_terminated_with_the_reason),
       T(test_a_busy_node_is_not_released),
       T(test_silent_agent_loses_its_jobs_and_node_is_terminated),
