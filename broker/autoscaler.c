@@ -91,7 +91,7 @@ shape_index(const struct adapter_fleet *f, const char *name)
 
 struct seed {
   struct scaler *sc;
-  const struct adapter_fleet *fleet;
+  const struct adapter_fleet *fleet; /* NULL: boots are not learned */
   int64_t interruptions, spot_ms, now;
 };
 
@@ -100,7 +100,7 @@ static int
 seed_node(const struct db_node *n, void *arg)
 {
   struct seed *sd = arg;
-  int s = shape_index(sd->fleet, n->shape);
+  int s = sd->fleet != NULL ? shape_index(sd->fleet, n->shape) : -1;
   int64_t end = n->ended_ms > 0 ? n->ended_ms : sd->now;
 
   if (s >= 0 && n->registered_ms > 0 && n->created_ms > 0)
@@ -113,19 +113,29 @@ seed_node(const struct db_node *n, void *arg)
   return 0;
 }
 
+/* Learn from the site's nodes of the last four weeks: the spot
+ * interruption rate, and with fleet (at open) the boots too. */
 static void
-seed(struct broker *b, struct site *s, struct scaler *sc)
+learn_nodes(struct broker *b, struct site *s, struct scaler *sc,
+            const struct adapter_fleet *fleet)
 {
-  struct adapter_fleet f;
-  struct seed sd = {.sc = sc, .fleet = &f, .now = time_now_ms()};
+  struct seed sd = {.sc = sc, .fleet = fleet, .now = time_now_ms()};
   struct err e = {0};
 
-  s->ops->fleet(s->ctx, &f);
   if (db_node_list(b->db, s->name, sd.now - FORECAST_SPAN_MS, seed_node, &sd,
                    &e) < 0)
     log_warn("site %s: reading past nodes: %s", s->name, err_msg(&e));
   sc->interruptions_per_hour = burst_interruption_rate(
       sd.interruptions, sd.spot_ms, INTERRUPTION_PRIOR);
+}
+
+static void
+seed(struct broker *b, struct site *s, struct scaler *sc)
+{
+  struct adapter_fleet f;
+
+  s->ops->fleet(s->ctx, &f);
+  learn_nodes(b, s, sc, &f);
   adapter_fleet_release(&f);
 }
 
@@ -179,7 +189,8 @@ forecast_piece(const struct db_usage *u, void *arg)
   return 0;
 }
 
-/* The site's forecast from its last four weeks of usage, hourly. */
+/* The site's forecast from its last four weeks of usage, and its
+ * interruption rate from its nodes', hourly. */
 static void
 refresh_forecast(struct broker *b, struct site *s, struct scaler *sc,
                  int64_t now)
@@ -189,6 +200,8 @@ refresh_forecast(struct broker *b, struct site *s, struct scaler *sc,
 
   if (sc->forecast_ms != 0 && now - sc->forecast_ms < HOUR_MS)
     return;
+  if (sc->forecast_ms != 0)
+    learn_nodes(b, s, sc, NULL);
   burst_forecast_init(&sc->forecast);
   if (db_usage_of_site(b->db, s->name, now - FORECAST_SPAN_MS,
                        forecast_piece, &h, &e) < 0) {
@@ -300,8 +313,10 @@ broker__autoscaler_on_demand(struct broker *b, const struct site *site,
       b, spec->project, spec->workload != NULL ? spec->workload : spec->name,
       spec->time_limit_s, &how);
   /* The deadline is the latest start: it must end by then + its run. */
-  return !burst_spot_safe(time_now_ms(), spec->deadline_ms + run, run,
-                          boot + LOST_WORK_MS);
+  return !burst_spot_safe(
+      time_now_ms(), spec->deadline_ms + run, run,
+      burst_restart_allowance(boot + LOST_WORK_MS,
+                              site->scaler->interruptions_per_hour, run));
 }
 
 /* ---- a tick ---- */
@@ -396,6 +411,7 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
   bs->last_release_ms = sc->last_release_ms;
   bs->restart_ms = (cheapest_boot > 0 ? cheapest_boot : f->boot_ms) +
                    LOST_WORK_MS;
+  bs->interruptions_per_hour = sc->interruptions_per_hour;
 }
 
 static const char *

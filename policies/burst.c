@@ -92,6 +92,21 @@ burst_spot_safe(int64_t now_ms, int64_t deadline_ms, int64_t remaining_ms,
          sat_sub(deadline_ms, now_ms);
 }
 
+int64_t
+burst_restart_allowance(int64_t restart_ms, double per_hour,
+                        int64_t remaining_ms)
+{
+  double expected = per_hour * (double)pos(remaining_ms) / (double)HOUR_MS;
+  int64_t n = 1;
+
+  /* NaN, negative or absurd rates: one restart, or a bounded many. */
+  if (expected > 1.0 && expected < 1000.0)
+    n = (int64_t)expected + (expected > (double)(int64_t)expected);
+  else if (expected >= 1000.0)
+    n = 1000;
+  return sat_mul(pos(restart_ms), n);
+}
+
 /* ---- One site's plan ---- */
 
 /* A node the plan launches. */
@@ -228,7 +243,10 @@ open_nodes(struct site_work *w, int shape, int64_t n, enum burst_reason why)
 static int
 spot_ok(int64_t now, const struct burst_site *s, const struct burst_job *j)
 {
-  return burst_spot_safe(now, j->deadline_ms, j->runtime_ms, s->restart_ms);
+  return burst_spot_safe(now, j->deadline_ms, j->runtime_ms,
+                         burst_restart_allowance(s->restart_ms,
+                                                 s->interruptions_per_hour,
+                                                 j->runtime_ms));
 }
 
 /* The cheapest shape per GPU that holds the job, or -1. */

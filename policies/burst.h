@@ -186,6 +186,9 @@ struct burst_site {
   int64_t last_release_ms;
   int64_t restart_ms;        /* what an interruption costs a job in time:
                                 a new node's boot and the lost work */
+  double interruptions_per_hour; /* of a spot node, learned
+                                (burst_interruption_rate); 0: one
+                                interruption is all a job must absorb */
 };
 
 /* What one site should do now. */
@@ -234,6 +237,15 @@ void burst_decide(int64_t now_ms, const struct burst_site *sites,
  */
 int burst_spot_safe(int64_t now_ms, int64_t deadline_ms, int64_t remaining_ms,
                     int64_t restart_ms);
+
+/*
+ * The slack a spot job needs: restart_ms for each interruption expected
+ * over remaining_ms at per_hour (rounded up), and at least one.  The
+ * plan's packing passes it to burst_spot_safe; so should a caller that
+ * asks the same question of a job.
+ */
+int64_t burst_restart_allowance(int64_t restart_ms, double per_hour,
+                                int64_t remaining_ms);
 
 /* Demand by hour of the week (Monday 00:00 UTC is hour 0). */
 struct burst_forecast {

@@ -606,6 +606,21 @@ test_deadline_job_with_no_slack_takes_on_demand(void **state)
 }
 
 static void
+test_restart_allowance_counts_the_interruptions_a_run_expects(void **state)
+{
+  (void)state;
+  /* Rare interruptions: one restart is what a job must absorb. */
+  assert_int_equal(burst_restart_allowance(15 * MIN, 0.0002, 10 * HOUR),
+                   15 * MIN);
+  /* 0.5 an hour over 5 hours: 2.5 expected, 3 restarts. */
+  assert_int_equal(burst_restart_allowance(15 * MIN, 0.5, 5 * HOUR),
+                   45 * MIN);
+  /* Nonsense rates stay bounded. */
+  assert_int_equal(burst_restart_allowance(MIN, -1.0, HOUR), MIN);
+  assert_int_equal(burst_restart_allowance(MIN, 1e9, HOUR), 1000 * MIN);
+}
+
+static void
 test_spot_safe_rule(void **state)
 {
   (void)state;
@@ -841,6 +856,8 @@ main(void)
       cmocka_unit_test(test_no_release_while_jobs_wait_for_growth),
       cmocka_unit_test(test_deadline_job_with_no_slack_takes_on_demand),
       cmocka_unit_test(test_spot_safe_rule),
+    cmocka_unit_test(
+        test_restart_allowance_counts_the_interruptions_a_run_expects),
       cmocka_unit_test(test_forecast_buckets_by_hour_of_week),
       cmocka_unit_test(test_forecast_unknown_hour_is_minus_one),
       cmocka_unit_test(test_boot_estimate_is_the_median_of_the_latest_samples),
