@@ -262,9 +262,12 @@ broker__autoscaler_demand(struct broker *b, int site,
 
 static void scale_tick(struct broker *b);
 
+static void scale_timer_cb(uv_timer_t *t);
+
 void
 broker__autoscaler_pass_end(struct broker *b)
 {
+  int64_t gap;
   int demand = 0;
 
   for (size_t i = 0; i < b->nsites; i++) {
@@ -273,9 +276,16 @@ broker__autoscaler_pass_end(struct broker *b)
     if (sc != NULL && sc->njobs > 0)
       demand = 1;
   }
-  if (demand &&
-      time_now_ms() - b->scale_last_ms >= SCALE_MIN_GAP_MS)
+  if (!demand)
+    return;
+  gap = time_now_ms() - b->scale_last_ms;
+  if (gap >= SCALE_MIN_GAP_MS)
     scale_tick(b);
+  else if (!b->closing)
+    /* Too soon after the last: the timer's next tick comes early. */
+    uv_timer_start(&b->scale_timer, scale_timer_cb,
+                   (uint64_t)(SCALE_MIN_GAP_MS - gap),
+                   (uint64_t)b->scale_tick_ms);
 }
 
 int64_t

@@ -711,6 +711,29 @@ out:
   return placed;
 }
 
+/* A job an elastic site had no node for, though placement saw GPUs
+ * free there (on a spot node for a job that needs on demand, or spread
+ * over nodes): that site's demand too, or it would never grow for it. */
+static void
+refused_demand(struct broker *b, struct site *site, const struct db_job *j)
+{
+  struct job_spec spec;
+  struct err e = {0};
+  const char *how;
+
+  if (site->scaler == NULL)
+    return;
+  jobspec_init(&spec);
+  if (spec_of(j, &spec, &e) == 0)
+    broker__autoscaler_demand(
+        b, (int)(site - b->sites), &spec,
+        broker__runtime_predict(b, spec.project,
+                                spec.workload != NULL ? spec.workload
+                                                      : spec.name,
+                                spec.time_limit_s, &how));
+  jobspec_release(&spec);
+}
+
 /* Hand a placed job to its site. */
 static void
 dispatch_one(struct broker *b, struct db_job *j)
@@ -729,6 +752,7 @@ dispatch_one(struct broker *b, struct db_job *j)
   if (db_job_get(b->db, id, j, NULL) < 0 || j->state != JOB_PLACED)
     return;
   if (rc == ERR_UNAVAILABLE) {
+    refused_demand(b, site, j);
     rc = broker__transition_tx(b, j, JOB_QUEUED, err_msg(&e), 0, &e);
   } else {
     char detail[ERR_MSG_SIZE + 32];
