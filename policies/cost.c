@@ -168,6 +168,20 @@ compute_charge(struct scan *scan, int64_t rate, int64_t gpus,
   return charge;
 }
 
+/* The GPUs a job that needs growth is billed for: the free ones it
+ * takes, and whole new nodes for the rest, since a node is rented whole
+ * and nothing says another job will share it. */
+static int64_t
+grown_gpus(const struct placement__fit *fit)
+{
+  int64_t free = fit->free > 0 ? fit->free : 0, rest = fit->gpus - free;
+
+  if (fit->node_max <= 0 || rest <= 0)
+    return fit->gpus;
+  return sat_add(free, sat_mul((rest + fit->node_max - 1) / fit->node_max,
+                               fit->node_max));
+}
+
 /* c for a site left out by its fit: what it is, no terms. */
 static void
 left_out(struct placement_candidate *c, enum placement_excluded why)
@@ -228,15 +242,18 @@ estimate(const struct placement_request *req,
   }
   c->excluded = PLACEMENT_RANKED;
   c->priced = 1;
+  c->grows = fit->why == PLACEMENT__GROWS;
   if (fit->gpus <= 0)
     c->compute_micro = 0;
+  else if (pool != NULL && pool->priced && c->grows)
+    c->compute_micro = price_charge(pool->rate_micro, grown_gpus(fit),
+                                    runtime);
   else if (pool != NULL && pool->priced)
     c->compute_micro =
         compute_charge(scan, pool->rate_micro, fit->gpus, runtime);
   else
     c->priced = 0;
 
-  c->grows = fit->why == PLACEMENT__GROWS;
   earliest = sat_add(k->now_ms, max64(cs ? cs->boot_ms : 0, transfer));
   if (c->grows && cs != NULL)
     earliest = max64(earliest, sat_add(k->now_ms, cs->grow_ms));
@@ -251,7 +268,7 @@ estimate(const struct placement_request *req,
   /* Passing the oldest waiting job is allowed only by ending first. */
   if ((scan->reserved >> i & 1) && c->type != NULL)
     res = reservation_at(k, i, c->type);
-  c->held = res != NULL && cap < res->start_ms &&
+  c->held = res != NULL && cap <= res->start_ms &&
             sat_add(max64(cap, earliest), runtime) > res->start_ms;
   if (c->held) {
     c->verdict = PLACEMENT_WAIT;

@@ -553,6 +553,25 @@ test_a_younger_job_passes_the_oldest_only_by_ending_before_its_start(
 }
 
 static void
+test_a_reservation_due_now_holds_a_younger_job_that_would_outlast_it(
+    void **state)
+{
+  struct world w;
+  struct placement_reservation res;
+
+  (void)state;
+  reserved_world(&w, &res);
+  /* The running jobs are overdue: the oldest job's start is now, and
+   * only the GPUs it waits for stand between it and its start. */
+  res.start_ms = NOW;
+  w.req.gpus = 2;
+  w.cost.runtime_ms = 30 * MIN;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->held, 1);
+  assert_int_equal(w.d.verdict, PLACEMENT_WAIT);
+}
+
+static void
 test_a_reservation_holds_only_its_own_site_and_type(void **state)
 {
   struct world w;
@@ -864,6 +883,31 @@ test_a_job_waits_for_an_elastic_site_to_grow_when_on_prem_waits_longer(
 }
 
 static void
+test_growth_is_charged_whole_nodes(void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 1, HOUR);
+  add_elastic(&w, "aws", AWS_H100, 5 * MIN);
+  decide(&w);
+  /* One GPU for an hour, on a node of 8 rented for it: 8 x $6.88. */
+  assert_int_equal(cand(&w, 0)->grows, 1);
+  assert_int_equal(cand(&w, 0)->compute_micro, 8 * AWS_H100);
+  /* 4 GPUs with 3 free on a node up: those 3, and a new node of 8. */
+  w.req.gpus = 4;
+  w.sites[0].pools[0].free = 3;
+  w.sites[0].pools[0].grow = 8;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->compute_micro, 11 * AWS_H100);
+  /* Room on a node up: only its own GPUs. */
+  w.sites[0].pools[0].free = 4;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->grows, 0);
+  assert_int_equal(cand(&w, 0)->compute_micro, 4 * AWS_H100);
+}
+
+static void
 test_a_short_on_prem_wait_beats_growing_the_cloud(void **state)
 {
   struct world w;
@@ -940,6 +984,8 @@ main(void)
         test_the_reservation_is_the_oldest_jobs_site_type_and_start),
     cmocka_unit_test(
         test_a_younger_job_passes_the_oldest_only_by_ending_before_its_start),
+    cmocka_unit_test(
+        test_a_reservation_due_now_holds_a_younger_job_that_would_outlast_it),
     cmocka_unit_test(test_a_reservation_holds_only_its_own_site_and_type),
     cmocka_unit_test(test_every_candidate_reports_its_terms_and_a_reason),
     cmocka_unit_test(test_decide_alone_gives_the_numbers_and_no_words),
@@ -957,6 +1003,7 @@ main(void)
     cmocka_unit_test(
         test_a_job_waits_for_an_elastic_site_to_grow_when_on_prem_waits_longer),
     cmocka_unit_test(test_a_short_on_prem_wait_beats_growing_the_cloud),
+    cmocka_unit_test(test_growth_is_charged_whole_nodes),
     cmocka_unit_test(test_a_site_that_grows_on_submit_takes_the_job_now),
     cmocka_unit_test(test_growth_beyond_what_a_site_may_grow_is_a_plain_wait),
   };
