@@ -399,7 +399,9 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
       .release_margin_ms = f->release_margin_ms,
       .cooldown_ms = f->cooldown_ms,
       .spend_cap_micro = f->spend_cap_micro,
-      .forecast = f->forecast};
+      .forecast = f->forecast,
+      /* the default project's: an idle node's keep is the site's */
+      .wait_value_micro = in->site->broker->wait_value_micro};
   bs->shapes = in->shapes;
   bs->nshapes = f->nshapes;
   bs->nodes = in->nodes;

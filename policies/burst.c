@@ -457,6 +457,24 @@ keep_reason(const struct site_work *w, int64_t now, const struct burst_node *n,
   return BURST_IDLE;
 }
 
+/* How long node n may sit idle: the idle timeout, or less where an
+ * hour of its waiting GPUs is worth little: once its idle time has cost
+ * what the boot it would save a job of its size is worth (price x t =
+ * wait value x GPUs x boot), keeping it longer is money for nothing. */
+static int64_t
+idle_limit(const struct site_work *w, const struct burst_node *n)
+{
+  const struct burst_site *s = w->s;
+  int64_t limit = pos(s->cfg.idle_timeout_ms), price = node_price(w, n);
+  double keep;
+
+  if (s->cfg.wait_value_micro <= 0 || price <= 0 || !shape_ok(w, n->shape))
+    return limit;
+  keep = (double)s->cfg.wait_value_micro * (double)node_gpus(w, n) *
+         (double)pos(s->shapes[n->shape].boot_ms) / (double)price;
+  return keep < (double)limit ? (int64_t)keep : limit;
+}
+
 static void
 release_nodes(const struct site_work *w, int64_t now, struct burst_plan *p)
 {
@@ -479,7 +497,7 @@ release_nodes(const struct site_work *w, int64_t now, struct burst_plan *p)
     enum burst_reason r;
 
     if (n->gpus_used > 0 || !n->up ||
-        sat_sub(now, n->idle_since_ms) < pos(s->cfg.idle_timeout_ms))
+        sat_sub(now, n->idle_since_ms) < idle_limit(w, n))
       continue;
     r = keep_reason(w, now, n, remaining, idle - gpus, expected);
     if (p->nodes != NULL)

@@ -28,7 +28,9 @@
  *      spend rate above the site's cap or, over all sites in order,
  *      the overall cap (SITE_CAP, TOTAL_CAP).  The rate counts every
  *      live node at its price per hour.
- *   5. Release: a node with no job, idle for idle_timeout_ms, is
+ *   5. Release: a node with no job, idle for idle_timeout_ms (or less:
+ *      no longer than its idle time costs what the boot it saves a job
+ *      is worth at the site's wait value), is
  *      released (IDLE) at the end of its paid billing unit: within
  *      release_margin_ms of it when billing_ms is longer than a minute
  *      (PAID until then).  Never below min_nodes, never within the
@@ -73,7 +75,8 @@
  *     (releases of this call free nothing), and each site's admitted
  *     launches add to it before the next site is planned.
  *   - Release (rule 5) looks at up, idle (gpus_used 0) nodes idle for
- *     idle_timeout_ms, in input order, and keeps one for the first of:
+ *     idle_timeout_ms or, with a wait value, min(that, wait value x
+ *     GPUs x the shape's boot_ms / node price), in input order, and keeps one for the first of:
  *     the site would drop to min_nodes (MIN_NODES); jobs are counted or
  *     a launch is asked (HELD); within cooldown_ms of last_launch_ms
  *     (COOLDOWN); hysteresis, cfg.forecast and forecast_gpus >= 0: the
@@ -168,6 +171,12 @@ struct burst_config {
   int64_t cooldown_ms;
   int64_t spend_cap_micro;   /* $ per hour of live nodes; 0: no cap */
   int forecast;              /* launch ahead of forecast demand */
+  int64_t wait_value_micro;  /* $ a GPU-hour of waiting is worth (the
+                                default project's); an idle node is
+                                kept no longer than its cost stays below
+                                the boot it would save a job of its
+                                size: price x t = wait value x GPUs x
+                                boot.  0: idle_timeout_ms alone */
 };
 
 struct burst_site {

@@ -402,6 +402,36 @@ test_per_second_billing_releases_at_the_idle_timeout(void **state)
 }
 
 static void
+test_a_low_wait_value_releases_an_idle_node_before_the_timeout(void **state)
+{
+  struct world w;
+  struct burst_node *n;
+
+  (void)state;
+  world_init(&w);
+  w.site.cfg.billing_ms = SEC;
+  /* $4 a GPU-hour of waiting: a 5-minute boot of 8 GPUs is worth $2.67,
+   * what a $55.04/h p5 costs idle in 4e6 x 8 x 300000 / 55040000 ms =
+   * 174.418 s. */
+  w.site.cfg.wait_value_micro = 4000000;
+  n = add_node(&w, 5, 0, NOW - HOUR, NOW - 174418);
+  decide(&w);
+  assert_int_equal(w.why[0], BURST_IDLE);
+  n->idle_since_ms = NOW - 174417 + 1;
+  decide(&w);
+  assert_int_equal(w.why[0], BURST_NONE);
+  /* At $64 the boot is worth more than 10 minutes idle: the timeout
+   * rules. */
+  w.site.cfg.wait_value_micro = 64000000;
+  n->idle_since_ms = NOW - 10 * MIN + 1;
+  decide(&w);
+  assert_int_equal(w.why[0], BURST_NONE);
+  n->idle_since_ms = NOW - 10 * MIN;
+  decide(&w);
+  assert_int_equal(w.why[0], BURST_IDLE);
+}
+
+static void
 test_no_release_below_min_nodes(void **state)
 {
   struct world w;
@@ -847,6 +877,8 @@ main(void)
       cmocka_unit_test(
           test_idle_node_is_released_only_near_the_end_of_its_paid_hour),
       cmocka_unit_test(test_per_second_billing_releases_at_the_idle_timeout),
+      cmocka_unit_test(
+          test_a_low_wait_value_releases_an_idle_node_before_the_timeout),
       cmocka_unit_test(test_no_release_below_min_nodes),
       cmocka_unit_test(test_no_release_within_cooldown_after_a_launch),
       cmocka_unit_test(test_forecast_prescales_ahead_of_the_daily_peak),
