@@ -57,6 +57,12 @@
 #define MAX_LISTING (256u << 20)
 #define MAX_ANSWER (4u << 20)
 #define MAX_ENV 512
+/* How long a powered-down node takes to take its job, when the site does
+ * not say: ParallelCluster's median from submit to start on a node it
+ * had to launch is 294 s (../shared/research/placement-burst.md 2.2). */
+#define DEFAULT_BOOT_MS 300000
+/* A boot of more than a day is a mistake in the config, not a cloud. */
+#define MAX_BOOT_S 86400
 
 enum sj_phase {
   SJ_SUBMITTING, /* POST sent, no answer yet */
@@ -111,6 +117,7 @@ struct slurm_site {
   char *default_account;
   json_t *environment;       /* the site's base environment */
   int slurmdbd;
+  int64_t boot_ms;           /* elastic.boot_s, or -1: not configured */
   int64_t poll_ms;
   int64_t timeout_ms;
   int64_t max_jobs;
@@ -1211,6 +1218,13 @@ slurm_capacity(void *ctx, struct adapter_capacity *out)
   snprintf(out->detail, sizeof(out->detail), "%s", s->detail);
   out->max_jobs = s->max_jobs;
   out->jobs_active = (int64_t)s->njobs;
+  /* Slurm itself powers its nodes up for the jobs it is given
+   * (grows_on_submit, from the nodes' states); how long that takes is
+   * the config's word, else the default once the site has such nodes. */
+  if (s->boot_ms >= 0)
+    out->grow_ms = s->boot_ms;
+  else
+    out->grow_ms = out->grows_on_submit ? DEFAULT_BOOT_MS : 0;
   each_job(s, count_unlisted, &d);
   out->gpus_pending = d.total;
   for (int k = 0; k < out->npools; k++) {
@@ -1247,6 +1261,14 @@ static const struct jsonx_field fields[] = {
     {"max_jobs", JX_INT},
     {"ca_file", JX_STRING},
     {"allow_insecure_token", JX_BOOL},
+    {"elastic", JX_OBJECT},
+    {NULL, 0},
+};
+
+/* The "elastic" block: what tenbin plans with for nodes that Slurm's
+ * power saving starts. */
+static const struct jsonx_field elastic_fields[] = {
+    {"boot_s", JX_INT},
     {NULL, 0},
 };
 
@@ -1284,6 +1306,24 @@ config_string(const json_t *config, const char *field, int required,
   }
   *out = xstrdup(v);
   return 0;
+}
+
+static int
+configure_elastic(struct slurm_site *s, const json_t *config, struct err *e)
+{
+  const json_t *el = json_object_get(config, "elastic");
+  int rc;
+
+  s->boot_ms = -1;
+  if (el == NULL || json_is_null(el))
+    return 0;
+  rc = jsonx_check(el, elastic_fields, "elastic.", e);
+  if (rc == 0)
+    rc = jsonx_int(el, "boot_s", 0, MAX_BOOT_S, -1, &s->boot_ms,
+                   "elastic.", e);
+  if (rc == 0 && s->boot_ms >= 0)
+    s->boot_ms *= 1000;
+  return rc;
 }
 
 static int
@@ -1363,6 +1403,8 @@ configure(struct slurm_site *s, const json_t *config, struct err *e)
   if (rc == 0)
     rc = jsonx_int(config, "max_jobs", 0, 10000000, 0, &s->max_jobs, "",
                    e);
+  if (rc == 0)
+    rc = configure_elastic(s, config, e);
   if (rc < 0)
     return rc;
   s->slurmdbd = jsonx_bool(config, "slurmdbd", 0);

@@ -97,7 +97,9 @@ struct slurm_schema {
    * a wait status).  NULL when this version has no slurmdbd endpoints. */
   int (*db_jobs)(const json_t *answer, const char *instance,
                  struct slurm_job_list *out, struct err *e);
-  /* Nodes, GPUs by type (total, in use, on down/drained nodes). */
+  /* Nodes, GPUs by type (total, in use, on down/drained nodes, on
+   * powered-down nodes Slurm starts for a job: grow), and whether the
+   * cluster starts nodes itself (grows_on_submit). */
   int (*nodes)(const json_t *answer, struct adapter_capacity *cap,
                struct err *e);
 };

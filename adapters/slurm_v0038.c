@@ -905,52 +905,98 @@ fail:
 /* ---- nodes ---- */
 
 /*
- * A node that cannot take a job now.  v0.0.38 gives the base state in
- * lowercase ("idle", "mixed", "down") and the flags apart ("DRAIN",
- * "NOT_RESPONDING"); older forms join them ("idle+drain").  A draining
- * node still runs its jobs but takes no new one.  Powered-down cloud
- * nodes are not down: Slurm powers them up for a job.
+ * What a node's state says about taking a job.  v0.0.38 gives the base
+ * state in lowercase ("idle", "mixed", "down") and the flags apart
+ * ("DRAIN", "NOT_RESPONDING", "CLOUD", "POWERED_DOWN"); older forms join
+ * them ("idle+drain").
+ *
+ * A draining node still runs its jobs but takes no new one: down.  A node
+ * under Slurm's power saving that is not up (POWERED_DOWN, POWERING_UP,
+ * POWERING_DOWN, or asked to power up or down) is elastic: Slurm runs its
+ * ResumeProgram for a job that needs it, so its GPUs are capacity the site
+ * grows into, not down ones.  A booting node is NOT_RESPONDING until its
+ * slurmd registers (seen on 22.05.8: "mixed" + CLOUD, NOT_RESPONDING,
+ * POWERING_UP), which is no failure.  A node that is down or drained as
+ * well stays down: Slurm starts no job there, powered down or not.
  */
-static const char *const down_words[] = {
-  "down", "drain", "drained", "draining", "fail", "failing",
-  "not_responding", "no_respond", "maint", "maintenance", "future",
-  "unknown", "inval", "invalid", "invalid_reg", "error", NULL};
+enum node_word {
+  NW_OTHER = 0,
+  NW_DOWN,         /* never takes a job in this state */
+  NW_NO_RESPONSE,  /* down, unless it is powering up */
+  NW_POWER,        /* not up, under power saving */
+  NW_CLOUD,        /* a node of a cluster that starts nodes itself */
+};
 
-static int
-is_down_word(const char *w, size_t len)
+static const struct {
+  const char *word;
+  enum node_word kind;
+} node_words[] = {
+  {"down", NW_DOWN}, {"drain", NW_DOWN}, {"drained", NW_DOWN},
+  {"draining", NW_DOWN}, {"fail", NW_DOWN}, {"failing", NW_DOWN},
+  {"maint", NW_DOWN}, {"maintenance", NW_DOWN}, {"future", NW_DOWN},
+  {"unknown", NW_DOWN}, {"inval", NW_DOWN}, {"invalid", NW_DOWN},
+  {"invalid_reg", NW_DOWN}, {"error", NW_DOWN},
+  {"not_responding", NW_NO_RESPONSE}, {"no_respond", NW_NO_RESPONSE},
+  {"powered_down", NW_POWER}, {"powering_up", NW_POWER},
+  {"powering_down", NW_POWER}, {"power_down", NW_POWER},
+  {"power_up", NW_POWER},
+  {"cloud", NW_CLOUD},
+};
+
+enum node_use { NODE_UP, NODE_DOWN, NODE_ELASTIC };
+
+struct node_state {
+  enum node_use use;
+  int cloud;       /* CLOUD or a power-saving word: Slurm starts it */
+};
+
+static enum node_word
+node_word(const char *w, size_t len)
 {
-  for (const char *const *d = down_words; *d != NULL; d++) {
-    if (strlen(*d) == len && strncasecmp(*d, w, len) == 0)
-      return 1;
+  for (size_t i = 0; i < sizeof(node_words) / sizeof(node_words[0]); i++) {
+    if (strlen(node_words[i].word) == len &&
+        strncasecmp(node_words[i].word, w, len) == 0)
+      return node_words[i].kind;
   }
-  return 0;
+  return NW_OTHER;
 }
 
-static int
-node_down(const json_t *node)
+static void
+node_state_of(const json_t *node, struct node_state *out)
 {
   const char *state = json_string_value(json_object_get(node, "state"));
   const json_t *flags = json_object_get(node, "state_flags");
   const json_t *f;
+  int n[NW_CLOUD + 1] = {0}; /* words of each kind, state and flags */
   size_t i;
 
-  if (state == NULL || state[0] == '\0')
-    return 1;
+  memset(out, 0, sizeof(*out));
+  if (state == NULL || state[0] == '\0') {
+    out->use = NODE_DOWN;
+    return;
+  }
   for (const char *p = state; *p != '\0';) {
     size_t len = strcspn(p, "+");
 
-    if (is_down_word(p, len))
-      return 1;
+    n[node_word(p, len)]++;
     p += len;
     p += *p == '+';
   }
   json_array_foreach(flags, i, f) {
     const char *w = json_string_value(f);
 
-    if (w != NULL && is_down_word(w, strlen(w)))
-      return 1;
+    if (w != NULL)
+      n[node_word(w, strlen(w))]++;
   }
-  return 0;
+  out->cloud = n[NW_CLOUD] > 0 || n[NW_POWER] > 0;
+  if (n[NW_DOWN] > 0)
+    out->use = NODE_DOWN;
+  else if (n[NW_POWER] > 0)
+    out->use = NODE_ELASTIC;
+  else if (n[NW_NO_RESPONSE] > 0)
+    out->use = NODE_DOWN;
+  else
+    out->use = NODE_UP;
 }
 
 struct node_gres {
@@ -1005,10 +1051,14 @@ pool_of(struct adapter_capacity *cap, const char *type)
 
 /*
  * GET nodes.  pools[].down counts the GPUs of down or drained nodes that
- * no job holds, so that total = in_use + down + idle (a draining node's
- * running jobs are in_use, not down twice).  Only the figures the schema
- * knows are written; reachable, detail and the job counts are the
- * adapter's.
+ * no job holds, and pools[].grow those of elastic nodes (node_state_of)
+ * that no job holds, so that total = in_use + down + grow + idle (a
+ * draining node's running jobs are in_use, not down twice; the GPUs a
+ * job was given on a node still powering up are in_use, not grow).
+ * Elastic nodes count in nodes, not in nodes_down: they can run jobs.
+ * grows_on_submit is 1 when any node is under Slurm's power saving.
+ * Only the figures the schema knows are written; reachable, detail, the
+ * job counts and grow_ms are the adapter's.
  */
 static int
 nodes_v0038(const json_t *answer, struct adapter_capacity *cap,
@@ -1023,19 +1073,22 @@ nodes_v0038(const json_t *answer, struct adapter_capacity *cap,
   cap->nodes = 0;
   cap->nodes_down = 0;
   cap->npools = 0;
+  cap->grows_on_submit = 0;
   json_array_foreach(nodes, i, node) {
     struct node_gres have;
     struct node_gres used;
-    int down;
+    struct node_state st;
 
     if (!json_is_object(node))
       return err_set(e, ERR_SITE,
                      "slurmrestd's answer: nodes[%zu] is not an object", i);
-    down = node_down(node);
-    if (down)
+    node_state_of(node, &st);
+    if (st.use == NODE_DOWN)
       cap->nodes_down++;
     else
       cap->nodes++;
+    if (st.cloud)
+      cap->grows_on_submit = 1;
     memset(&have, 0, sizeof(have));
     memset(&used, 0, sizeof(used));
     slurm_gres_each(json_string_value(json_object_get(node, "gres")),
@@ -1056,8 +1109,10 @@ nodes_v0038(const json_t *answer, struct adapter_capacity *cap,
         busy = have.count[k];
       p->total += have.count[k];
       p->in_use += busy;
-      if (down)
+      if (st.use == NODE_DOWN)
         p->down += have.count[k] - busy;
+      else if (st.use == NODE_ELASTIC)
+        p->grow += have.count[k] - busy;
       if (have.count[k] > p->per_node)
         p->per_node = have.count[k];
     }

@@ -143,11 +143,11 @@ site_json(const struct site_view *v)
     const struct site_gpu_view *g = &v->gpus[k];
 
     json_array_append_new(
-        gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "type", g->type,
-                        "total", (json_int_t)g->total, "in_use",
+        gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "type",
+                        g->type, "total", (json_int_t)g->total, "in_use",
                         (json_int_t)g->in_use, "idle", (json_int_t)g->idle,
                         "down", (json_int_t)g->down, "pending",
-                        (json_int_t)g->pending));
+                        (json_int_t)g->pending, "grow", (json_int_t)g->grow));
   }
   json_object_set_new(jobs, "queued", json_integer(v->queued));
   json_object_set_new(jobs, "running", json_integer(v->jobs[JOB_RUNNING]));

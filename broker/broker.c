@@ -735,7 +735,7 @@ site_view_fill(struct site *s, const int64_t *counts, struct site_view *v)
   for (int k = 0; k < cap.npools; k++) {
     const struct adapter_gpu_pool *p = &cap.pools[k];
     struct site_gpu_view *g = &v->gpus[v->ngpus++];
-    int64_t idle = p->total - p->in_use - p->down;
+    int64_t idle = p->total - p->in_use - p->down - p->grow;
 
     g->type = xstrdup(p->type);
     g->total = p->total;
@@ -743,6 +743,7 @@ site_view_fill(struct site *s, const int64_t *counts, struct site_view *v)
     g->idle = idle > 0 ? idle : 0;
     g->down = p->down;
     g->pending = p->pending;
+    g->grow = p->grow;
     v->gpus_total += p->total;
     v->gpus_in_use += p->in_use;
   }

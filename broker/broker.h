@@ -458,9 +458,12 @@ struct site_gpu_view {
   char *type;           /* "h100"; lowercase */
   int64_t total;        /* GPUs that exist */
   int64_t in_use;       /* assigned to running jobs */
-  int64_t idle;         /* neither in use nor down (never negative) */
+  int64_t idle;         /* up, neither in use nor down (never
+                           negative) */
   int64_t down;         /* on drained or down nodes */
   int64_t pending;      /* asked for by jobs in the site's own queue */
+  int64_t grow;         /* elastic: of total, not up; starting nodes
+                           gives them */
 };
 
 /* A rented site's price of one GPU type, micro-dollars per GPU-hour. */

@@ -155,6 +155,7 @@ cli_fmt_site_gpus(const json_t *gpus, struct buf *out)
       continue;
     json_int_t down = json_integer_value(json_object_get(g, "down"));
     json_int_t pending = json_integer_value(json_object_get(g, "pending"));
+    json_int_t grow = json_integer_value(json_object_get(g, "grow"));
 
     rc = buf_addf(out, "%s%s %lld/%lld", n > 0 ? ", " : "",
                   type != NULL ? type : "any",
@@ -165,6 +166,8 @@ cli_fmt_site_gpus(const json_t *gpus, struct buf *out)
       rc = buf_addf(out, " (%lld down)", (long long)down);
     if (rc == 0 && pending > 0)
       rc = buf_addf(out, " +%lld waiting", (long long)pending);
+    if (rc == 0 && grow > 0)
+      rc = buf_addf(out, " (%lld to start)", (long long)grow);
     if (rc < 0)
       return rc;
     n++;

@@ -128,6 +128,30 @@ static const char NODES_ONPREM[] =
     "\"partitions\":[\"gpu\"],\"reason\":\"\",\"cpus\":32,"
     "\"alloc_cpus\":0,\"idle_cpus\":32,\"address\":\"127.0.0.1\"}]}";
 
+/* GET nodes on the testbed's elastic cluster (scripts/slurm-testbed
+ * --elastic), trimmed: two State=CLOUD nodes powered down; then the first
+ * one up after a job, the second still powered down. */
+static const char NODES_ELASTIC_DOWN[] =
+    "{\"meta\":{},\"errors\":[],\"nodes\":["
+    "{\"name\":\"elastic-h100-1\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],\"gres\":\"gpu:h100:8\","
+    "\"gres_drained\":\"N/A\",\"gres_used\":\"gpu:h100:0(IDX:N/A)\","
+    "\"partitions\":[\"gpu\"],\"reason\":\"\",\"boot_time\":0},"
+    "{\"name\":\"elastic-h100-2\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],\"gres\":\"gpu:h100:8\","
+    "\"gres_drained\":\"N/A\",\"gres_used\":\"gpu:h100:0(IDX:N/A)\","
+    "\"partitions\":[\"gpu\"],\"reason\":\"\",\"boot_time\":0}]}";
+static const char NODES_ELASTIC_ONE_UP[] =
+    "{\"meta\":{},\"errors\":[],\"nodes\":["
+    "{\"name\":\"elastic-h100-1\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\"],\"gres\":\"gpu:h100:8\","
+    "\"gres_drained\":\"N/A\",\"gres_used\":\"gpu:h100:0(IDX:N/A)\","
+    "\"partitions\":[\"gpu\"],\"reason\":\"\",\"boot_time\":1795762158},"
+    "{\"name\":\"elastic-h100-2\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],\"gres\":\"gpu:h100:8\","
+    "\"gres_drained\":\"N/A\",\"gres_used\":\"gpu:h100:0(IDX:N/A)\","
+    "\"partitions\":[\"gpu\"],\"reason\":\"\",\"boot_time\":0}]}";
+
 /* A wrong, expired or other cluster's token, on a GET. */
 static const char BAD_TOKEN[] =
     "{\"errors\":[{\"description\":\"slurmctld config is unable to load\","
@@ -513,6 +537,34 @@ open_site(struct fx *fx, const char *overrides)
   if (adapter_slurm_ops.open(&env, config, &fx->site, &e) < 0)
     fail_msg("open: %s", e.msg);
   json_decref(config);
+}
+
+/* Open the site with overrides that it must refuse; e says why. */
+static int
+open_refused(struct fx *fx, const char *overrides, struct err *e)
+{
+  struct adapter_env env = {
+      .loop = &fx->loop,
+      .site_name = "elastic",
+      .state_dir = fx->dir,
+      .instance = INSTANCE,
+      .update = on_update,
+      .update_arg = fx,
+  };
+  json_t *config = json_pack("{s:s, s:s, s:s}", "url", fx->url, "user",
+                             "brokertest", "token_file", fx->token_file);
+  json_t *o = json_loads(overrides, 0, NULL);
+  int rc;
+
+  assert_non_null(config);
+  assert_non_null(o);
+  json_object_update(config, o);
+  json_decref(o);
+  memset(e, 0, sizeof(*e));
+  rc = adapter_slurm_ops.open(&env, config, &fx->site, e);
+  json_decref(config);
+  assert_null(fx->site);
+  return rc;
 }
 
 static void
@@ -1451,6 +1503,101 @@ test_malformed_submit_answers_are_uncertain_never_a_second_submit(
   free(huge);
 }
 
+/* ---- elastic capacity (Slurm power saving) ---- */
+
+static void
+test_powered_down_nodes_are_growth_at_the_default_boot_delay(void **state)
+{
+  struct fx *fx = *state;
+  struct adapter_capacity c;
+
+  fx->nodes = (struct canned){200, NODES_ELASTIC_DOWN, 0};
+  open_site(fx, NULL);
+  RUN_UNTIL(fx, capacity(fx).reachable);
+  c = capacity(fx);
+  /* Both nodes can run a job: Slurm powers them up for it. */
+  assert_int_equal(c.nodes, 2);
+  assert_int_equal(c.nodes_down, 0);
+  assert_int_equal(c.npools, 1);
+  assert_int_equal(c.pools[0].total, 16);
+  assert_int_equal(c.pools[0].grow, 16);
+  assert_int_equal(c.pools[0].in_use, 0);
+  assert_int_equal(c.pools[0].down, 0);
+  assert_int_equal(c.grows_on_submit, 1);
+  /* No boot delay configured: ParallelCluster's median. */
+  assert_int_equal(c.grow_ms, 300000);
+
+  /* After a job, the first node is up and idle: its 8 are free. */
+  fx->nodes = (struct canned){200, NODES_ELASTIC_ONE_UP, 0};
+  RUN_UNTIL(fx, capacity(fx).pools[0].grow == 8);
+  c = capacity(fx);
+  assert_int_equal(c.pools[0].total - c.pools[0].in_use - c.pools[0].down -
+                       c.pools[0].grow,
+                   8);
+  assert_int_equal(c.grows_on_submit, 1);
+}
+
+static void
+test_elastic_boot_delay_comes_from_the_site_config(void **state)
+{
+  struct fx *fx = *state;
+
+  fx->nodes = (struct canned){200, NODES_ELASTIC_DOWN, 0};
+  open_site(fx, "{\"elastic\": {\"boot_s\": 42}}");
+  RUN_UNTIL(fx, capacity(fx).reachable);
+  assert_int_equal(capacity(fx).grow_ms, 42000);
+  assert_int_equal(capacity(fx).pools[0].grow, 16);
+}
+
+static void
+test_site_without_power_saving_neither_grows_nor_waits_for_boots(
+    void **state)
+{
+  struct fx *fx = *state;
+  struct adapter_capacity c;
+
+  open_site(fx, NULL);
+  RUN_UNTIL(fx, capacity(fx).reachable);
+  c = capacity(fx);
+  assert_int_equal(c.pools[0].grow, 0);
+  assert_int_equal(c.grows_on_submit, 0);
+  assert_int_equal(c.grow_ms, 0);
+}
+
+static void
+test_elastic_settings_are_refused_naming_the_field(void **state)
+{
+  struct fx *fx = *state;
+  static const struct {
+    const char *config;
+    const char *says;
+  } bad[] = {
+      {"{\"elastic\": {\"boot_s\": -1}}", "'elastic.boot_s' must be between"},
+      {"{\"elastic\": {\"boot_s\": 86401}}",
+       "'elastic.boot_s' must be between 0 and 86400"},
+      {"{\"elastic\": {\"boot_s\": \"300\"}}", "'elastic.boot_s' must be"},
+      {"{\"elastic\": {\"boot_s\": 2.5}}", "'elastic.boot_s' must be"},
+      {"{\"elastic\": {\"boot\": 300}}", "unknown field 'elastic.boot'"},
+      {"{\"elastic\": 300}", "field 'elastic' must be"},
+      {"{\"elastic\": [300]}", "field 'elastic' must be"},
+  };
+  struct err e;
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_true(open_refused(fx, bad[i].config, &e) < 0);
+    assert_contains(e.msg, bad[i].says);
+  }
+  /* Absent, null, empty, 0: all accepted. */
+  open_site(fx, "{\"elastic\": {\"boot_s\": 0}}");
+  adapter_slurm_ops.close(fx->site, on_closed, fx);
+  fx->site = NULL;
+  open_site(fx, "{\"elastic\": null}");
+  adapter_slurm_ops.close(fx->site, on_closed, fx);
+  fx->site = NULL;
+  open_site(fx, "{\"elastic\": {}}");
+  RUN_UNTIL(fx, fx->closed == 2);
+}
+
 int
 main(void)
 {
@@ -1532,6 +1679,18 @@ main(void)
       cmocka_unit_test_setup_teardown(
           test_malformed_submit_answers_are_uncertain_never_a_second_submit,
           setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_powered_down_nodes_are_growth_at_the_default_boot_delay,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_elastic_boot_delay_comes_from_the_site_config, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_site_without_power_saving_neither_grows_nor_waits_for_boots,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_elastic_settings_are_refused_naming_the_field, setup,
+          teardown),
   };
   int rc;
 

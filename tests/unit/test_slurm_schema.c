@@ -213,6 +213,61 @@ static const char NODES_MIXED_STATES[] =
     "{\"name\":\"cpu1\",\"state\":\"idle\",\"state_flags\":[],"
     "\"gres\":\"\",\"gres_used\":\"\"}]}";
 
+/*
+ * GET nodes on the testbed's elastic cluster (scripts/slurm-testbed
+ * --elastic: two State=CLOUD nodes under power saving), through one job
+ * of 2 GPUs, in the order the states came: both powered down at start
+ * (the first node's object in full); the job allocated the first node,
+ * whose ResumeProgram has not run yet; its slurmd booting; the node up;
+ * idle after the job; being suspended.
+ */
+static const char NODES_ELASTIC_DOWN[] =
+    "{\"meta\":{\"plugin\":{\"type\":\"openapi/v0.0.38\"}},\"errors\":[],"
+    "\"nodes\":[{\"architecture\":\"\",\"burstbuffer_network_address\":\"\","
+    "\"boards\":1,\"boot_time\":0,\"comment\":\"\",\"cores\":1,"
+    "\"cpu_binding\":0,\"cpu_load\":4294967294,\"extra\":\"\","
+    "\"free_memory\":-2,\"cpus\":32,\"last_busy\":0,\"features\":\"\","
+    "\"active_features\":\"\",\"gres\":\"gpu:h100:8\","
+    "\"gres_drained\":\"N/A\",\"gres_used\":\"gpu:h100:0(IDX:N/A)\","
+    "\"mcs_label\":\"\",\"name\":\"elastic-h100-1\","
+    "\"next_state_after_reboot\":\"invalid\",\"address\":\"127.0.0.1\","
+    "\"hostname\":\"vm\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],"
+    "\"next_state_after_reboot_flags\":[],\"operating_system\":\"\","
+    "\"owner\":null,\"partitions\":[\"gpu\"],\"port\":6822,"
+    "\"real_memory\":256000,\"reason\":\"\",\"reason_changed_at\":0,"
+    "\"reason_set_by_user\":null,\"slurmd_start_time\":0,\"sockets\":32,"
+    "\"threads\":1,\"temporary_disk\":0,\"weight\":1,"
+    "\"tres\":\"cpu=32,mem=250G,billing=32\",\"slurmd_version\":\"\","
+    "\"alloc_memory\":0,\"alloc_cpus\":0,\"idle_cpus\":32,"
+    "\"tres_used\":null,\"tres_weighted\":0},"
+    "{\"name\":\"elastic-h100-2\",\"state\":\"idle\","
+    "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],\"gres\":\"gpu:h100:8\","
+    "\"gres_used\":\"gpu:h100:0(IDX:N/A)\",\"boot_time\":0}]}";
+
+/* One elastic node in state (with flags) and gres_used, beside a second
+ * one powered down. */
+#define NODES_ELASTIC(state, flags, used)                                   \
+  "{\"errors\":[],\"nodes\":[{\"name\":\"elastic-h100-1\","                 \
+  "\"state\":\"" state "\",\"state_flags\":[" flags "],"                    \
+  "\"gres\":\"gpu:h100:8\",\"gres_used\":\"" used "\"},"                    \
+  "{\"name\":\"elastic-h100-2\",\"state\":\"idle\","                        \
+  "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],\"gres\":\"gpu:h100:8\","   \
+  "\"gres_used\":\"gpu:h100:0(IDX:N/A)\"}]}"
+
+static const char NODES_ELASTIC_ALLOCATED[] = NODES_ELASTIC(
+    "mixed", "\"CLOUD\",\"POWERED_DOWN\"", "gpu:h100:2(IDX:0-1)");
+static const char NODES_ELASTIC_BOOTING[] = NODES_ELASTIC(
+    "mixed", "\"CLOUD\",\"NOT_RESPONDING\",\"POWERING_UP\"",
+    "gpu:h100:2(IDX:0-1)");
+static const char NODES_ELASTIC_UP[] =
+    NODES_ELASTIC("mixed", "\"CLOUD\"", "gpu:h100:2(IDX:0-1)");
+static const char NODES_ELASTIC_IDLE[] =
+    NODES_ELASTIC("idle", "\"CLOUD\"", "gpu:h100:0(IDX:N/A)");
+static const char NODES_ELASTIC_SUSPENDING[] =
+    NODES_ELASTIC("idle", "\"CLOUD\",\"POWERING_DOWN\"",
+                  "gpu:h100:0(IDX:N/A)");
+
 /* GET /slurmdb/v0.0.38/job/1 (research notes), plus a cancelled job
  * whose exit_code is in the documented signal form. */
 static const char DB_JOBS[] =
@@ -1016,6 +1071,111 @@ test_nodes_drained_down_and_many_types(void **state)
   assert_int_equal(p->total, 4);
   assert_int_equal(p->in_use, 0);
   assert_int_equal(c.npools, 4);
+  /* a5's GPUs no job holds are the ones the site grows into. */
+  assert_int_equal(pool(&c, "h100")->grow, 3);
+  assert_int_equal(p->grow, 4);
+  assert_int_equal(pool(&c, "a10g")->grow, 0);
+  assert_int_equal(c.grows_on_submit, 1);
+}
+
+/* The h100 pool of an answer of the elastic cluster (16 GPUs): what is
+ * in use, down, growth and free (what the broker may place at once). */
+static void
+assert_h100(const char *text, int64_t nodes, int64_t in_use, int64_t down,
+            int64_t grow, int64_t free_now)
+{
+  struct adapter_capacity c;
+  const struct adapter_gpu_pool *p;
+
+  nodes_ok(text, &c);
+  p = pool(&c, "h100");
+  assert_int_equal(c.nodes, nodes);
+  assert_int_equal(c.nodes_down, 2 - nodes);
+  assert_int_equal(p->total, 16);
+  assert_int_equal(p->in_use, in_use);
+  assert_int_equal(p->down, down);
+  assert_int_equal(p->grow, grow);
+  assert_int_equal(p->per_node, 8);
+  assert_int_equal(p->total - p->in_use - p->down - p->grow, free_now);
+  assert_int_equal(c.grows_on_submit, 1);
+}
+
+static void
+test_nodes_powered_down_cloud_nodes_grow_and_are_not_down(void **state)
+{
+  (void)state;
+  /* Both nodes can run jobs once Slurm powers them up: none is down,
+   * none of their GPUs is free, all 16 are growth. */
+  assert_h100(NODES_ELASTIC_DOWN, 2, 0, 0, 16, 0);
+}
+
+static void
+test_nodes_powering_up_grow_and_hold_their_jobs_gpus(void **state)
+{
+  (void)state;
+  /* Allocated before the ResumeProgram ran, then booting and not
+   * responding: the job's 2 GPUs are in use, the node's other 6 still
+   * come with it (grow), and not responding while powering up is no
+   * failure. */
+  assert_h100(NODES_ELASTIC_ALLOCATED, 2, 2, 0, 14, 0);
+  assert_h100(NODES_ELASTIC_BOOTING, 2, 2, 0, 14, 0);
+}
+
+static void
+test_nodes_resumed_cloud_node_is_free_capacity(void **state)
+{
+  (void)state;
+  /* Up (CLOUD alone): its GPUs are in use or free, no longer growth. */
+  assert_h100(NODES_ELASTIC_UP, 2, 2, 0, 8, 6);
+  assert_h100(NODES_ELASTIC_IDLE, 2, 0, 0, 8, 8);
+  /* Being suspended: it takes no job until Slurm powers it up again. */
+  assert_h100(NODES_ELASTIC_SUSPENDING, 2, 0, 0, 16, 0);
+}
+
+static void
+test_nodes_down_or_drained_while_powered_down_stay_down(void **state)
+{
+  struct adapter_capacity c;
+  const struct adapter_gpu_pool *p;
+
+  (void)state;
+  /* A node whose boot failed (ResumeTimeout marks it DOWN), a drained
+   * one, one not responding while up, and the joined form: Slurm starts
+   * no job on any of them. */
+  nodes_ok("{\"nodes\":["
+           "{\"name\":\"e1\",\"state\":\"down\","
+           "\"state_flags\":[\"CLOUD\",\"POWERED_DOWN\"],"
+           "\"gres\":\"gpu:h100:8\",\"gres_used\":\"\"},"
+           "{\"name\":\"e2\",\"state\":\"idle\","
+           "\"state_flags\":[\"CLOUD\",\"DRAIN\",\"POWERED_DOWN\"],"
+           "\"gres\":\"gpu:h100:8\",\"gres_used\":\"\"},"
+           "{\"name\":\"e3\",\"state\":\"idle\","
+           "\"state_flags\":[\"CLOUD\",\"NOT_RESPONDING\"],"
+           "\"gres\":\"gpu:h100:8\",\"gres_used\":\"\"},"
+           "{\"name\":\"e4\",\"state\":\"IDLE+CLOUD+POWERED_DOWN\","
+           "\"gres\":\"gpu:h100:8\",\"gres_used\":\"\"}]}",
+           &c);
+  p = pool(&c, "h100");
+  assert_int_equal(c.nodes_down, 3);
+  assert_int_equal(c.nodes, 1);
+  assert_int_equal(p->down, 24);
+  assert_int_equal(p->grow, 8);
+  assert_int_equal(c.grows_on_submit, 1);
+}
+
+static void
+test_nodes_without_power_saving_never_grow(void **state)
+{
+  struct adapter_capacity c;
+
+  (void)state;
+  c.grows_on_submit = 1;
+  nodes_ok(NODES_ONPREM, &c);
+  assert_int_equal(pool(&c, "h100")->grow, 0);
+  assert_int_equal(c.grows_on_submit, 0);
+  nodes_ok(NODES_CLOUD, &c);
+  assert_int_equal(pool(&c, "h100")->grow, 0);
+  assert_int_equal(c.grows_on_submit, 0);
 }
 
 static void
@@ -1517,6 +1677,11 @@ main(void)
     cmocka_unit_test(test_db_jobs_distrust_a_zero_exit_of_a_failed_job),
     cmocka_unit_test(test_nodes_idle_and_busy),
     cmocka_unit_test(test_nodes_drained_down_and_many_types),
+    cmocka_unit_test(test_nodes_powered_down_cloud_nodes_grow_and_are_not_down),
+    cmocka_unit_test(test_nodes_powering_up_grow_and_hold_their_jobs_gpus),
+    cmocka_unit_test(test_nodes_resumed_cloud_node_is_free_capacity),
+    cmocka_unit_test(test_nodes_down_or_drained_while_powered_down_stay_down),
+    cmocka_unit_test(test_nodes_without_power_saving_never_grow),
     cmocka_unit_test(test_nodes_past_the_pool_limit_keep_the_first_types),
     cmocka_unit_test(test_nodes_answer_without_nodes_is_site_error),
     cmocka_unit_test(test_outcome_of_every_state),
