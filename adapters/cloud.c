@@ -288,6 +288,20 @@ set_phase(struct pnode *n, enum phase ph)
   n->phase = ph;
 }
 
+/* Move a live n to shape s: its GPUs count under the new shape, or
+ * live_gpus would drift by the difference when it leaves. */
+static void
+set_shape(struct pnode *n, int s)
+{
+  int live = n->phase < PH_TERMINATING;
+
+  if (live)
+    count_live(n, -1);
+  n->shape = s;
+  if (live)
+    count_live(n, 1);
+}
+
 /* n's VM is gone (or never was): recorded, its last idle piece billed. */
 static void
 end_node(struct pnode *n, int64_t at)
@@ -500,7 +514,7 @@ advance(struct pnode *n, enum cloud_refusal why)
 
     if (strcmp(s->gpu_type, cur->gpu_type) != 0 || s->gpus < need)
       continue;
-    n->shape = (int)i;
+    set_shape(n, (int)i);
     n->zone_ix = 0;
     n->spot = s->market != CLOUD_ON_DEMAND;
     return 1;

@@ -129,16 +129,6 @@ learn_nodes(struct broker *b, struct site *s, struct scaler *sc,
       sd.interruptions, sd.spot_ms, INTERRUPTION_PRIOR);
 }
 
-static void
-seed(struct broker *b, struct site *s, struct scaler *sc)
-{
-  struct adapter_fleet f;
-
-  s->ops->fleet(s->ctx, &f);
-  learn_nodes(b, s, sc, &f);
-  adapter_fleet_release(&f);
-}
-
 static int
 cmp_id(const void *a, const void *b)
 {
@@ -147,9 +137,10 @@ cmp_id(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* Learn the boot of every node up now that was not at the last tick. */
+/* Keep the ids of the nodes up now; with learn, learn the boot of every
+ * one that was not up at the last call. */
 static void
-learn_boots(struct scaler *sc, const struct adapter_fleet *f)
+track_up(struct scaler *sc, const struct adapter_fleet *f, int learn)
 {
   int64_t *up = xcalloc(f->nnodes + 1, sizeof(*up));
   size_t n = 0;
@@ -160,7 +151,8 @@ learn_boots(struct scaler *sc, const struct adapter_fleet *f)
     if (!node->up)
       continue;
     up[n++] = node->id;
-    if ((sc->nup == 0 || bsearch(&node->id, sc->up, sc->nup,
+    if (learn &&
+        (sc->nup == 0 || bsearch(&node->id, sc->up, sc->nup,
                                  sizeof(*sc->up), cmp_id) == NULL) &&
         node->registered_ms > node->launched_ms && node->shape >= 0 &&
         node->shape < ADAPTER_MAX_SHAPES)
@@ -171,6 +163,19 @@ learn_boots(struct scaler *sc, const struct adapter_fleet *f)
   free(sc->up);
   sc->up = up;
   sc->nup = n;
+}
+
+/* The nodes of the store's last four weeks teach the boots; those up
+ * now are among them, so the first tick must not learn them again. */
+static void
+seed(struct broker *b, struct site *s, struct scaler *sc)
+{
+  struct adapter_fleet f;
+
+  s->ops->fleet(s->ctx, &f);
+  learn_nodes(b, s, sc, &f);
+  track_up(sc, &f, 0);
+  adapter_fleet_release(&f);
 }
 
 struct history {
@@ -356,14 +361,15 @@ struct site_in {
   struct burst_job *jobs;
 };
 
-static void
-build_site(struct site_in *in, struct burst_site *bs, int64_t now)
+/* The site's shapes into in->shapes, priced, with their learned boots;
+ * returns the boot of the cheapest per GPU (the fleet's boot_ms when
+ * none is learned): what the forecast and a restart wait for. */
+static int64_t
+build_shapes(struct site_in *in)
 {
-  struct adapter_fleet *f = &in->fleet;
-  struct scaler *sc = in->sc;
+  const struct adapter_fleet *f = &in->fleet;
   int64_t cheapest_boot = -1, cheapest = -1;
 
-  memset(bs, 0, sizeof(*bs));
   for (size_t i = 0; i < f->nshapes; i++) {
     struct burst_shape *s = &in->shapes[i];
 
@@ -372,12 +378,24 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
     s->gpus = f->shapes[i].gpus;
     s->price_micro = shape_price(in->site, &f->shapes[i]);
     s->spot = f->shapes[i].spot;
-    s->boot_ms = burst_boot_estimate(&sc->boot[i], f->boot_ms);
+    s->boot_ms = burst_boot_estimate(&in->sc->boot[i], f->boot_ms);
     if (cheapest < 0 || (s->gpus > 0 && s->price_micro / s->gpus < cheapest)) {
       cheapest = s->gpus > 0 ? s->price_micro / s->gpus : 0;
       cheapest_boot = s->boot_ms;
     }
   }
+  return cheapest_boot > 0 ? cheapest_boot : f->boot_ms;
+}
+
+static void
+build_site(struct site_in *in, struct burst_site *bs, int64_t now)
+{
+  struct adapter_fleet *f = &in->fleet;
+  struct scaler *sc = in->sc;
+  int64_t boot;
+
+  memset(bs, 0, sizeof(*bs));
+  boot = build_shapes(in);
   in->nodes = xcalloc(f->nnodes + 1, sizeof(*in->nodes));
   for (size_t i = 0; i < f->nnodes; i++) {
     const struct adapter_fleet_node *n = &f->nodes[i];
@@ -414,15 +432,10 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
   bs->jobs = in->jobs;
   bs->njobs = sc->njobs;
   bs->forecast_gpus =
-      f->forecast ? burst_forecast_gpus(&sc->forecast,
-                                        now + (cheapest_boot > 0
-                                                   ? cheapest_boot
-                                                   : f->boot_ms))
-                  : -1;
+      f->forecast ? burst_forecast_gpus(&sc->forecast, now + boot) : -1;
   bs->last_launch_ms = sc->last_launch_ms;
   bs->last_release_ms = sc->last_release_ms;
-  bs->restart_ms = (cheapest_boot > 0 ? cheapest_boot : f->boot_ms) +
-                   LOST_WORK_MS;
+  bs->restart_ms = boot + LOST_WORK_MS;
   bs->interruptions_per_hour = sc->interruptions_per_hour;
 }
 
@@ -448,18 +461,13 @@ reason_of(const struct burst_plan *p)
   return p->held;
 }
 
-/* The plan's view, metrics and, when it did something or its reason
- * changed, its row in the log. */
+/* The site as the plan leaves it, for views and metrics. */
 static void
-record(struct broker *b, struct site_in *in, const struct burst_site *bs,
-       const struct burst_plan *p, int64_t now)
+fill_view(struct site_in *in, const struct burst_site *bs,
+          const struct burst_plan *p, int64_t now)
 {
   struct scaler *sc = in->sc;
   struct scale_view *v = &sc->view;
-  const char *action = action_of(p);
-  enum burst_reason why = reason_of(p);
-  char key[sizeof(sc->logged)];
-  struct err e = {0};
 
   v->live = (int64_t)in->fleet.nnodes;
   v->launching = v->idle = v->busy = 0;
@@ -488,8 +496,23 @@ record(struct broker *b, struct site_in *in, const struct burst_site *bs,
   v->at_ms = now;
   snprintf(sc->detail, sizeof(sc->detail), "%s", p->reason);
   v->detail = sc->detail;
-  v->reason = burst_reason_name(why);
-  v->action = action;
+  v->reason = burst_reason_name(reason_of(p));
+  v->action = action_of(p);
+}
+
+/* The plan's view, metrics and, when it did something or its reason
+ * changed, its row in the log. */
+static void
+record(struct broker *b, struct site_in *in, const struct burst_site *bs,
+       const struct burst_plan *p, int64_t now)
+{
+  struct scaler *sc = in->sc;
+  const char *action = action_of(p);
+  enum burst_reason why = reason_of(p);
+  char key[sizeof(sc->logged)];
+  struct err e = {0};
+
+  fill_view(in, bs, p, now);
   if (p->nlaunch > 0 || p->nrelease > 0 || p->held != BURST_NONE)
     sc->decisions[why]++;
   snprintf(key, sizeof(key), "%s %s", action, burst_reason_name(why));
@@ -518,6 +541,28 @@ record(struct broker *b, struct site_in *in, const struct burst_site *bs,
     log_info("site %s: autoscaler: %s", in->site->name, p->reason);
 }
 
+/* The plan's launches will not be sent (the site backs off, or refused
+ * them): out of p, so that neither scale() nor the view and the log
+ * count them, and the line says so. */
+static void
+drop_launches(const struct burst_site *bs, struct burst_plan *p,
+              const char *why)
+{
+  size_t len = strlen(p->reason);
+
+  if (p->nlaunch == 0)
+    return;
+  /* What they would have cost (an unpriced shape's price, which the
+   * policy took from the dearest, is not known here: counted as 0). */
+  for (size_t k = 0; k < bs->nshapes && k < BURST_MAX_SHAPES; k++)
+    if (bs->shapes[k].price_micro > 0)
+      p->spend_micro -= p->launch[k] * bs->shapes[k].price_micro;
+  p->wanted_nodes -= p->nlaunch;
+  p->nlaunch = 0;
+  memset(p->launch, 0, sizeof(p->launch));
+  snprintf(p->reason + len, sizeof(p->reason) - len, "; not sent: %s", why);
+}
+
 /* Carry p out at the site: releases, then launches. */
 static void
 apply(struct site_in *in, const struct burst_site *bs, struct burst_plan *p,
@@ -536,7 +581,7 @@ apply(struct site_in *in, const struct burst_site *bs, struct burst_plan *p,
     if (in->site->ops->scale(in->site->ctx, p->launch, bs->nshapes, release,
                              nrelease, why, &e) < 0) {
       log_warn("site %s: autoscaler: %s", in->site->name, err_msg(&e));
-      p->nlaunch = 0;
+      drop_launches(bs, p, err_msg(&e));
     }
     if (p->nlaunch > 0)
       in->sc->last_launch_ms = now;
@@ -565,7 +610,7 @@ scale_tick(struct broker *b)
     in[n].site = s;
     in[n].sc = scaler_of(s);
     s->ops->fleet(s->ctx, &in[n].fleet);
-    learn_boots(in[n].sc, &in[n].fleet);
+    track_up(in[n].sc, &in[n].fleet, 1);
     refresh_forecast(b, s, in[n].sc, now);
     build_site(&in[n], &bs[n], now);
     plans[n].nodes = xcalloc(in[n].fleet.nnodes + 1, sizeof(*plans[n].nodes));
@@ -577,7 +622,7 @@ scale_tick(struct broker *b)
     /* A site backing off launches nothing: no row of launches that were
      * never sent. */
     if (in[i].fleet.backing_off)
-      plans[i].nlaunch = 0;
+      drop_launches(&bs[i], &plans[i], "the site backs off");
     apply(&in[i], &bs[i], &plans[i], now);
     launched |= plans[i].nlaunch > 0;
     record(b, &in[i], &bs[i], &plans[i], now);

@@ -394,8 +394,8 @@ void broker__autoscaler_free(struct broker *b);
 /* A scheduler pass begins: forget the last pass's demand. */
 void broker__autoscaler_pass_begin(struct broker *b);
 /* The pass would send a job of spec, predicted to run runtime_ms, to
- * site (an index) once it grows.  spec's strings must outlive the pass
- * end. */
+ * site (an index) once it grows.  Copies what it keeps of spec: the
+ * caller may release spec at once. */
 void broker__autoscaler_demand(struct broker *b, int site,
                                const struct job_spec *spec,
                                int64_t runtime_ms);

@@ -45,6 +45,19 @@ pool_of(const struct placement_site *s, const char *type)
   return -1;
 }
 
+/* When a job holding GPUs since start_ms, predicted to run run_ms, is
+ * taken to end: at its prediction, or once past it, after as long
+ * again as it has overrun (COST_OVERRUN_MS at least). */
+static int64_t
+predicted_end(int64_t now, int64_t start_ms, int64_t run_ms)
+{
+  int64_t end = start_ms + run_ms, over = now - end;
+
+  if (end > now)
+    return end;
+  return now + (over > COST_OVERRUN_MS ? over : COST_OVERRUN_MS);
+}
+
 struct end_row {
   int site, pool;
   int64_t end_ms, gpus;
@@ -81,13 +94,7 @@ holding_cb(const struct db_holding *h, void *arg)
   start = h->started_ms > 0 ? h->started_ms : c->now;
   GROW(c->rows, c->n + 1, c->cap);
   c->rows[c->n++] = (struct end_row){
-      site, pool,
-      start + run > c->now
-          ? start + run
-          : c->now + (c->now - (start + run) > COST_OVERRUN_MS
-                          ? c->now - (start + run)
-                          : COST_OVERRUN_MS),
-      h->gpus};
+      site, pool, predicted_end(c->now, start, run), h->gpus};
   return 0;
 }
 

@@ -142,7 +142,7 @@ money(long long micro, char *out, size_t outlen)
 }
 
 static long long
-micro_of(const json_t *obj, const char *key)
+int_of(const json_t *obj, const char *key)
 {
   return (long long)json_integer_value(json_object_get(obj, key));
 }
@@ -187,11 +187,11 @@ prices_text(const json_t *cost, struct buf *out)
   if (strcmp(pricing, "owned") == 0) {
     char c[40];
 
-    money(micro_of(cost, "sunk_per_gpu_hour_micro"), a, sizeof(a));
-    money(micro_of(cost, "marginal_per_gpu_hour_micro"), b, sizeof(b));
+    money(int_of(cost, "sunk_per_gpu_hour_micro"), a, sizeof(a));
+    money(int_of(cost, "marginal_per_gpu_hour_micro"), b, sizeof(b));
     rc = buf_addf(out, "owned: %s sunk, %s marginal per GPU-hour", a, b);
     if (rc == 0 && json_object_get(cost, "sunk_at_utilization_micro")) {
-      money(micro_of(cost, "sunk_at_utilization_micro"), c, sizeof(c));
+      money(int_of(cost, "sunk_at_utilization_micro"), c, sizeof(c));
       rc = buf_addf(out, "; sunk %s per used GPU-hour at the %.1f %% used "
                     "over 30 days", c,
                     100 * json_number_value(
@@ -214,10 +214,10 @@ prices_text(const json_t *cost, struct buf *out)
     }
     first = 0;
   }
-  money(micro_of(cost, "egress_per_gb_micro"), a, sizeof(a));
+  money(int_of(cost, "egress_per_gb_micro"), a, sizeof(a));
   if (rc == 0)
     rc = buf_addf(out, " per GPU-hour; at least %lld s billed; egress "
-                  "%s/GB", micro_of(cost, "min_billed_seconds"), a);
+                  "%s/GB", int_of(cost, "min_billed_seconds"), a);
   json_object_foreach(json_object_get(cost, "egress_to_sites_per_gb_micro"),
                       type, v) {
     money((long long)json_integer_value(v), a, sizeof(a));
@@ -284,7 +284,7 @@ autoscaler_rows(struct cli_table *t, const json_t *a, char *state,
 
   if (!json_is_object(a))
     return;
-  money(micro_of(a, "spend_micro_per_hour"), rate, sizeof(rate));
+  money(int_of(a, "spend_micro_per_hour"), rate, sizeof(rate));
   if (json_is_integer(cap)) {
     money(json_integer_value(cap), capm, sizeof(capm));
     snprintf(caps, sizeof(caps), " (cap %s/h)", capm);
@@ -296,9 +296,9 @@ autoscaler_rows(struct cli_table *t, const json_t *a, char *state,
   snprintf(state, statelen,
            "wants %lld nodes (launching %lld, idle %lld, busy %lld); "
            "demand %lld GPUs, forecast %s; %s/h%s; boot %s",
-           micro_of(n, "wanted"), micro_of(n, "launching"),
-           micro_of(n, "idle"), micro_of(n, "busy"),
-           micro_of(a, "demand_gpus"), fcs, rate, caps, boot);
+           int_of(n, "wanted"), int_of(n, "launching"),
+           int_of(n, "idle"), int_of(n, "busy"),
+           int_of(a, "demand_gpus"), fcs, rate, caps, boot);
   snprintf(last, lastlen, "%s (%s): %s", jsonx_str(a, "action"),
            jsonx_str(a, "reason"), jsonx_str(a, "detail"));
   cli_table_add_kv(t, "autoscaler", state);

@@ -30,23 +30,6 @@
 /* Node ids a release line names before it says "...". */
 #define REASON_IDS 4
 
-/* Sums and products of non-negative amounts stop at INT64_MAX. */
-static int64_t
-sat_add(int64_t a, int64_t b)
-{
-  int64_t r;
-
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
-static int64_t
-sat_mul(int64_t a, int64_t b)
-{
-  int64_t r;
-
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
 /* a - b for times, which the caller's clock may put anywhere. */
 static int64_t
 sat_sub(int64_t a, int64_t b)
@@ -88,7 +71,7 @@ burst_spot_safe(int64_t now_ms, int64_t deadline_ms, int64_t remaining_ms,
   if (deadline_ms == 0)
     return 1;
   /* The work and one restart must fit in the time left. */
-  return sat_add(pos(remaining_ms), pos(restart_ms)) <=
+  return placement__sat_add(pos(remaining_ms), pos(restart_ms)) <=
          sat_sub(deadline_ms, now_ms);
 }
 
@@ -104,7 +87,7 @@ burst_restart_allowance(int64_t restart_ms, double per_hour,
     n = (int64_t)expected + (expected > (double)(int64_t)expected);
   else if (expected >= 1000.0)
     n = 1000;
-  return sat_mul(pos(restart_ms), n);
+  return placement__sat_mul(pos(restart_ms), n);
 }
 
 /* ---- One site's plan ---- */
@@ -207,7 +190,7 @@ work_init(struct site_work *w, const struct burst_site *s)
   for (size_t i = 0; i < w->nnodes; i++) {
     const struct burst_node *n = &s->nodes[i];
 
-    w->live_rate = sat_add(w->live_rate, node_price(w, n));
+    w->live_rate = placement__sat_add(w->live_rate, node_price(w, n));
     if (i < BURST_MAX_LIVE)
       w->free[i] = pos(node_gpus(w, n) - pos(n->gpus_used));
   }
@@ -325,7 +308,7 @@ pack_jobs(struct site_work *w, int64_t now, struct burst_plan *p)
     if (j->over_budget && j->gpus > 0 &&
         best_shape(w, j, spot_ok(now, s, j)) >= 0) {
       w->budget_jobs++;
-      p->budget_gpus = sat_add(p->budget_gpus, j->gpus);
+      p->budget_gpus = placement__sat_add(p->budget_gpus, j->gpus);
     }
   }
   for (int64_t size = next_size(w, INT64_MAX, largest); size > 0;
@@ -337,7 +320,7 @@ pack_jobs(struct site_work *w, int64_t now, struct burst_plan *p)
           !place_job(w, j, spot_ok(now, s, j)))
         continue;
       w->jobs++;
-      p->demand_gpus = sat_add(p->demand_gpus, j->gpus);
+      p->demand_gpus = placement__sat_add(p->demand_gpus, j->gpus);
     }
   }
 }
@@ -365,12 +348,13 @@ forecast_nodes(struct site_work *w, int64_t now)
 
     if (shape_ok(w, k) &&
         placement__same_type(s->shapes[k].gpu_type, b->gpu_type))
-      w->capacity = sat_add(w->capacity, s->shapes[k].gpus);
+      w->capacity = placement__sat_add(w->capacity, s->shapes[k].gpus);
   }
   for (size_t i = 0; i < w->nadd; i++)
     if (placement__same_type(s->shapes[w->add[i].shape].gpu_type,
                              b->gpu_type))
-      w->capacity = sat_add(w->capacity, s->shapes[w->add[i].shape].gpus);
+      w->capacity =
+          placement__sat_add(w->capacity, s->shapes[w->add[i].shape].gpus);
   if (s->forecast_gpus <= w->capacity)
     return;
   if (within(now, s->last_release_ms, s->cfg.cooldown_ms)) {
@@ -401,12 +385,13 @@ bound_launches(struct site_work *w, struct burst_plan *p, int64_t *total_rate,
 
     if (p->launch_reason == BURST_NONE)
       p->launch_reason = w->add[i].why;
-    if (sat_add(live, p->nlaunch) >= c->max_nodes)
+    if (placement__sat_add(live, p->nlaunch) >= c->max_nodes)
       cut = BURST_MAX_NODES;
     else if (c->spend_cap_micro > 0 &&
-             sat_add(p->spend_micro, price) > c->spend_cap_micro)
+             placement__sat_add(p->spend_micro, price) > c->spend_cap_micro)
       cut = BURST_SITE_CAP;
-    else if (total_cap > 0 && sat_add(*total_rate, price) > total_cap)
+    else if (total_cap > 0 &&
+             placement__sat_add(*total_rate, price) > total_cap)
       cut = BURST_TOTAL_CAP;
     if (cut != BURST_NONE) {
       if (p->held == BURST_NONE)
@@ -415,8 +400,8 @@ bound_launches(struct site_work *w, struct burst_plan *p, int64_t *total_rate,
     }
     p->launch[w->add[i].shape]++;
     p->nlaunch++;
-    p->spend_micro = sat_add(p->spend_micro, price);
-    *total_rate = sat_add(*total_rate, price);
+    p->spend_micro = placement__sat_add(p->spend_micro, price);
+    *total_rate = placement__sat_add(*total_rate, price);
   }
   if (p->held == BURST_NONE && w->forecast_cooldown)
     p->held = BURST_COOLDOWN;
@@ -485,8 +470,8 @@ release_nodes(const struct site_work *w, int64_t now, struct burst_plan *p)
   for (size_t i = 0; i < w->nnodes; i++) {
     const struct burst_node *n = &s->nodes[i];
 
-    busy = sat_add(busy, pos(n->gpus_used));
-    idle = sat_add(idle, pos(node_gpus(w, n) - pos(n->gpus_used)));
+    busy = placement__sat_add(busy, pos(n->gpus_used));
+    idle = placement__sat_add(idle, pos(node_gpus(w, n) - pos(n->gpus_used)));
   }
   /* Hysteresis: the GPUs the forecast expects beyond those busy. */
   if (s->cfg.forecast && s->forecast_gpus >= 0)
@@ -697,7 +682,7 @@ burst_decide(int64_t now_ms, const struct burst_site *sites, size_t nsites,
    * cap goes to the launches of the earlier sites first. */
   for (size_t i = 0; i < nsites; i++) {
     work_init(&w, &sites[i]);
-    total_rate = sat_add(total_rate, w.live_rate);
+    total_rate = placement__sat_add(total_rate, w.live_rate);
   }
   for (size_t i = 0; i < nsites; i++)
     plan_site(&w, now_ms, &sites[i], &total_rate, total_cap_micro, &plans[i]);
@@ -728,7 +713,9 @@ spread(int64_t *bucket, int64_t from, int64_t to, int64_t per_ms)
   weeks = (int64_t)(span / (uint64_t)WEEK_MS);
   if (weeks > 0)
     for (int h = 0; h < BURST_WEEK_HOURS; h++)
-      bucket[h] = sat_add(bucket[h], sat_mul(sat_mul(weeks, HOUR_MS), per_ms));
+      bucket[h] = placement__sat_add(
+          bucket[h],
+          placement__sat_mul(placement__sat_mul(weeks, HOUR_MS), per_ms));
   t = to - (int64_t)(span % (uint64_t)WEEK_MS);
   while (t < to) {
     int64_t into = t % HOUR_MS, piece;
@@ -739,7 +726,8 @@ spread(int64_t *bucket, int64_t from, int64_t to, int64_t per_ms)
     if (to - t < piece)
       piece = to - t;
     bucket[hour_of_week(t)] =
-        sat_add(bucket[hour_of_week(t)], sat_mul(piece, per_ms));
+        placement__sat_add(bucket[hour_of_week(t)],
+                           placement__sat_mul(piece, per_ms));
     t += piece;
   }
 }

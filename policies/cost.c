@@ -23,23 +23,6 @@
  * one left out scores below all of them. */
 #define SCORE_EXCLUDED (-1e15)
 
-/* Sums and products of non-negative amounts stop at INT64_MAX. */
-static int64_t
-sat_add(int64_t a, int64_t b)
-{
-  int64_t r;
-
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
-static int64_t
-sat_mul(int64_t a, int64_t b)
-{
-  int64_t r;
-
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
 static int64_t
 max64(int64_t a, int64_t b)
 {
@@ -99,7 +82,7 @@ capacity_at(int64_t now, int64_t free, const struct placement_cost_pool *pool,
     return INT64_MAX; /* no runtime, no guess: start unknown */
   total = total > 0 ? total : 1;
   waves = need - have <= total ? 1 : (need - have + total - 1) / total;
-  return sat_add(last, sat_mul(waves, runtime));
+  return placement__sat_add(last, placement__sat_mul(waves, runtime));
 }
 
 /* A site at its job cap starts nothing before a running job ends: the
@@ -117,7 +100,7 @@ first_end(const struct placement_cost_site *cs, int npools, int64_t now,
       first = p->ends[0].end_ms;
   }
   if (first == INT64_MAX)
-    return runtime > 0 ? sat_add(now, runtime) : INT64_MAX;
+    return runtime > 0 ? placement__sat_add(now, runtime) : INT64_MAX;
   return max64(now, first);
 }
 
@@ -178,7 +161,8 @@ grown_gpus(const struct placement__fit *fit)
 
   if (fit->node_max <= 0 || rest <= 0)
     return fit->gpus;
-  return sat_add(free, sat_mul((rest + fit->node_max - 1) / fit->node_max,
+  return placement__sat_add(
+      free, placement__sat_mul((rest + fit->node_max - 1) / fit->node_max,
                                fit->node_max));
 }
 
@@ -254,9 +238,10 @@ estimate(const struct placement_request *req,
   else
     c->priced = 0;
 
-  earliest = sat_add(k->now_ms, max64(cs ? cs->boot_ms : 0, transfer));
+  earliest =
+      placement__sat_add(k->now_ms, max64(cs ? cs->boot_ms : 0, transfer));
   if (c->grows && cs != NULL)
-    earliest = max64(earliest, sat_add(k->now_ms, cs->grow_ms));
+    earliest = max64(earliest, placement__sat_add(k->now_ms, cs->grow_ms));
   if (pool != NULL && pool->ahead_gpus > 0)
     ahead = pool->ahead_gpus;
   cap = k->now_ms;
@@ -269,7 +254,7 @@ estimate(const struct placement_request *req,
   if ((scan->reserved >> i & 1) && c->type != NULL)
     res = reservation_at(k, i, c->type);
   c->held = res != NULL && cap <= res->start_ms &&
-            sat_add(max64(cap, earliest), runtime) > res->start_ms;
+            placement__sat_add(max64(cap, earliest), runtime) > res->start_ms;
   if (c->held) {
     c->verdict = PLACEMENT_WAIT;
     cap = capacity_at(k->now_ms, fit->free, pool, ahead + fit->gpus,
@@ -300,8 +285,9 @@ finish(struct placement_candidate *c, int64_t unpriced)
 {
   if (!c->priced)
     c->compute_micro = unpriced;
-  c->total_micro = sat_add(
-      sat_add(max64(c->compute_micro, 0), c->data_micro), c->waiting_micro);
+  c->total_micro = placement__sat_add(
+      placement__sat_add(max64(c->compute_micro, 0), c->data_micro),
+      c->waiting_micro);
   c->score = -(double)c->total_micro * (1.0 / (double)PRICE_MICRO);
 }
 

@@ -92,6 +92,22 @@ placement__same_type(const char *a, const char *b)
     }
   }
 }
+/* Sums and products of non-negative amounts (money, GPUs, times) stop
+ * at INT64_MAX, a bound that compares right, where a wrap would not. */
+static inline int64_t
+placement__sat_add(int64_t a, int64_t b)
+{
+  int64_t r;
+
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static inline int64_t
+placement__sat_mul(int64_t a, int64_t b)
+{
+  int64_t r;
+
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
 /* The request is pinned to another site than this one. */
 static inline int
 placement__pinned_out(const struct placement_request *req,

@@ -83,6 +83,7 @@ struct fake {
   int64_t billing_ms, release_margin_ms, cooldown_ms, boot_ms;
   int64_t spend_cap_micro;
   int forecast;
+  int backing_off;          /* fleet() says launches are refused */
   struct fake_node nodes[FAKE_MAX_NODES];
   size_t nnodes;
   struct fake_job jobs[FAKE_MAX_JOBS];
@@ -100,6 +101,9 @@ struct fake {
 
 /* The open fake site: the broker opens it, the test drives it. */
 static struct fake *fake;
+/* Nodes the next fake_open starts with (carry_nodes()). */
+static struct fake_node carried[FAKE_MAX_NODES];
+static size_t ncarried;
 
 static int64_t
 fake_live(const struct fake *k)
@@ -241,8 +245,9 @@ fake_read_burst(struct fake *k, const json_t *b, struct err *e)
   return 0;
 }
 
-/* A reopened fake starts with no nodes: what a restarted broker knows
- * of past boots then comes from its nodes table alone. */
+/* A reopened fake starts with no nodes, unless the test carried some
+ * over: what a restarted broker knows of past boots then comes from its
+ * nodes table alone. */
 static int
 fake_open(const struct adapter_env *env, const json_t *config, void **ctx,
           struct err *e)
@@ -275,6 +280,9 @@ fake_open(const struct adapter_env *env, const json_t *config, void **ctx,
     return ERR_CONFIG;
   }
   k->idle_timeout_ms = idle_s * 1000;
+  memcpy(k->nodes, carried, sizeof(carried));
+  k->nnodes = ncarried;
+  ncarried = 0;
   k->store = env->nodes;
   k->store_arg = env->nodes_arg;
   adapter_queue_init(&k->q, env->loop, env->update, env->update_arg);
@@ -480,6 +488,7 @@ fake_fleet(void *ctx, struct adapter_fleet *out)
   out->boot_ms = k->boot_ms;
   out->spend_cap_micro = k->spend_cap_micro;
   out->forecast = k->forecast;
+  out->backing_off = k->backing_off;
 }
 
 static int
@@ -1358,6 +1367,58 @@ test_a_restarted_broker_learns_boots_from_stored_nodes(void **state)
   assert_int_equal(broker__autoscaler_grow_ms(f->b, CLOUD, -1), 7000);
 }
 
+/* The next fake starts with this one's nodes, as cloud.c reads its
+ * live nodes back from the store after a restart. */
+static void
+carry_nodes(void)
+{
+  memcpy(carried, fake->nodes, sizeof(carried));
+  ncarried = fake->nnodes;
+}
+
+static void
+test_a_node_up_across_a_restart_teaches_its_boot_once(void **state)
+{
+  struct fx *f = *state;
+
+  start(f, SITES, BURST);
+  one_job_on_one_node(f, 7000);
+  carry_nodes();
+  /* The pool's copy says 1 s: learned again at the first tick, it
+   * would move the median off the stored 7 s. */
+  carried[0].registered_ms = carried[0].created_ms + 1000;
+  close_broker(f);
+
+  start(f, SITES, BURST);
+  assert_int_equal(fake->nnodes, 1);
+  assert_int_equal(view(f).boot_ms, 7000);
+  fire_tick(f);
+  assert_int_equal(view(f).boot_ms, 7000);
+}
+
+static void
+test_a_site_backing_off_is_sent_no_launch_and_wants_none(void **state)
+{
+  struct fx *f = *state;
+  struct scale_view v;
+  int64_t id;
+
+  start(f, SITES, BURST);
+  quiet(f);
+  fake->backing_off = 1;
+  id = submit_ok(f, JOB8);
+  assert_true(run_until(f, placed_once, &id));
+  fire_tick(f);
+  assert_int_equal(fake->scales, 0);
+  v = view(f);
+  assert_string_equal(v.action, "none");
+  assert_int_equal(v.demand_gpus, 8);
+  assert_int_equal(v.launching, 0);
+  assert_int_equal(v.wanted, 0);
+  assert_string_equal(v.detail, "launch 1 x p5 (demand: 1 job, 8 GPUs "
+                                "waiting); not sent: the site backs off");
+}
+
 static void
 test_the_site_spend_cap_holds_launches_and_says_so(void **state)
 {
@@ -1591,6 +1652,8 @@ main(int argc, char **argv)
       T(test_a_learned_boot_delay_moves_the_cloud_start),
       T(test_a_decision_is_logged_once_until_it_changes),
       T(test_a_restarted_broker_learns_boots_from_stored_nodes),
+      T(test_a_node_up_across_a_restart_teaches_its_boot_once),
+      T(test_a_site_backing_off_is_sent_no_launch_and_wants_none),
       T(test_the_site_spend_cap_holds_launches_and_says_so),
       T(test_the_overall_cap_of_policy_burst_holds_launches),
       T(test_a_project_over_its_hard_budget_creates_no_demand),

@@ -1074,6 +1074,45 @@ test_capacity_moves_zone_then_on_demand_then_shape_then_backs_off(
   assert_int_equal(count_calls(f, C_CREATE, 0), 1);
 }
 
+/* A launch refused for capacity that moves on to a larger shape counts
+ * that shape's GPUs while the node lives, and none once it is gone. */
+static void
+test_a_launch_moved_to_a_larger_shape_counts_its_gpus_until_it_ends(
+    void **state)
+{
+  struct fx *f = *state;
+  struct adapter_capacity cap;
+  struct adapter_fleet fl;
+  struct err e = {0};
+  json_t *ans;
+  int64_t one = 1;
+
+  json_object_set_new(
+      json_array_get(json_object_get(f->config, "shapes"), 1), "gpus",
+      json_integer(16));
+  /* a spot in z1, z2, a on demand in z1, z2: b in z1 takes it. */
+  for (int i = 0; i < 4; i++)
+    f->plan[f->nplan++] = (struct plan){CLOUD_REFUSED_CAPACITY, -1};
+  open_pool(f);
+  assert_int_equal(scale(f, 0, 1, NULL, 0, &e), 0);
+  RUN_UNTIL(f, state_is(f, 1, "booting"));
+  adapter_aws_ops.fleet(f->ctx, &fl);
+  assert_int_equal(fl.nnodes, 1);
+  assert_int_equal(fl.nodes[0].shape, 1);
+  adapter_fleet_release(&fl);
+  /* 16 up or coming, and 3 more nodes of 16 the site may grow by. */
+  adapter_aws_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.pools[0].grow, 48);
+  assert_int_equal(cap.pools[0].total, 64);
+  ans = heartbeat(f, 1, hb_body(NULL, NULL));
+  json_decref(ans);
+  assert_int_equal(scale(f, 0, 0, &one, 1, &e), 0);
+  RUN_UNTIL(f, state_is(f, 1, "ended"));
+  adapter_aws_ops.capacity(f->ctx, &cap);
+  assert_int_equal(cap.pools[0].grow, 64);
+  assert_int_equal(cap.pools[0].total, 64);
+}
+
 static void
 test_quota_skips_the_other_zones_of_the_market(void **state)
 {
@@ -1736,6 +1775,7 @@ main(void)
   const struct CMUnitTest tests[] = {
       T(test_node_is_committed_before_its_launch_and_resent_with_same_token),
       T(test_capacity_moves_zone_then_on_demand_then_shape_then_backs_off),
+      T(test_a_launch_moved_to_a_larger_shape_counts_its_gpus_until_it_ends),
       T(test_quota_skips_the_other_zones_of_the_market),
       T(test_throttled_launch_is_retried_with_same_token_after_retry_after),
       T(test_heartbeat_from_ended_node_is_unauthorized),
