@@ -241,7 +241,7 @@ fake_read_burst(struct fake *k, const json_t *b, struct err *e)
   k->cooldown_ms = cooldown_s * 1000;
   k->boot_ms = boot_s * 1000;
   k->spend_cap_micro = (int64_t)(dollars * 1e6 + 0.5);
-  k->forecast = b != NULL ? jsonx_bool(b, "forecast", 1) : 1;
+  k->forecast = b != NULL ? jsonx_bool(b, "forecast", 0) : 0;
   return 0;
 }
 
