@@ -15,16 +15,28 @@ script's scheduling nor the fake cloud's adds to the figure.
     the form body), `POST .../instances?requestId=` (Compute Engine) or
     `PUT .../virtualMachines/` (ARM).
 
-Each sample also reads the job's events (the scheduler's "placed" time,
-ms) and tenbind's log line "launching node N" (ms, written just before
-the provider builds its request), which split the wait into: 201 to
-placement (the scheduler's kick), placement to the launch call (the
-pass's commit, the node's commit), and the provider's part (building,
-signing, libcurl sending).
+The path measured: the submit's commit kicks a scheduler pass; the pass
+finds no node with room, so the job waits for the site to grow and is
+its demand; the pass ends with an autoscaler tick, whose plan launches a
+node (ops->scale: the node's commit, then the provider's launch call).
+The job is placed on that node by the pass after.  Each sample reads
+the tick's decision in the autoscaler log (its time, ms), the job's
+events (which node) and tenbind's log line "launching node N" (ms,
+written just before the provider builds its request), which split the
+wait into: 201 to the tick (the kicked pass, its commit), the tick to
+the launch call (the plan, the node's commit) and the provider's part
+(building, signing, libcurl sending, and whatever the loop does first).
+
+The autoscaler ticks for a pass's demand at most once a second
+(SCALE_MIN_GAP_MS in broker/autoscaler.c); a submission sooner after
+the last tick waits for the next.  Each submission here is made at least
+--gap-ms after the last launch was seen, whose tick came before it, so
+the figure is a lone submission's; the config's policy.burst.tick_s
+should be long, so that no timed tick comes just before one.
 
 usage: launch_wire.py --api-port P --cloud-port Q --log TENBIND_STDERR
-                      --gpu-type T [--samples 200] [--gap-ms 20:120]
-                      [--warmup 3] [--out FILE]
+                      --gpu-type T [--site cloud] [--samples 200]
+                      [--gap-ms 1050:1150] [--warmup 3] [--out FILE]
 
 Prints one "BENCH key=value ..." line (medians, p90, p99, max in ms) and
 writes every sample to --out.  Standard library only.
@@ -45,6 +57,7 @@ ETH_P_ALL = 0x0003
 SO_TIMESTAMPNS = 35        # x86-64 and arm64 (asm-generic)
 PACKET_OUTGOING = 4
 MAX_SAMPLES = 100000
+MIN_TICK_GAP_MS = 1000     # broker/autoscaler.c, SCALE_MIN_GAP_MS
 HTTP_METHOD = re.compile(rb"^(GET|POST|PUT|DELETE|PATCH) /")
 LAUNCH_MARKERS = (
     re.compile(rb"Action=RunInstances"),
@@ -158,6 +171,25 @@ def launching_ms(log_path, node):
     return None
 
 
+def tick_ms(conn, site, node_launch_ms, t201_ms):
+    """When the autoscaler's tick that launched the sample's node began:
+    the newest launch decision of site in [t201_ms - 1, node_launch_ms],
+    or None.  The log is newest first; its times are whole ms."""
+    conn.request("GET", f"/v1/autoscaler/log?site={site}&limit=20")
+    r = conn.getresponse()
+    body = r.read()
+    if r.status != 200:
+        return None
+    for d in json.loads(body).get("decisions", []):
+        if d.get("launched", 0) <= 0 or not d.get("at"):
+            continue
+        at = iso_ms(d["at"])
+        if at > node_launch_ms:
+            continue
+        return at if at >= t201_ms - 1 else None
+    return None
+
+
 def pct(v, p):
     """The p-th percentile (nearest rank) of sorted v."""
     if not v:
@@ -174,7 +206,8 @@ def main():
     ap.add_argument("--gpu-type", required=True)
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--gap-ms", default="20:120")
+    ap.add_argument("--gap-ms", default="1050:1150")
+    ap.add_argument("--site", default="cloud")
     ap.add_argument("--out")
     ap.add_argument("--tag", default="w")
     a = ap.parse_args()
@@ -184,6 +217,11 @@ def main():
         return 2
     lo, _, hi = a.gap_ms.partition(":")
     gap = (int(lo), int(hi or lo))
+    if not MIN_TICK_GAP_MS < gap[0] <= gap[1] <= 60000:
+        print(f"launch_wire: --gap-ms must be LO[:HI] with "
+              f"{MIN_TICK_GAP_MS} < LO <= HI <= 60000: each submission "
+              f"waits out the autoscaler's minimum gap", file=sys.stderr)
+        return 2
     try:
         sn = Sniffer(a.api_port, a.cloud_port)
     except PermissionError:
@@ -193,7 +231,11 @@ def main():
     sn.start()
     conn = http.client.HTTPConnection("127.0.0.1", a.api_port, timeout=30)
     rows, misses = [], 0
+    next_ns = 0               # the next submission, no sooner
     for i in range(a.warmup + a.samples):
+        wait = (next_ns - time.time_ns()) / 1e9
+        if wait > 0:
+            time.sleep(wait)
         body = json.dumps({"name": f"wire-{a.tag}-{i}", "command": ["true"],
                            "gpus": 1, "gpu_type": a.gpu_type}).encode()
         ix = sn.mark()
@@ -208,6 +250,10 @@ def main():
         job = json.loads(ans)["id"]
         got = sn.wait_for("201", ix, 5)
         launch = sn.wait_for("launch", ix, 10)
+        # The gap runs from the launch, after the tick (kernel times are
+        # CLOCK_REALTIME, as time.time_ns()).
+        next_ns = (launch[0] if launch is not None else time.time_ns()) + \
+            int(random.uniform(*gap) * 1e6)
         if got is None or launch is None:
             misses += 1
             print(f"launch_wire: job {job}: no "
@@ -215,7 +261,8 @@ def main():
                   file=sys.stderr)
             continue
         t201, tl = got[0], launch[0]
-        # The job's events: placed, then submitted "on node N (...)".
+        # The job's events: placed on the new node by the pass after the
+        # tick, then submitted "on node N (...)".
         placed = node = None
         for _ in range(100):
             conn.request("GET", f"/v1/jobs/{job}/events")
@@ -231,11 +278,12 @@ def main():
                 break
             time.sleep(0.01)
         logged = launching_ms(a.log, node) if node is not None else None
+        ticked = tick_ms(conn, a.site, logged, t201 / 1e6) \
+            if logged is not None else None
         if i >= a.warmup:
             rows.append({"job": job, "node": node, "t201_ns": t201,
-                         "launch_ns": tl, "placed_ms": placed,
-                         "logged_ms": logged})
-        time.sleep(random.uniform(*gap) / 1000.0)
+                         "launch_ns": tl, "tick_ms": ticked,
+                         "logged_ms": logged, "placed_ms": placed})
     sn.stop = True
     conn.close()
     if a.out:
@@ -244,14 +292,15 @@ def main():
                 fp.write(json.dumps(r) + "\n")
     wire = sorted((r["launch_ns"] - r["t201_ns"]) / 1e6 for r in rows)
     # Splits at ms resolution (tenbind's clock is ms).
-    sched = sorted(r["placed_ms"] - r["t201_ns"] / 1e6 for r in rows
-                   if r["placed_ms"] is not None)
-    disp = sorted(r["logged_ms"] - r["placed_ms"] for r in rows
-                  if r["logged_ms"] is not None and r["placed_ms"] is not None)
+    tick = sorted(r["tick_ms"] - r["t201_ns"] / 1e6 for r in rows
+                  if r["tick_ms"] is not None)
+    scale = sorted(r["logged_ms"] - r["tick_ms"] for r in rows
+                   if r["logged_ms"] is not None and r["tick_ms"] is not None)
     prov = sorted(r["launch_ns"] / 1e6 - r["logged_ms"] for r in rows
                   if r["logged_ms"] is not None)
-    fields = [f"samples={len(rows)}", f"misses={misses}"]
-    for name, v in (("wire", wire), ("sched", sched), ("dispatch", disp),
+    fields = [f"samples={len(rows)}", f"misses={misses}",
+              f"unsplit={sum(1 for r in rows if r['tick_ms'] is None)}"]
+    for name, v in (("wire", wire), ("tick", tick), ("scale", scale),
                     ("provider", prov)):
         if v:
             fields += [f"{name}_p50_ms={statistics.median(v):.2f}",
@@ -264,10 +313,10 @@ def main():
     for r in sorted(rows, key=lambda r: r["t201_ns"] - r["launch_ns"])[:3]:
         w = (r["launch_ns"] - r["t201_ns"]) / 1e6
         parts = []
-        if r["placed_ms"] is not None:
-            parts.append(f"201->placed {r['placed_ms'] - r['t201_ns'] / 1e6:.1f}")
-        if r["logged_ms"] is not None and r["placed_ms"] is not None:
-            parts.append(f"placed->call {r['logged_ms'] - r['placed_ms']}")
+        if r["tick_ms"] is not None:
+            parts.append(f"201->tick {r['tick_ms'] - r['t201_ns'] / 1e6:.1f}")
+        if r["logged_ms"] is not None and r["tick_ms"] is not None:
+            parts.append(f"tick->call {r['logged_ms'] - r['tick_ms']}")
         if r["logged_ms"] is not None:
             parts.append(f"call->wire {r['launch_ns'] / 1e6 - r['logged_ms']:.1f}")
         # Connections to the cloud with a request unanswered when it left

@@ -5,10 +5,12 @@
  *
  * The real VM pool (adapters/cloud.c) over the real provider of the
  * config's kind, against a fake cloud that bench/cloud/run started (its
- * emulator told never to boot them): the pool launches VMS nodes, one
- * one-GPU job each, LAUNCH_WINDOW at a time, then reconciles every
- * reconcile_s as it does in tenbind.  The provider is wrapped in one
- * that passes every call through and times each listing:
+ * emulator told never to boot them): the pool launches VMS nodes of the
+ * first shape through cloud_scale, as tenbind's autoscaler orders them,
+ * LAUNCH_WINDOW at a time, then reconciles every reconcile_s as it does
+ * in tenbind.  The nodes carry no job: a listing matches VMs to nodes
+ * and never looks at jobs.  The provider is wrapped in one that passes
+ * every call through and times each listing:
  *
  *   wall      from the tick's list() call to the end of the pool's
  *             on_listed, the fake's own time included;
@@ -29,7 +31,7 @@
  *
  * usage: bench_cloud_list SITE.json VMS LISTINGS
  *   SITE.json  one site object as tenbind's config has it (kind aws, gcp
- *              or azure; shapes of one GPU; max_nodes >= VMS)
+ *              or azure; max_nodes >= VMS)
  * Prints one line per listing, then one "BENCH key=value ..." line of
  * medians and maxima (ms).  Exit 1 when a listing failed or missed VMs.
  */
@@ -47,10 +49,8 @@
 #include <uv.h>
 
 #include "adapters/cloud_int.h"
-#include "spec/jobspec.h"
 #include "util/alloc.h"
 #include "util/log.h"
-#include "util/strv.h"
 
 #define MAX_VMS 10000
 #define MAX_LISTINGS 1000
@@ -299,23 +299,15 @@ provider_of(const char *kind)
   return NULL;
 }
 
+/* Launch count more nodes of the first shape, as the autoscaler's
+ * plan would (cloud_scale); the pool commits each node and sends its
+ * launch before this returns. */
 static int
-submit(int64_t id, const char *gpu_type, struct err *e)
+launch_more(int64_t count, struct err *e)
 {
-  struct job_spec spec;
-  struct adapter_job j = {.id = id, .spec = &spec};
-  int rc;
+  int64_t launch[1] = {count};
 
-  jobspec_init(&spec);
-  spec.name = xstrdup("list-bench");
-  spec.project = xstrdup("bench");
-  strv_push(&spec.argv, "/bin/true");
-  spec.gpus = 1;
-  spec.gpu_type = xstrdup(gpu_type);
-  spec.nodes = 1;
-  rc = cloud_submit(B.ctx, &j, e);
-  jobspec_release(&spec);
-  return rc;
+  return cloud_scale(B.ctx, launch, 1, NULL, 0, "list bench", e);
 }
 
 /* A count argument in lo..hi, or -1. */
@@ -379,8 +371,8 @@ main(int argc, char **argv)
   json_error_t je;
   json_t *config = NULL;
   struct err e = {0};
-  const char *kind, *gpu_type;
-  int64_t next = 1;
+  const char *kind;
+  int64_t asked = 0;           /* nodes ordered so far */
   time_t start;
   int rc = 1;
 
@@ -400,11 +392,9 @@ main(int argc, char **argv)
   }
   kind = json_string_value(json_object_get(config, "kind"));
   B.real = kind != NULL ? provider_of(kind) : NULL;
-  gpu_type = json_string_value(json_object_get(
-      json_array_get(json_object_get(config, "shapes"), 0), "gpu_type"));
-  if (B.real == NULL || gpu_type == NULL) {
-    fprintf(stderr, "bench_cloud_list: %s: want kind aws, gcp or azure "
-            "and a first shape with a gpu_type\n", argv[1]);
+  if (B.real == NULL) {
+    fprintf(stderr, "bench_cloud_list: %s: want kind aws, gcp or azure\n",
+            argv[1]);
     goto out;
   }
   log_set_level(LOG_WARN);
@@ -435,13 +425,26 @@ main(int argc, char **argv)
   start = time(NULL);
   /* Launch: a window of nodes out at once, as a busy queue would. */
   while (B.launched + B.failed < B.vms) {
-    while (next <= B.vms && next - 1 - B.launched - B.failed < LAUNCH_WINDOW) {
-      if (submit(next, gpu_type, &e) < 0) {
-        fprintf(stderr, "bench_cloud_list: submit %" PRId64 ": %s\n", next,
-                e.msg);
+    int64_t pending = asked - B.launched - B.failed;
+    int64_t more = B.vms - asked;
+
+    if (more > LAUNCH_WINDOW - pending)
+      more = LAUNCH_WINDOW - pending;
+    if (more > 0) {
+      if (launch_more(more, &e) < 0) {
+        fprintf(stderr, "bench_cloud_list: launching %" PRId64 " nodes: %s\n",
+                more, e.msg);
         goto close_pool;
       }
-      next++;
+      /* The pool stops at max_nodes without saying so: count what it
+       * created, not what was asked. */
+      if (B.nnodes == asked) {
+        fprintf(stderr, "bench_cloud_list: the pool launched none of %"
+                PRId64 " more nodes (max_nodes below %" PRId64 "?)\n", more,
+                B.vms);
+        goto close_pool;
+      }
+      asked = B.nnodes;
     }
     if (time(NULL) - start > GUARD_S) {
       fprintf(stderr, "bench_cloud_list: %" PRId64 " of %" PRId64
