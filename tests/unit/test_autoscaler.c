@@ -1548,24 +1548,45 @@ test_a_bad_policy_burst_is_refused_naming_the_field(void **state)
   }
 }
 
+/* A site of spot nodes at $2.50 a GPU-hour and on-demand ones at
+ * $6.88. */
+#define SPOT_AND_ON_DEMAND                                                 \
+  CLOUD_WITH("[{\"name\": \"p5-spot\", \"gpu_type\": \"h100\","        \
+             " \"gpus\": 8, \"spot\": true}, {\"name\": \"p5\","         \
+             " \"gpu_type\": \"h100\", \"gpus\": 8}]",                  \
+             "",                                                           \
+             "{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"          \
+             " \"spot_per_gpu_hour\": {\"h100\": 2.50}}}")
+
+/* Submit, after a pass that may tick, a job of gpus h100 for 10 minutes
+ * that must start within 10 minutes; its id. */
+static int64_t
+submit_deadline(struct fx *f, int gpus)
+{
+  struct answer a;
+  char body[256], deadline[40];
+
+  time_format_iso(time_now_ms() + 10 * 60000, deadline, sizeof(deadline));
+  snprintf(body, sizeof(body),
+           "{\"gpus\": %d, \"gpu_type\": \"h100\", \"time_limit\": 10,"
+           " \"deadline\": \"%s\", \"command\": [\"true\"]}",
+           gpus, deadline);
+  passes_tick(f);
+  submit(f, body, &a);
+  return answer_id(f, &a);
+}
+
 static void
 test_a_deadline_job_that_cannot_absorb_an_interruption_goes_to_an_on_demand_node(
     void **state)
 {
   struct fx *f = *state;
-  struct answer a;
   struct fake_job *j;
-  char body[256], deadline[40], remote[32], want[32];
+  char remote[32], want[32];
   int64_t first, late;
 
-  /* Spot nodes at $2.50 a GPU-hour, on-demand ones at $6.88. */
   start(f,
-        CLOUD_WITH("[{\"name\": \"p5-spot\", \"gpu_type\": \"h100\","
-                   " \"gpus\": 8, \"spot\": true}, {\"name\": \"p5\","
-                   " \"gpu_type\": \"h100\", \"gpus\": 8}]",
-                   "",
-                   "{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"
-                   " \"spot_per_gpu_hour\": {\"h100\": 2.50}}}"),
+        SPOT_AND_ON_DEMAND,
         BURST);
   /* A job with no deadline: a spot node, the cheapest. */
   passes_tick(f);
@@ -1577,14 +1598,7 @@ test_a_deadline_job_that_cannot_absorb_an_interruption_goes_to_an_on_demand_node
   /* To start within 10 minutes, on a node that boots in 5: an
    * interruption and a restart (boot + 10 minutes of lost work) would
    * not fit, so the node is on demand, and so is the job's place. */
-  time_format_iso(time_now_ms() + 10 * 60000, deadline, sizeof(deadline));
-  snprintf(body, sizeof(body),
-           "{\"gpus\": 8, \"gpu_type\": \"h100\", \"time_limit\": 10,"
-           " \"deadline\": \"%s\", \"command\": [\"true\"]}",
-           deadline);
-  passes_tick(f);
-  submit(f, body, &a);
-  late = answer_id(f, &a);
+  late = submit_deadline(f, 8);
   wait_scales(f, 2);
   assert_int_equal(fake->last_launch[0], 0);
   assert_int_equal(fake->last_launch[1], 1);
@@ -1604,17 +1618,10 @@ test_a_deadline_job_refused_by_a_spot_node_with_room_grows_an_on_demand_one(
     void **state)
 {
   struct fx *f = *state;
-  struct answer a;
-  char body[256], deadline[40];
   int64_t first, late;
 
   start(f,
-        CLOUD_WITH("[{\"name\": \"p5-spot\", \"gpu_type\": \"h100\","
-                   " \"gpus\": 8, \"spot\": true}, {\"name\": \"p5\","
-                   " \"gpu_type\": \"h100\", \"gpus\": 8}]",
-                   "",
-                   "{\"rented\": {\"per_gpu_hour\": {\"h100\": 6.88},"
-                   " \"spot_per_gpu_hour\": {\"h100\": 2.50}}}"),
+        SPOT_AND_ON_DEMAND,
         BURST);
   /* Four GPUs (more than the owned site has) on a spot node: four are
    * left free there. */
@@ -1625,14 +1632,7 @@ test_a_deadline_job_refused_by_a_spot_node_with_room_grows_an_on_demand_one(
   wait_state(f, first, JOB_SUBMITTED);
   /* Placement sees those four free and places the deadline job there; the
    * site refuses it a spot node, and that refusal is demand. */
-  time_format_iso(time_now_ms() + 10 * 60000, deadline, sizeof(deadline));
-  snprintf(body, sizeof(body),
-           "{\"gpus\": 4, \"gpu_type\": \"h100\", \"time_limit\": 10,"
-           " \"deadline\": \"%s\", \"command\": [\"true\"]}",
-           deadline);
-  passes_tick(f);
-  submit(f, body, &a);
-  late = answer_id(f, &a);
+  late = submit_deadline(f, 4);
   wait_scales(f, 2);
   assert_int_equal(fake->last_launch[0], 0);
   assert_int_equal(fake->last_launch[1], 1);
