@@ -519,7 +519,10 @@ t_expect_hello_output() {
 }
 
 # t_expect_idled_out SITE SECONDS: the first node of SITE ends (within
-# 20 s) for being idle SECONDS s, its launch and end recorded.
+# 20 s) for being idle SECONDS s, its launch and end recorded.  The
+# autoscaler keeps an idle node no longer than the boot it saves is
+# worth: with the emulator's boots of a second, the config's wait value
+# must be high (1000) for SECONDS to be what ends it.
 t_expect_idled_out() {
   local site=$1 idle=$2 state="" node
   for _ in $(seq 1 100); do

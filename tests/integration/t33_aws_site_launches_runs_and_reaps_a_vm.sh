@@ -13,7 +13,7 @@ t_aws_start
 umask 077
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"policy": {"burst": {"tick_s": 1}},
+{"policy": {"burst": {"tick_s": 1}, "wait_value": {"default": 1000}},
  "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "aws", $(t_aws_site_json),

@@ -17,7 +17,7 @@
 t_gcp_fake_start --token-ttl 12 --op-seconds 1 --pending-s 1
 port=$(t_free_port)
 cat >"$T_DIR/config.json" <<JSON
-{"policy": {"burst": {"tick_s": 1}},
+{"policy": {"burst": {"tick_s": 1}, "wait_value": {"default": 1000}},
  "sites": [
   {"name": "here", "kind": "local", "gpus": {}},
   {"name": "gcp", $(t_gcp_site_json),
