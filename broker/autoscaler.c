@@ -194,11 +194,13 @@ forecast_piece(const struct db_usage *u, void *arg)
   return 0;
 }
 
-/* The site's forecast from its last four weeks of usage, and its
- * interruption rate from its nodes', hourly. */
+/* Hourly: the site's interruption rate from its nodes, and, when the
+ * site wants a forecast, its hour-of-week forecast from its last four
+ * weeks of usage.  A failed read keeps no forecast until the next hour
+ * (the plan then does without one). */
 static void
-refresh_forecast(struct broker *b, struct site *s, struct scaler *sc,
-                 int64_t now)
+learn_hourly(struct broker *b, struct site *s, struct scaler *sc,
+             int forecast, int64_t now)
 {
   struct history h = {.f = &sc->forecast};
   struct err e = {0};
@@ -207,7 +209,10 @@ refresh_forecast(struct broker *b, struct site *s, struct scaler *sc,
     return;
   if (sc->forecast_ms != 0)
     learn_nodes(b, s, sc, NULL);
+  sc->forecast_ms = now;
   burst_forecast_init(&sc->forecast);
+  if (!forecast)
+    return;
   if (db_usage_of_site(b->db, s->name, now - FORECAST_SPAN_MS,
                        forecast_piece, &h, &e) < 0) {
     log_warn("site %s: reading usage for the forecast: %s", s->name,
@@ -223,7 +228,6 @@ refresh_forecast(struct broker *b, struct site *s, struct scaler *sc,
                              ? h.first_ms
                              : now - FORECAST_SPAN_MS,
                          now);
-  sc->forecast_ms = now;
 }
 
 /* ---- demand from the scheduler ---- */
@@ -611,7 +615,7 @@ scale_tick(struct broker *b)
     in[n].sc = scaler_of(s);
     s->ops->fleet(s->ctx, &in[n].fleet);
     track_up(in[n].sc, &in[n].fleet, 1);
-    refresh_forecast(b, s, in[n].sc, now);
+    learn_hourly(b, s, in[n].sc, in[n].fleet.forecast, now);
     build_site(&in[n], &bs[n], now);
     plans[n].nodes = xcalloc(in[n].fleet.nnodes + 1, sizeof(*plans[n].nodes));
     n++;

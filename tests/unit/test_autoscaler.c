@@ -1367,6 +1367,60 @@ test_a_restarted_broker_learns_boots_from_stored_nodes(void **state)
   assert_int_equal(broker__autoscaler_grow_ms(f->b, CLOUD, -1), 7000);
 }
 
+static void
+test_the_forecast_launches_ahead_of_the_usual_demand_when_asked(void **state)
+{
+  struct fx *f = *state;
+  struct rows rs;
+  struct err e = {0};
+  int i;
+  int64_t now = time_now_ms(), days = 8 * 86400000LL;
+  /* For the last eight days until now a job held 16 GPUs of the cloud
+   * site: every hour of the week has seen 16 busy, whatever the time
+   * this test runs at. */
+  struct db_usage piece = {.job_id = 1,
+                           .hold_ms = now - days,
+                           .from_ms = now - days,
+                           .to_ms = now,
+                           .billed_ms = days,
+                           .day = "2026-01-01",
+                           .project = "p",
+                           .site = "cloud",
+                           .gpu_type = "h100",
+                           .gpus = 16,
+                           .kind = "on_demand",
+                           .billed_rate = DB_NO_RATE,
+                           .sunk_rate = DB_NO_RATE,
+                           .marginal_rate = DB_NO_RATE};
+
+  start(f, SITES, BURST);
+  if (db_begin(broker_db(f->b), &e) < 0 ||
+      db_usage_replace(broker_db(f->b), 1, piece.hold_ms, &piece, 1, &e) < 0 ||
+      db_commit(broker_db(f->b), &e) < 0)
+    fail_msg("usage: %s", e.msg);
+  close_broker(f);
+  /* Off by default: nothing ahead of demand. */
+  start(f, SITES, BURST);
+  quiet(f);
+  fire_tick(f);
+  assert_int_equal(fake->scales, 0);
+  close_broker(f);
+  /* On: 16 GPUs expected one boot from now, none up: two p5. */
+  start(f, CLOUD_WITH(P5, ", \"forecast\": true", RENTED), BURST);
+  quiet(f);
+  fire_tick(f);
+  assert_int_equal(fake->scales, 1);
+  assert_int_equal(fake->last_launch[0], 2);
+  scale_log(f, &rs);
+  assert_true(rs.n >= 1);
+  for (i = 0; i < rs.n && strcmp(rs.r[i].action, "launch") != 0; i++)
+    ;
+  assert_true(i < rs.n);
+  assert_string_equal(rs.r[i].reason, "forecast");
+  assert_int_equal(rs.r[i].launched, 2);
+  assert_non_null(strstr(rs.r[i].detail, "forecast: 16 GPUs busy expected"));
+}
+
 /* The next fake starts with this one's nodes, as cloud.c reads its
  * live nodes back from the store after a restart. */
 static void
@@ -1652,6 +1706,7 @@ main(int argc, char **argv)
       T(test_a_learned_boot_delay_moves_the_cloud_start),
       T(test_a_decision_is_logged_once_until_it_changes),
       T(test_a_restarted_broker_learns_boots_from_stored_nodes),
+      T(test_the_forecast_launches_ahead_of_the_usual_demand_when_asked),
       T(test_a_node_up_across_a_restart_teaches_its_boot_once),
       T(test_a_site_backing_off_is_sent_no_launch_and_wants_none),
       T(test_the_site_spend_cap_holds_launches_and_says_so),
