@@ -1786,7 +1786,9 @@ read_limits(struct pool *p, const json_t *c, struct err *e)
   if (rc == 0)
     rc = jsonx_int(c, "idle_timeout_s", 0, 7 * 86400, 600, &idle_s, "", e);
   if (rc == 0)
-    rc = jsonx_int(c, "boot_timeout_s", 1, 86400, 900, &boot_s, "", e);
+    /* GPU VMs routinely take over 10 minutes; Azure's own CI waits 30
+     * (research/placement-burst.md 2.2). */
+    rc = jsonx_int(c, "boot_timeout_s", 1, 86400, 1800, &boot_s, "", e);
   if (rc == 0)
     rc = jsonx_int(c, "lost_after_s", 1, 86400, 120, &lost_s, "", e);
   if (rc == 0)
