@@ -61,14 +61,20 @@ t_expect "the autoscaler log has no launch" \
 # ---- the owned site busy for an hour: burst ----
 long=$("$TENBIN" submit --site onprem --gpus 2 --name long --time 60 -- sleep 300 2>/dev/null)
 t_wait_state "$long" running >/dev/null
-job=$("$TENBIN" submit --gpus 2 --gpu-type h100 --name burst --time 1 -- echo burst 2>/dev/null)
-t_expect "a job the owned site would start in an hour runs on a node launched for it" \
-  "$(t_wait_state "$job" succeeded 60) $(curl -fsS "$T_URL/v1/jobs/$job" | jq -r .site)" '^succeeded aws$'
-t_expect "one node was launched" "$(launches)" '^1$'
+# A burst of three 2-GPU jobs: one 8-GPU node holds them all.
+jobs=()
+for i in 1 2 3; do
+  jobs+=("$("$TENBIN" submit --gpus 2 --gpu-type h100 --name "burst$i" --time 1 -- echo burst 2>/dev/null)")
+done
+for job in "${jobs[@]}"; do
+  t_expect "job $job, which the owned site would start in an hour, runs on a node launched for the burst" \
+    "$(t_wait_state "$job" succeeded 60) $(curl -fsS "$T_URL/v1/jobs/$job" | jq -r .site)" '^succeeded aws$'
+done
+t_expect "one node was launched for the three" "$(launches)" '^1$'
 log=$(curl -fsS "$T_URL/v1/autoscaler/log?site=aws")
 t_expect "the launch is logged with its reason and inputs" \
   "$(jq -r '[.decisions[] | select(.action == "launch")][0] | [.reason, .launched, .live_nodes, .wanted_nodes, .demand_gpus, .spend_micro_per_hour] | map(tostring) | join(" ")' <<<"$log")" \
-  '^demand 1 0 1 2 55040000$'
+  '^demand 1 0 1 [246] 55040000$'
 
 # Idle for 2 s: released, in EC2 and in tenbin's record.
 t_expect_idled_out aws 2
