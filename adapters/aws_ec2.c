@@ -252,6 +252,8 @@ instance_field(struct reader *r, struct ec2_instance *in, const char *name)
     take(r, in->launch_time, sizeof(in->launch_time));
   else if (own && strcmp(name, "clientToken") == 0)
     take(r, in->client_token, sizeof(in->client_token));
+  else if (own && strcmp(name, "privateIpAddress") == 0)
+    take(r, in->private_ip, sizeof(in->private_ip));
   else if (r->depth == r->inst_depth + 2 &&
            (strcmp(parent, "instanceState") == 0 ||
             strcmp(parent, "currentState") == 0)) {
@@ -282,6 +284,19 @@ instance_field(struct reader *r, struct ec2_instance *in, const char *name)
   }
 }
 
+/* 1 when a tag of key is one the caller keeps. */
+static int
+wanted(const struct ec2_answer *a, const char *key)
+{
+  if (a->keep == NULL)
+    return 1;
+  for (size_t i = 0; i < a->nkeep; i++) {
+    if (a->keep[i] != NULL && strcmp(a->keep[i], key) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 static void XMLCALL
 on_end(void *arg, const XML_Char *name)
 {
@@ -299,8 +314,12 @@ on_end(void *arg, const XML_Char *name)
       take(r, r->a->error_message, sizeof(r->a->error_message));
   }
   if (strcmp(name, "item") == 0 && r->tag_open &&
-      r->depth == r->inst_depth + 2)
+      r->depth == r->inst_depth + 2) {
     r->tag_open = 0;
+    if (in != NULL && in->ntags > 0 &&
+        !wanted(r->a, in->tags[in->ntags - 1].key))
+      in->ntags--;
+  }
   if (r->depth == r->inst_depth)
     r->inst_depth = -1;
   r->depth--;

@@ -42,6 +42,7 @@ struct ec2_instance {
   char launch_time[EC2_ID_LEN];   /* 2026-11-21T13:47:52.000Z */
   char client_token[EC2_TAG_LEN];
   char state_reason[EC2_ID_LEN];  /* Server.SpotInstanceTermination... */
+  char private_ip[EC2_ID_LEN];    /* privateIpAddress, or "" */
   struct ec2_tag tags[EC2_MAX_TAGS];
   int ntags;
 };
@@ -55,6 +56,12 @@ struct ec2_answer {
   size_t n;                       /* instances written */
   size_t nout;                    /* instances in the answer */
   char next_token[EC2_TOKEN_LEN];
+  /* Tags to keep, keep[0..nkeep), or all when keep is NULL.  An instance
+   * may carry 50 tags (ParallelCluster's alone are about 10); only the
+   * first EC2_MAX_TAGS kept are read, so the caller names the ones it
+   * needs and the others take no room. */
+  const char *const *keep;
+  size_t nkeep;
   /* An error answer: its first error's code and message. */
   char error_code[EC2_ID_LEN];
   char error_message[EC2_MSG_LEN];

@@ -69,13 +69,15 @@ struct aws {
   size_t nshapes;
   char zones[CLOUD_MAX_ZONES][CLOUD_NAME_LEN]; /* in the site's order */
   size_t nzones;
+  char *name_tag;             /* cloud_env's, or NULL */
 };
 
 struct op {
   struct cloud_call call;     /* first (cloud_call.h) */
   struct aws *a;
   char zone[CLOUD_NAME_LEN];  /* a launch's, when EC2 does not say */
-  char instance[CLOUD_NAME_LEN];
+  char key[EC2_TAG_LEN];      /* a listing's tag */
+  char value[EC2_TAG_LEN];
   int pages;
   /* prices: the instant asked about, and per shape and zone the newest
    * spot price seen (at 0: none) */
@@ -374,6 +376,7 @@ aws_free(void *owner)
     free(a->zone_subnets[i]);
   free(a->iam_profile);
   free(a->key_name);
+  free(a->name_tag);
   for (int i = 0; i < a->nsgs; i++)
     free(a->sgs[i]);
   free(a);
@@ -435,8 +438,17 @@ aws_open(const struct cloud_env *env, const json_t *config, void **pctx,
     rc = err_set(e, ERR_CONFIG, "field 'endpoint': an http(s) URL");
     goto out;
   }
+  if (env->name_tag != NULL) {
+    if (env->name_tag[0] == '\0' || strlen(env->name_tag) >= EC2_TAG_LEN) {
+      rc = err_set(e, ERR_CONFIG, "the name tag: 1 to %d characters",
+                   EC2_TAG_LEN - 1);
+      goto out;
+    }
+    a->name_tag = xstrdup(env->name_tag);
+  }
   rc = read_credentials(a, config, e);
-  if (rc == 0)
+  /* A listing alone needs no image and no network. */
+  if (rc == 0 && !env->list_only)
     rc = read_network(a, config, e);
   if (rc < 0)
     goto out;
@@ -465,7 +477,8 @@ op_new(struct aws *a, enum cloud_call_kind kind, void *arg)
 }
 
 static void
-ec2_instance_vm(const struct ec2_instance *in, struct cloud_vm *vm)
+ec2_instance_vm(const struct aws *a, const struct ec2_instance *in,
+                struct cloud_vm *vm)
 {
   memset(vm, 0, sizeof(*vm));
   snprintf(vm->id, sizeof(vm->id), "%s", in->id);
@@ -498,6 +511,8 @@ ec2_instance_vm(const struct ec2_instance *in, struct cloud_vm *vm)
       time_parse_iso(in->launch_time, &vm->launched_ms) < 0)
     vm->launched_ms = 0;
   snprintf(vm->end_reason, sizeof(vm->end_reason), "%s", in->state_reason);
+  if (strlen(in->private_ip) < sizeof(vm->address))
+    memcpy(vm->address, in->private_ip, strlen(in->private_ip) + 1);
   for (int i = 0; i < in->ntags; i++) {
     const char *v = in->tags[i].value;
     /* A value too long to be tenbin's is no one's: a cut one could
@@ -510,6 +525,8 @@ ec2_instance_vm(const struct ec2_instance *in, struct cloud_vm *vm)
       memcpy(vm->instance, v, len + 1);
     else if (strcmp(in->tags[i].key, CLOUD_TAG_NODE) == 0)
       memcpy(vm->node, v, len + 1);
+    if (a->name_tag != NULL && strcmp(in->tags[i].key, a->name_tag) == 0)
+      memcpy(vm->name, v, len + 1);
   }
 }
 
@@ -560,6 +577,8 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
   struct ec2_instance *page = NULL;
   struct ec2_answer ans = {0};
   struct err pe = {0};
+  const char *keep[3];
+  size_t nkeep = 0;
   int prc = -1;
 
   if (o->call.kind == CLOUD_CALL_PRICES) {
@@ -568,6 +587,13 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
   }
   page = xcalloc(PAGE_SIZE, sizeof(*page));
   ans = (struct ec2_answer){.instances = page, .max = PAGE_SIZE};
+  /* Only the tags read into struct cloud_vm take room. */
+  keep[nkeep++] = CLOUD_TAG_INSTANCE;
+  keep[nkeep++] = CLOUD_TAG_NODE;
+  if (o->a->name_tag != NULL)
+    keep[nkeep++] = o->a->name_tag;
+  ans.keep = keep;
+  ans.nkeep = nkeep;
   r.retry_after_ms = -1;
   if (rc == 0)
     prc = ec2_parse(resp->body, resp->len, &ans, &pe);
@@ -588,7 +614,7 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
                    "RunInstances answered %zu instances, not 1", ans.nout);
       goto out;
     }
-    ec2_instance_vm(&page[0], &vm);
+    ec2_instance_vm(o->a, &page[0], &vm);
     if (vm.zone[0] == '\0')
       snprintf(vm.zone, sizeof(vm.zone), "%s", o->zone);
     free(page);
@@ -610,7 +636,7 @@ on_answer(void *arg, int rc, const struct http_client_response *resp,
           c->cap = MAX_LISTED;
         c->vms = xrealloc(c->vms, c->cap * sizeof(*c->vms));
       }
-      ec2_instance_vm(&page[i], &c->vms[c->n++]);
+      ec2_instance_vm(o->a, &page[i], &c->vms[c->n++]);
     }
     if (ans.next_token[0] != '\0' && !o->a->calls.closing) {
       if (++o->pages >= MAX_PAGES) {
@@ -766,8 +792,8 @@ send_page(struct op *o, const char *next_token)
   struct buf body;
 
   buf_init(&body, BODY_MAX);
-  if (ec2_describe_tagged(CLOUD_TAG_INSTANCE, o->instance, PAGE_SIZE,
-                          next_token, &body) < 0) {
+  if (ec2_describe_tagged(o->key, o->value, PAGE_SIZE, next_token,
+                          &body) < 0) {
     struct cloud_result r;
 
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "DescribeInstances too large");
@@ -779,13 +805,21 @@ send_page(struct op *o, const char *next_token)
 }
 
 static void
-aws_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
+aws_list_tagged(void *pctx, const char *key, const char *value,
+                cloud_list_cb cb, void *arg)
 {
   struct op *o = op_new(pctx, CLOUD_CALL_LIST, arg);
 
   o->call.list_cb = cb;
-  snprintf(o->instance, sizeof(o->instance), "%s", instance);
+  snprintf(o->key, sizeof(o->key), "%s", key);
+  snprintf(o->value, sizeof(o->value), "%s", value);
   send_page(o, NULL);
+}
+
+static void
+aws_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
+{
+  aws_list_tagged(pctx, CLOUD_TAG_INSTANCE, instance, cb, arg);
 }
 
 static void
@@ -970,6 +1004,7 @@ const struct cloud_provider cloud_aws_provider = {
     .open = aws_open,
     .launch = aws_launch,
     .list = aws_list,
+    .list_tagged = aws_list_tagged,
     .terminate = aws_terminate,
     .close = aws_close,
     .prices = aws_prices,

@@ -90,6 +90,14 @@ struct cloud_env {
   const char *site_name;
   const struct cloud_shape *shapes;
   size_t nshapes;
+  /* Open to list VMs that others launch (the cluster of an elastic
+   * Slurm site, slurm_cloud.c): only the connection's fields are read
+   * (region or project, endpoint, credentials, ca_file); no image,
+   * network, shape or zone is needed, and no launch is ever asked. */
+  int list_only;
+  /* The tag (label on GCP) whose value listings report in
+   * cloud_vm.name, or NULL for none. */
+  const char *name_tag;
 };
 
 /*
@@ -111,6 +119,11 @@ struct cloud_provider {
                  cloud_launch_cb cb, void *arg);
   void (*list)(void *pctx, const char *instance, cloud_list_cb cb,
                void *arg);
+  /* Every VM tagged key = value: what list does for the pool's own tag
+   * (CLOUD_TAG_INSTANCE = instance), for a tag of anyone's.  NULL in a
+   * provider that cannot (the tests' fakes of the pool). */
+  void (*list_tagged)(void *pctx, const char *key, const char *value,
+                      cloud_list_cb cb, void *arg);
   /* Terminate vm (its id and zone); a VM already gone is success. */
   void (*terminate)(void *pctx, const struct cloud_vm *vm,
                     cloud_done_cb cb, void *arg);

@@ -19,6 +19,7 @@
 #define CLOUD_ID_LEN 128   /* i-..., a GCE or Azure VM name */
 #define CLOUD_NAME_LEN 64  /* zones, shapes, tag values */
 #define CLOUD_MSG_LEN 512  /* a refusal's message, cut */
+#define CLOUD_ADDR_LEN 48  /* an IPv4 or IPv6 address */
 
 enum cloud_vm_state {
   CLOUD_VM_UNKNOWN = 0,
@@ -40,6 +41,10 @@ struct cloud_vm {
   int64_t launched_ms;         /* 0 when not said */
   char instance[CLOUD_NAME_LEN]; /* CLOUD_TAG_INSTANCE's value, or "" */
   char node[CLOUD_NAME_LEN];     /* CLOUD_TAG_NODE's value, or "" */
+  char name[CLOUD_NAME_LEN];     /* the value of the tag cloud_env's
+                                    name_tag names, or "" (none asked
+                                    for, none there, or too long) */
+  char address[CLOUD_ADDR_LEN];  /* its private address, or "" */
   char end_reason[CLOUD_NAME_LEN]; /* a provider's word for why it
                                       ended (spot), or "" */
   int lingers;                 /* GONE, yet its resources are still there

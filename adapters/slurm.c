@@ -30,9 +30,13 @@
  *
  * Updates reach the broker through update_queue.h: a whole listing's
  * changes in one batch.
+ *
+ * A site with a "cloud" block also hands every nodes answer and every
+ * jobs listing to slurm_cloud.c, which bills the cluster's VMs.
  */
 #include "adapters/adapter.h"
 #include "adapters/slurm.h"
+#include "adapters/slurm_cloud.h"
 #include "adapters/slurm_schema.h"
 #include "adapters/slurm_token.h"
 #include "adapters/update_queue.h"
@@ -140,6 +144,7 @@ struct slurm_site {
   struct adapter_capacity cap; /* from the last nodes answer */
   int cap_known;             /* cap came from the site at least once */
   struct demand demand;       /* from the last listing */
+  struct slurm_cloud *cloud;  /* the "cloud" block's, or NULL */
 
   int handles;               /* callbacks owed: parts being closed,
                                 listings being parsed */
@@ -158,6 +163,7 @@ struct sreq {
   enum req_kind kind;
   int64_t job_id;  /* tenbin id, for submit, cancel, db */
   uint64_t gen;    /* for listings */
+  int64_t sent_ms; /* when it left */
 };
 
 /* ---- the job table ---- */
@@ -357,6 +363,7 @@ send_request(struct slurm_site *s, enum req_kind kind, const char *method,
   q->kind = kind;
   q->job_id = job_id;
   q->gen = s->gen;
+  q->sent_ms = time_now_ms();
   rc = http_client_send(s->http, &r, on_answer, q, e);
   if (rc < 0)
     free(q);
@@ -611,6 +618,7 @@ struct listing_work {
   const struct slurm_schema *schema;
   const char *instance;  /* s's, alive until after_listing runs */
   uint64_t gen;
+  int64_t sent_ms;
   char *body;
   size_t len;
   struct slurm_job_list list;
@@ -620,7 +628,7 @@ struct listing_work {
 
 static void maybe_finish_close(struct slurm_site *s);
 static void apply_listing(struct slurm_site *s, uint64_t gen,
-                          const struct slurm_job_list *l);
+                          int64_t sent_ms, const struct slurm_job_list *l);
 
 static void
 parse_listing(uv_work_t *req)
@@ -651,7 +659,7 @@ after_listing(uv_work_t *req, int status)
     s->jobs_ok = 0;
     set_unreachable(s, "listing jobs", &w->e);
   } else {
-    apply_listing(s, w->gen, &w->list);
+    apply_listing(s, w->gen, w->sent_ms, &w->list);
   }
   slurm_job_list_release(&w->list);
   free(w->body);
@@ -681,6 +689,7 @@ on_jobs(struct slurm_site *s, const struct sreq *q, int rc,
   w->schema = s->schema;
   w->instance = s->instance;
   w->gen = q->gen;
+  w->sent_ms = q->sent_ms;
   w->len = resp->len;
   w->body = xmalloc(resp->len + 1);
   memcpy(w->body, resp->body, resp->len + 1);
@@ -695,7 +704,7 @@ on_jobs(struct slurm_site *s, const struct sreq *q, int rc,
 
 /* What a listing of generation gen says, applied on the loop. */
 static void
-apply_listing(struct slurm_site *s, uint64_t gen,
+apply_listing(struct slurm_site *s, uint64_t gen, int64_t sent_ms,
               const struct slurm_job_list *lp)
 {
   const struct slurm_job_list l = *lp;
@@ -727,6 +736,8 @@ apply_listing(struct slurm_site *s, uint64_t gen,
     observe(s, j, sj);
   }
   each_job(s, judge_absent, &gen);
+  if (s->cloud != NULL)
+    slurm_cloud_jobs(s->cloud, l.jobs, l.n, sent_ms);
 }
 
 static void
@@ -784,6 +795,14 @@ on_nodes(struct slurm_site *s, int rc,
     rc = parse_json(resp->body, resp->len, &answer, e);
   if (rc == 0)
     rc = s->schema->nodes(answer, &cap, e);
+  if (rc == 0 && s->cloud != NULL) {
+    struct slurm_node_list nl = {0};
+
+    rc = s->schema->node_list(answer, &nl, e);
+    if (rc == 0)
+      slurm_cloud_nodes(s->cloud, nl.nodes, nl.n);
+    slurm_node_list_release(&nl);
+  }
   json_decref(answer);
   if (rc < 0) {
     s->nodes_ok = 0;
@@ -1216,6 +1235,9 @@ slurm_capacity(void *ctx, struct adapter_capacity *out)
   out->unknown = !s->cap_known;
   out->reachable = s->jobs_ok && s->nodes_ok;
   snprintf(out->detail, sizeof(out->detail), "%s", s->detail);
+  if (s->detail[0] == '\0' && s->cloud != NULL)
+    snprintf(out->detail, sizeof(out->detail), "%s",
+             slurm_cloud_detail(s->cloud));
   out->max_jobs = s->max_jobs;
   out->jobs_active = (int64_t)s->njobs;
   /* Slurm itself powers its nodes up for the jobs it is given
@@ -1262,6 +1284,7 @@ static const struct jsonx_field fields[] = {
     {"ca_file", JX_STRING},
     {"allow_insecure_token", JX_BOOL},
     {"elastic", JX_OBJECT},
+    {"cloud", JX_OBJECT},
     {NULL, 0},
 };
 
@@ -1467,6 +1490,18 @@ slurm_open(const struct adapter_env *env, const json_t *config, void **ctx,
   if (rc < 0)
     goto fail;
   conns = rc;
+  if (json_object_get(config, "cloud") != NULL &&
+      !json_is_null(json_object_get(config, "cloud"))) {
+    const struct slurm_cloud_env ce = {.loop = s->loop,
+                                       .site_name = s->name,
+                                       .store = env->nodes,
+                                       .store_arg = env->nodes_arg};
+
+    rc = slurm_cloud_open(&ce, json_object_get(config, "cloud"), &s->cloud,
+                          e);
+    if (rc < 0)
+      goto fail;
+  }
   rc = slurm_token_new(s->loop, jsonx_str(config, "token_file"),
                        jsonx_str(config, "token_command"), &s->token, e);
   if (rc < 0)
@@ -1493,6 +1528,8 @@ slurm_open(const struct adapter_env *env, const json_t *config, void **ctx,
   return 0;
 
 fail:
+  if (s->cloud != NULL)
+    slurm_cloud_close(s->cloud, NULL, NULL);
   free_site(s);
   return rc;
 }
@@ -1546,6 +1583,10 @@ slurm_close(void *ctx, void (*cb)(void *arg), void *arg)
   http_client_close(s->http, on_part_closed, s);
   s->handles++;
   slurm_token_close(s->token, on_part_closed, s);
+  if (s->cloud != NULL) {
+    s->handles++;
+    slurm_cloud_close(s->cloud, on_part_closed, s);
+  }
 }
 
 static char *

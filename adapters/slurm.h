@@ -4,7 +4,8 @@
  * token_file or token_command, partitions {gpu type: partition},
  * default_partition, accounts {project: account}, default_account,
  * workdir, output, environment, slurmdbd, poll_ms, timeout_ms,
- * connections, max_jobs, elastic {boot_s} (README "Slurm sites").
+ * connections, max_jobs, elastic {boot_s}, cloud (the cluster's VMs,
+ * slurm_cloud.h) (README "Slurm sites").
  */
 #ifndef TENBIN_ADAPTERS_SLURM_H
 #define TENBIN_ADAPTERS_SLURM_H

@@ -48,6 +48,16 @@ slurm_job_list_release(struct slurm_job_list *l)
   l->n = 0;
 }
 
+void
+slurm_node_list_release(struct slurm_node_list *l)
+{
+  if (l == NULL)
+    return;
+  free(l->nodes);
+  l->nodes = NULL;
+  l->n = 0;
+}
+
 /* ---- tags ---- */
 
 void

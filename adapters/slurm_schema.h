@@ -75,6 +75,25 @@ void slurm_job_list_release(struct slurm_job_list *l);
  * so that the sums made of them cannot overflow. */
 #define SLURM_JOB_GPUS_MAX ((int64_t)1 << 31)
 
+/* One node as the site lists it: what an elastic site's cloud block
+ * (slurm_cloud.c) matches a VM to, and the GPUs it bills. */
+#define SLURM_NODE_NAME_LEN 64
+#define SLURM_NODE_ADDR_LEN 64
+struct slurm_node {
+  char name[SLURM_NODE_NAME_LEN];    /* NodeName; "" when too long */
+  char address[SLURM_NODE_ADDR_LEN]; /* NodeAddr; "" when not said */
+  char gpu_type[ADAPTER_GPU_TYPE_LEN]; /* its first GPU type ("gpu"
+                                          when untyped), or "" */
+  int64_t gpus;                       /* all its GPUs, any type */
+};
+
+struct slurm_node_list {
+  struct slurm_node *nodes;
+  size_t n;
+};
+
+void slurm_node_list_release(struct slurm_node_list *l);
+
 struct slurm_schema {
   const char *version;       /* "v0.0.38" */
   /* Path of an endpoint under the site URL; what is one of "ping",
@@ -102,6 +121,10 @@ struct slurm_schema {
    * cluster starts nodes itself (grows_on_submit). */
   int (*nodes)(const json_t *answer, struct adapter_capacity *cap,
                struct err *e);
+  /* The same answer, node by node (out is new: release it).  A node
+   * that is no object is an error, as for nodes. */
+  int (*node_list)(const json_t *answer, struct slurm_node_list *out,
+                   struct err *e);
 };
 
 /* The table for version ("v0.0.38"), or NULL. */

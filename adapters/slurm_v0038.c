@@ -1120,6 +1120,60 @@ nodes_v0038(const json_t *answer, struct adapter_capacity *cap,
   return 0;
 }
 
+/* A string member of o into out when it fits, else "": a name cut to
+ * fit could pass for another node's. */
+static void
+node_str(const json_t *o, const char *key, char *out, size_t outsz)
+{
+  const char *v = json_string_value(json_object_get(o, key));
+
+  out[0] = '\0';
+  if (v != NULL && strlen(v) < outsz)
+    memcpy(out, v, strlen(v) + 1);
+}
+
+/* GET nodes, node by node: name, address and GPUs. */
+static int
+node_list_v0038(const json_t *answer, struct slurm_node_list *out,
+                struct err *e)
+{
+  const json_t *nodes = json_object_get(answer, "nodes");
+  const json_t *node;
+  size_t i;
+
+  out->nodes = NULL;
+  out->n = 0;
+  if (!json_is_array(nodes))
+    return err_set(e, ERR_SITE, "slurmrestd's answer has no 'nodes' array");
+  out->nodes = xcalloc(json_array_size(nodes) + 1, sizeof(*out->nodes));
+  json_array_foreach(nodes, i, node) {
+    struct slurm_node *n = &out->nodes[out->n];
+    struct node_gres have;
+
+    if (!json_is_object(node)) {
+      slurm_node_list_release(out);
+      return err_set(e, ERR_SITE,
+                     "slurmrestd's answer: nodes[%zu] is not an object", i);
+    }
+    node_str(node, "name", n->name, sizeof(n->name));
+    if (n->name[0] == '\0')
+      continue;
+    node_str(node, "address", n->address, sizeof(n->address));
+    memset(&have, 0, sizeof(have));
+    slurm_gres_each(json_string_value(json_object_get(node, "gres")),
+                    add_node_gres, &have);
+    for (int k = 0; k < have.n; k++) {
+      if (have.count[k] > SLURM_JOB_GPUS_MAX - n->gpus)
+        break;
+      n->gpus += have.count[k];
+    }
+    if (have.n > 0)
+      snprintf(n->gpu_type, sizeof(n->gpu_type), "%s", have.type[0]);
+    out->n++;
+  }
+  return 0;
+}
+
 const struct slurm_schema slurm_schema_v0038 = {
   .version = VERSION,
   .path = path_v0038,
@@ -1128,4 +1182,5 @@ const struct slurm_schema slurm_schema_v0038 = {
   .jobs = jobs_v0038,
   .db_jobs = db_jobs_v0038,
   .nodes = nodes_v0038,
+  .node_list = node_list_v0038,
 };

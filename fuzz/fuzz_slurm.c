@@ -30,6 +30,7 @@ static void
 answer(const struct slurm_schema *s, const json_t *v)
 {
   struct slurm_job_list l = {0};
+  struct slurm_node_list nl = {0};
   struct adapter_capacity cap;
   struct err e = {0};
   int64_t id;
@@ -44,6 +45,10 @@ answer(const struct slurm_schema *s, const json_t *v)
   memset(&cap, 0, sizeof(cap));
   if (s->nodes(v, &cap, &e) == 0)
     FUZZ_CHECK(cap.npools >= 0 && cap.npools <= ADAPTER_MAX_POOLS);
+  if (s->node_list(v, &nl, &e) == 0)
+    for (size_t i = 0; i < nl.n; i++)
+      FUZZ_CHECK(nl.nodes[i].gpus >= 0);
+  slurm_node_list_release(&nl);
 }
 
 int

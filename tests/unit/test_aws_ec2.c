@@ -236,6 +236,50 @@ test_what_is_no_ec2_answer_is_an_error_saying_why(void **state)
   assert_int_equal(ec2_parse("", 0, &a, &e), ERR_SITE);
 }
 
+/* A ParallelCluster compute instance as DescribeInstances lists it: a
+ * dozen tags, more than an instance keeps, the one wanted last. */
+static void
+test_only_the_tags_asked_for_take_room_and_the_address_is_read(void **state)
+{
+  struct ec2_instance in[1];
+  const char *keep[] = {"tenbin-node", "Name"};
+  struct ec2_answer a = {.instances = in, .max = 1};
+  struct err e = {0};
+  char xml[8192];
+  size_t len;
+
+  (void)state;
+  len = (size_t)snprintf(xml, sizeof(xml),
+                         "<DescribeInstancesResponse><reservationSet><item>"
+                         "<instancesSet><item><instanceId>i-0c1"
+                         "</instanceId><privateIpAddress>10.0.3.17"
+                         "</privateIpAddress><networkInterfaceSet><item>"
+                         "<privateIpAddress>10.0.9.9</privateIpAddress>"
+                         "</item></networkInterfaceSet><tagSet>");
+  for (int i = 0; i < 12; i++)
+    len += (size_t)snprintf(xml + len, sizeof(xml) - len,
+                            "<item><key>parallelcluster:t%d</key><value>v"
+                            "</value></item>", i);
+  len += (size_t)snprintf(xml + len, sizeof(xml) - len,
+                          "<item><key>Name</key><value>queue1-dy-p5-1"
+                          "</value></item></tagSet></item></instancesSet>"
+                          "</item></reservationSet>"
+                          "</DescribeInstancesResponse>");
+  assert_true(len < sizeof(xml));
+  assert_int_equal(ec2_parse(xml, len, &a, &e), 0);
+  /* All of them, the first EC2_MAX_TAGS kept. */
+  assert_int_equal(a.n, 1);
+  assert_int_equal(in[0].ntags, EC2_MAX_TAGS);
+  assert_string_equal(in[0].private_ip, "10.0.3.17");
+  /* Only those asked for. */
+  a.keep = keep;
+  a.nkeep = 2;
+  assert_int_equal(ec2_parse(xml, len, &a, &e), 0);
+  assert_int_equal(in[0].ntags, 1);
+  assert_string_equal(in[0].tags[0].key, "Name");
+  assert_string_equal(in[0].tags[0].value, "queue1-dy-p5-1");
+}
+
 int
 main(void)
 {
@@ -249,6 +293,8 @@ main(void)
       cmocka_unit_test(test_terminate_answer_reads_the_current_state),
       cmocka_unit_test(test_an_error_answer_gives_its_code_and_kind),
       cmocka_unit_test(test_what_is_no_ec2_answer_is_an_error_saying_why),
+      cmocka_unit_test(
+          test_only_the_tags_asked_for_take_room_and_the_address_is_read),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
