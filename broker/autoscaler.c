@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "broker/broker_internal.h"
 #include "util/alloc.h"
@@ -65,6 +66,9 @@ struct scaler {
   int64_t forecast_ms;           /* when it was built; 0: never */
   double interruptions_per_hour;
   int64_t last_launch_ms, last_release_ms;
+  /* the GPU types it launches spot nodes of, from its shapes */
+  char spot_types[ADAPTER_MAX_SHAPES][ADAPTER_GPU_TYPE_LEN];
+  size_t nspot;
   /* the last plan, for views and metrics */
   struct scale_view view;
   char detail[BURST_REASON_LEN];
@@ -175,6 +179,10 @@ seed(struct broker *b, struct site *s, struct scaler *sc)
   s->ops->fleet(s->ctx, &f);
   learn_nodes(b, s, sc, &f);
   track_up(sc, &f, 0);
+  for (size_t i = 0; i < f.nshapes && sc->nspot < ADAPTER_MAX_SHAPES; i++)
+    if (f.shapes[i].spot)
+      snprintf(sc->spot_types[sc->nspot++], sizeof(sc->spot_types[0]), "%s",
+               f.shapes[i].gpu_type);
   adapter_fleet_release(&f);
 }
 
@@ -336,6 +344,31 @@ broker__autoscaler_on_demand(struct broker *b, const struct site *site,
       time_now_ms(), spec->deadline_ms + run, run,
       burst_restart_allowance(boot + LOST_WORK_MS,
                               site->scaler->interruptions_per_hour, run));
+}
+
+int
+broker__autoscaler_spot_rate(struct broker *b, const struct site *site,
+                             const char *type, int64_t *out)
+{
+  const struct scaler *sc = site->scaler;
+  const struct site_rate *r = broker__site_rate(&site->cost, type);
+  int64_t restart;
+  size_t i;
+
+  if (sc == NULL || r == NULL || r->spot_micro < 0)
+    return 0;
+  for (i = 0; i < sc->nspot && strcasecmp(sc->spot_types[i], type) != 0; i++)
+    ;
+  if (i == sc->nspot)
+    return 0;
+  /* What an hour on spot is expected to cost: the price, and the
+   * restart each interruption makes the job pay again. */
+  restart = broker__autoscaler_grow_ms(b, (int)(site - b->sites), 300000) +
+            LOST_WORK_MS;
+  *out = (int64_t)((double)r->spot_micro *
+                   (1.0 + sc->interruptions_per_hour * (double)restart /
+                              (double)HOUR_MS));
+  return 1;
 }
 
 /* ---- a tick ---- */

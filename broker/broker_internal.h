@@ -405,6 +405,11 @@ void broker__autoscaler_pass_end(struct broker *b);
  * deadline would not absorb an interruption and a restart. */
 int broker__autoscaler_on_demand(struct broker *b, const struct site *site,
                                  const struct job_spec *spec);
+/* 1 and *out, per GPU-hour, when site launches spot nodes of type and
+ * has a spot price for it: the price with what interruptions are
+ * expected to cost; else 0. */
+int broker__autoscaler_spot_rate(struct broker *b, const struct site *site,
+                                 const char *type, int64_t *out);
 /* The boot delay learned at site (an index), or dflt. */
 int64_t broker__autoscaler_grow_ms(struct broker *b, int site, int64_t dflt);
 

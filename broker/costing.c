@@ -111,9 +111,10 @@ cmp_end(const void *a, const void *b)
 }
 
 /* A pool's rate for the policy: an owned site's marginal rate, a rented
- * site's price of the type; unpriced otherwise. */
+ * site's price of the type (and its spot rate where the autoscaler
+ * launches spot nodes of the type); unpriced otherwise. */
 static void
-pool_rate(const struct site *s, const char *type,
+pool_rate(struct broker *b, const struct site *s, const char *type,
           struct placement_cost_pool *p)
 {
   const struct site_rate *r;
@@ -125,6 +126,8 @@ pool_rate(const struct site *s, const char *type,
              (r = broker__site_rate(&s->cost, type)) != NULL) {
     p->priced = 1;
     p->rate_micro = r->per_gpu_hour_micro;
+    p->spot_priced =
+        broker__autoscaler_spot_rate(b, s, type, &p->spot_rate_micro);
   }
 }
 
@@ -151,7 +154,7 @@ broker__pass_cost_init(struct broker *b, const struct placement_site *snap,
       snprintf(type, sizeof(type), "%s", snap[i].pools[k].type);
       for (char *t = type; *t; t++)
         *t = (char)tolower((unsigned char)*t);
-      pool_rate(&b->sites[i], type, &pc->sites[i].pools[k]);
+      pool_rate(b, &b->sites[i], type, &pc->sites[i].pools[k]);
       /* the site's own queue beyond what the snapshot shows free */
       pc->sites[i].pools[k].ahead_gpus = over > 0 ? over : 0;
     }
@@ -284,6 +287,10 @@ broker__pass_cost_job(struct broker *b, struct pass_cost *pc,
           spec->time_limit_s, &how),
       .wait_value_micro = broker__wait_value(b, spec->project),
       .deadline_ms = spec->deadline_ms,
+      /* A job without a deadline may take spot; one with a deadline is
+       * priced on demand here, and goes on spot only where its slack
+       * allows (broker__autoscaler_on_demand). */
+      .spot_ok = spec->deadline_ms <= 0,
       .sites = pc->sites,
       .reservations = pc->res,
       .nreservations = pc->nres};

@@ -151,6 +151,16 @@ compute_charge(struct scan *scan, int64_t rate, int64_t gpus,
   return charge;
 }
 
+/* The rate the job pays at pool: spot where the site has it and the job
+ * may take it. */
+static int64_t
+pool_rate(const struct placement_cost_pool *pool,
+          const struct placement_cost *k)
+{
+  return k->spot_ok && pool->spot_priced ? pool->spot_rate_micro
+                                         : pool->rate_micro;
+}
+
 /* The GPUs a job that needs growth is billed for: the free ones it
  * takes, and whole new nodes for the rest, since a node is rented whole
  * and nothing says another job will share it. */
@@ -230,11 +240,11 @@ estimate(const struct placement_request *req,
   if (fit->gpus <= 0)
     c->compute_micro = 0;
   else if (pool != NULL && pool->priced && c->grows)
-    c->compute_micro = price_charge(pool->rate_micro, grown_gpus(fit),
+    c->compute_micro = price_charge(pool_rate(pool, k), grown_gpus(fit),
                                     runtime);
   else if (pool != NULL && pool->priced)
     c->compute_micro =
-        compute_charge(scan, pool->rate_micro, fit->gpus, runtime);
+        compute_charge(scan, pool_rate(pool, k), fit->gpus, runtime);
   else
     c->priced = 0;
 

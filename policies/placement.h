@@ -127,7 +127,8 @@ struct placement_decision {
  *            An elastic site's job that needs growth (free too few,
  *            free + grow enough) starts at now + grow_ms.
  *   compute  price_charge(rate, GPUs, runtime): the marginal rate of an
- *            owned site, the price of a rented one.
+ *            owned site, the price of a rented one (its spot rate for
+ *            a job that may run on spot, where the site has one).
  *   data     missing bytes x egress $/GB (10^9 bytes) of the source.
  *   waiting  price_charge(wait_value, GPUs, start - now).
  *
@@ -180,6 +181,10 @@ struct placement_end {
 struct placement_cost_pool {
   int priced;          /* 0: no price for the type here (see above) */
   int64_t rate_micro;  /* per GPU-hour: marginal when owned, else price */
+  int spot_priced;     /* the site would run a job that may take spot on
+                          spot, at spot_rate_micro (with what the
+                          interruptions are expected to cost) */
+  int64_t spot_rate_micro;
   int64_t ahead_gpus;  /* GPUs of older jobs that wait for this type
                           here and are not in the pool's free (the
                           site's own queue beyond free, tenbin's queue) */
@@ -217,6 +222,8 @@ struct placement_cost {
   int64_t runtime_ms;        /* predicted by the caller; > 0 */
   int64_t wait_value_micro;  /* the project's $ per GPU-hour of waiting */
   int64_t deadline_ms;       /* latest start (absolute); 0: none */
+  int spot_ok;               /* the job may run on spot: a pool's
+                                spot_rate_micro is its compute rate */
   const struct placement_cost_site *sites; /* NULL: nothing priced */
   const struct placement_data *data;       /* NULL: no dataset */
   const struct placement_reservation *reservations;

@@ -1630,6 +1630,46 @@ submit_deadline(struct fx *f, int gpus)
   return answer_id(f, &a);
 }
 
+/* The cloud candidate's compute $ in job id's stored decision. */
+static int64_t
+cloud_compute(struct fx *f, int64_t id)
+{
+  struct placement_view p;
+  json_t *cands, *c;
+  int64_t start_ms, micro = -1;
+  size_t i;
+
+  placement_of(f, id, &p, &start_ms);
+  cands = parse(p.candidates);
+  json_array_foreach(cands, i, c) {
+    if (strcmp(jsonx_str(c, "site"), "cloud") == 0)
+      micro = json_integer_value(json_object_get(c, "compute_micro"));
+  }
+  json_decref(cands);
+  placement_view_release(&p);
+  return micro;
+}
+
+static void
+test_a_job_that_may_take_spot_is_priced_at_the_spot_nodes_it_would_get(
+    void **state)
+{
+  struct fx *f = *state;
+  int64_t id, micro;
+
+  start(f, SPOT_AND_ON_DEMAND, BURST);
+  quiet(f);
+  /* 10 minutes of a whole 8-GPU node at $2.50 a GPU-hour and the
+   * interruptions expected (the prior, 15 % of nodes a month, over a
+   * restart of 15 minutes: x 1.00005): $3.33, not $9.17 on demand. */
+  id = submit_ok(f, JOB8);
+  micro = cloud_compute(f, id);
+  assert_true(micro >= 8 * 2500000 / 6 && micro < 8 * 2510000 / 6);
+  /* A deadline job is priced on demand. */
+  id = submit_deadline(f, 8);
+  assert_int_equal(cloud_compute(f, id), 8 * 6880000 / 6);
+}
+
 static void
 test_a_deadline_job_that_cannot_absorb_an_interruption_goes_to_an_on_demand_node(
     void **state)
@@ -1713,6 +1753,7 @@ main(int argc, char **argv)
       T(test_the_overall_cap_of_policy_burst_holds_launches),
       T(test_a_project_over_its_hard_budget_creates_no_demand),
       T(test_a_bad_policy_burst_is_refused_naming_the_field),
+      T(test_a_job_that_may_take_spot_is_priced_at_the_spot_nodes_it_would_get),
       T(test_a_deadline_job_that_cannot_absorb_an_interruption_goes_to_an_on_demand_node),
       T(test_a_deadline_job_refused_by_a_spot_node_with_room_grows_an_on_demand_one),
   };

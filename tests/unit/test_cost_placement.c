@@ -908,6 +908,28 @@ test_growth_is_charged_whole_nodes(void **state)
 }
 
 static void
+test_a_job_that_may_take_spot_is_charged_the_spot_rate(void **state)
+{
+  struct world w;
+
+  (void)state;
+  world_init(&w, 8, HOUR);
+  add_site(&w, "aws", 8, 8, AWS_H100);
+  w.costs[0].pools[0].spot_priced = 1;
+  w.costs[0].pools[0].spot_rate_micro = 3100000; /* $3.10 */
+  decide(&w);
+  /* Not told it may: on demand, 8 x $6.88. */
+  assert_int_equal(cand(&w, 0)->compute_micro, 8 * AWS_H100);
+  w.cost.spot_ok = 1;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->compute_micro, 8 * 3100000);
+  /* A pool without spot keeps its price. */
+  w.costs[0].pools[0].spot_priced = 0;
+  decide(&w);
+  assert_int_equal(cand(&w, 0)->compute_micro, 8 * AWS_H100);
+}
+
+static void
 test_a_short_on_prem_wait_beats_growing_the_cloud(void **state)
 {
   struct world w;
@@ -1003,6 +1025,7 @@ main(void)
     cmocka_unit_test(
         test_a_job_waits_for_an_elastic_site_to_grow_when_on_prem_waits_longer),
     cmocka_unit_test(test_a_short_on_prem_wait_beats_growing_the_cloud),
+    cmocka_unit_test(test_a_job_that_may_take_spot_is_charged_the_spot_rate),
     cmocka_unit_test(test_growth_is_charged_whole_nodes),
     cmocka_unit_test(test_a_site_that_grows_on_submit_takes_the_job_now),
     cmocka_unit_test(test_growth_beyond_what_a_site_may_grow_is_a_plain_wait),
