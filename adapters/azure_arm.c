@@ -888,6 +888,26 @@ azarm_parse_vm(const char *json, size_t len, struct cloud_vm *out,
   return rc;
 }
 
+/* The value of vm's tag key (name case aside; read_tags checked every
+ * value is a string), or NULL: also for a value holding a NUL, which a
+ * C string would cut into another's. */
+static const char *
+tag_of(json_t *vm, const char *key)
+{
+  json_t *tags = json_object_get(vm, "tags"), *v;
+  const char *k;
+
+  if (!json_is_object(tags))
+    return NULL;
+  json_object_foreach(tags, k, v) {
+    if (strcasecmp(k, key) == 0)
+      return strlen(json_string_value(v)) == json_string_length(v)
+                 ? json_string_value(v)
+                 : NULL;
+  }
+  return NULL;
+}
+
 int
 azarm_parse_list(const char *json, size_t len, struct azarm_page *p,
                  struct err *e)
@@ -927,6 +947,19 @@ azarm_parse_list(const char *json, size_t len, struct azarm_page *p,
       goto out;
     if (p->instance != NULL && strcmp(vm.instance, p->instance) != 0)
       continue;
+    if (p->tag_key != NULL) {
+      const char *t = tag_of(v, p->tag_key);
+
+      if (t == NULL || p->tag_value == NULL || strcmp(t, p->tag_value) != 0)
+        continue;
+    }
+    if (p->name_tag != NULL) {
+      const char *t = tag_of(v, p->name_tag);
+
+      /* Too long to be a node's name: not cut into another's. */
+      if (t != NULL && strlen(t) < sizeof(vm.name))
+        memcpy(vm.name, t, strlen(t) + 1);
+    }
     p->nout++;
     if (p->vms != NULL && p->n < p->max)
       p->vms[p->n++] = vm;

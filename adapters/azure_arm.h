@@ -98,6 +98,15 @@ struct azarm_page {
   size_t max;
   const char *instance; /* keep only VMs whose CLOUD_TAG_INSTANCE tag is
                            this (borrowed), or NULL: all */
+  const char *tag_key;  /* and only those whose tag tag_key (its name
+                           case aside, as Azure compares names) is
+                           tag_value (exactly); NULL: no such filter.
+                           ARM has no tag filter on this call, so the
+                           page is filtered here.  Borrowed. */
+  const char *tag_value;
+  const char *name_tag; /* the tag whose value goes into each VM's name
+                           (name case aside; "" when absent or too
+                           long), or NULL.  Borrowed. */
   size_t n;             /* VMs written */
   size_t nout;          /* VMs kept on the page (more than max when the
                            array was too small) */
@@ -191,8 +200,10 @@ int azarm_parse_vm(const char *json, size_t len, struct cloud_vm *out,
 /*
  * Read a page of a list answer {"value":[VM...],"nextLink":...} into p
  * (n, nout and next_link reset first), keeping only the VMs tagged
- * p->instance when it is set.  A nextLink absent or null is the last
- * page.  ERR_SITE naming what was wrong (value[i] for a VM).
+ * p->instance, and p->tag_key = p->tag_value, when they are set.  A
+ * listed VM has no private address: that is its NIC's, another call.
+ * A nextLink absent or null is the last page.  ERR_SITE naming what was
+ * wrong (value[i] for a VM).
  */
 int azarm_parse_list(const char *json, size_t len, struct azarm_page *p,
                      struct err *e) WARN_UNUSED;

@@ -24,6 +24,14 @@
  * an operation ride over a few failed polls, and the HTTP client only
  * retries a connection that broke before an answer.
  *
+ * Opened list_only (the cloud block of an elastic Slurm site), it reads
+ * the connection alone (subscription, resource_group, credentials,
+ * endpoint, login_endpoint, ca_file) and lists the VMs of the group
+ * tagged key = value by anyone.  ARM's list has no tag filter: every VM
+ * of the group comes, and the page is filtered here.  A VM's private
+ * address is its NIC's, one more call per VM: it is not read, so a
+ * Slurm node is found by its VM's name or by the node tag.
+ *
  * Prices come from the public Retail Prices API ("prices_endpoint"),
  * asked without the ARM token, which is for ARM alone: for each VM size
  * of the site's shapes, the Linux Consumption rows of the site's
@@ -67,6 +75,9 @@
  * characters. */
 #define SUB_LEN 64
 #define GROUP_LEN 90
+/* Azure's tag limits: a name of 512, a value of 256. */
+#define TAG_KEY_LEN 513
+#define TAG_VALUE_LEN 257
 /* Pages of one size's prices: a few rows per meter, 1000 to a page. */
 #define MAX_PRICE_PAGES 20
 
@@ -85,6 +96,7 @@ struct azure {
   char *image, *subnet_id, *nic_id, *admin_user, *ssh_key;
   struct azarm_tag tags[AZARM_MAX_TAGS]; /* the site's own; new strings */
   size_t ntags;
+  char *name_tag;             /* cloud_env's, or NULL */
 };
 
 enum op_step {
@@ -120,6 +132,9 @@ struct op {
   char node[CLOUD_NAME_LEN];
   struct cloud_vm vm;         /* a launch's, as ARM last described it */
   int pages;
+  char key[TAG_KEY_LEN];      /* a tagged listing's tag, "" for the
+                                 pool's (instance) */
+  char value[TAG_VALUE_LEN];
   /* prices: the shape asked about, what its pages came to, and the
    * shapes' prices so far */
   size_t shape_ix;
@@ -371,6 +386,7 @@ azure_free(void *owner)
   free(a->nic_id);
   free(a->admin_user);
   free(a->ssh_key);
+  free(a->name_tag);
   for (size_t i = 0; i < a->ntags; i++) {
     free((char *)a->tags[i].key);
     free((char *)a->tags[i].value);
@@ -412,6 +428,11 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
                  "'.') is needed", GROUP_LEN);
     goto out;
   }
+  a->subscription = xstrdup(sub);
+  a->group = xstrdup(group);
+  /* A listing needs no location, zone or VM fields: it launches none. */
+  if (env->list_only)
+    goto connection;
   if (location == NULL || !azarm_word_ok(location, 64, "") ||
       strspn(location, "abcdefghijklmnopqrstuvwxyz0123456789") !=
           strlen(location)) {
@@ -419,8 +440,6 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
                  "\"eastus\" is needed");
     goto out;
   }
-  a->subscription = xstrdup(sub);
-  a->group = xstrdup(group);
   a->location = xstrdup(location);
   /* Azure's zones are numbered within a region. */
   json_array_foreach(zones, i, z) {
@@ -434,6 +453,7 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
     if (zone0 == NULL)
       zone0 = name;
   }
+connection:
   a->shapes = env->shapes;
   a->nshapes = env->nshapes;
   rc = read_base(config, "endpoint", AZARM_ENDPOINT, &a->endpoint, e);
@@ -455,9 +475,22 @@ azure_open(const struct cloud_env *env, const json_t *config, void **pctx,
   if (rc < 0)
     goto out;
   a->token_url = buf_take(&b, NULL);
-  rc = read_vm_fields(a, config, e);
-  if (rc == 0)
-    rc = check_bodies(a, env, zone0, e);
+  if (env->name_tag != NULL) {
+    /* Azure's rules for a tag name. */
+    if (env->name_tag[0] == '\0' || strlen(env->name_tag) >= TAG_KEY_LEN ||
+        strpbrk(env->name_tag, "<>%&\\?/") != NULL) {
+      rc = err_set(e, ERR_CONFIG, "the name tag '%.64s': 1 to %d "
+                   "characters, none of < > %% & \\ ? /", env->name_tag,
+                   TAG_KEY_LEN - 1);
+      goto out;
+    }
+    a->name_tag = xstrdup(env->name_tag);
+  }
+  if (!env->list_only) {
+    rc = read_vm_fields(a, config, e);
+    if (rc == 0)
+      rc = check_bodies(a, env, zone0, e);
+  }
   if (rc < 0)
     goto out;
   hc.ca_file = jsonx_str(config, "ca_file");
@@ -985,7 +1018,10 @@ on_page(struct op *o, const struct http_client_response *resp)
   for (;;) {
     p->vms = xcalloc(max, sizeof(*p->vms));
     p->max = max;
-    p->instance = o->instance;
+    p->instance = o->key[0] == '\0' ? o->instance : NULL;
+    p->tag_key = o->key[0] != '\0' ? o->key : NULL;
+    p->tag_value = o->value;
+    p->name_tag = a->name_tag;
     rc = azarm_parse_list(resp->body, resp->len, p, &pe);
     if (rc < 0) {
       cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "%s", pe.msg);
@@ -1290,6 +1326,31 @@ azure_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
 }
 
 static void
+azure_list_tagged(void *pctx, const char *key, const char *value,
+                  cloud_list_cb cb, void *arg)
+{
+  struct azure *a = pctx;
+  struct op *o = op_new(a, CLOUD_CALL_LIST, arg);
+  struct cloud_result r;
+
+  o->call.list_cb = cb;
+  o->step = S_LIST;
+  /* Longer than Azure allows is no VM's tag; cut, it could be another's. */
+  if (key[0] == '\0' || strlen(key) >= sizeof(o->key) ||
+      strlen(value) >= sizeof(o->value)) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "list VMs: tag '%.64s': not "
+                 "an Azure tag (a name of 1 to %d characters, a value of "
+                 "at most %d)", key, TAG_KEY_LEN - 1, TAG_VALUE_LEN - 1);
+    cloud_call_fail_later(&o->call, &r);
+    return;
+  }
+  snprintf(o->key, sizeof(o->key), "%s", key);
+  snprintf(o->value, sizeof(o->value), "%s", value);
+  o->url = xstrdup(a->list_url);
+  request(o);
+}
+
+static void
 azure_terminate(void *pctx, const struct cloud_vm *vm, cloud_done_cb cb,
                 void *arg)
 {
@@ -1326,6 +1387,7 @@ const struct cloud_provider cloud_azure_provider = {
     .open = azure_open,
     .launch = azure_launch,
     .list = azure_list,
+    .list_tagged = azure_list_tagged,
     .terminate = azure_terminate,
     .close = azure_close,
     .prices = azure_prices,

@@ -21,6 +21,14 @@
  * Each call is one attempt (the pool decides about retrying); the HTTP
  * client only retries a connection that broke before an answer.
  *
+ * Opened list_only (the cloud block of an elastic Slurm site), it reads
+ * the connection alone (project, region, zones, credentials_file,
+ * endpoint, ca_file) and lists the VMs of anyone's label key = value:
+ * instances.list with a label filter in each of the zones, the call the
+ * contract documents whole (aggregatedList would spare naming the zones,
+ * but its answer's shape is not in it).  Each VM's private address is
+ * its first interface's networkIP, in the same answer.
+ *
  * Prices come from the Cloud Billing Catalog (the same token serves):
  * every page of Compute Engine's SKUs, of which the GPU SKUs of the
  * site's region are kept, and per shape the on-demand and Spot price of
@@ -89,6 +97,7 @@ struct gcp {
   char sku_name[CLOUD_MAX_SHAPES][PRICEFEED_SKU_LEN];
   size_t nskus;
   unsigned seq; /* makes each delete's requestId unique */
+  char *name_label; /* cloud_env's name_tag, or NULL */
 };
 
 enum op_step { ST_INSERT, ST_POLL, ST_LIST, ST_DELETE, ST_SKUS };
@@ -111,7 +120,9 @@ struct op {
   char node[CLOUD_NAME_LEN];
   char opname[GCE_OP_LEN];
   int64_t poll_ms, poll_until_ms;
-  /* a listing's */
+  /* a listing's: the label, and where it is */
+  char key[CLOUD_NAME_LEN];
+  char value[CLOUD_NAME_LEN];
   size_t zone_ix;
   int pages;
   /* prices: the region's GPU SKUs of the pages so far */
@@ -435,6 +446,7 @@ gcp_free(void *owner)
   free(g->subnetwork);
   free(g->disk_type);
   free(g->service_account);
+  free(g->name_label);
   for (size_t i = 0; i < g->nlabels; i++) {
     free((char *)g->labels[i].key);
     free((char *)g->labels[i].value);
@@ -467,10 +479,20 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
   }
   snprintf(g->region, sizeof(g->region), "%s", region);
   rc = read_zones(g, config, region, e);
-  if (rc == 0)
+  /* A listing asks for no price. */
+  if (rc == 0 && !env->list_only)
     rc = read_billing(g, config, e);
   if (rc < 0)
     goto out;
+  if (env->name_tag != NULL) {
+    if (!gce_label_ok(env->name_tag, 1)) {
+      rc = err_set(e, ERR_CONFIG, "the name label '%.64s': a GCE label key "
+                   "is 1-63 of a-z, 0-9, '_' and '-', starting with a "
+                   "lowercase letter", env->name_tag);
+      goto out;
+    }
+    g->name_label = xstrdup(env->name_tag);
+  }
   if (endpoint == NULL)
     endpoint = GCE_ENDPOINT;
   if (strlen(endpoint) > 512 || (strncmp(endpoint, "https://", 8) != 0 &&
@@ -498,6 +520,13 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
     goto out;
   }
   g->project = xstrdup(project);
+  if (env->list_only) {
+    /* Only the zones to list in; no VM is ever launched. */
+    if (g->nzones == 0)
+      rc = err_set(e, ERR_CONFIG, "field 'zones': the zones the VMs are "
+                   "in (GCE lists them zone by zone)");
+    goto client;
+  }
   rc = copy_path(&g->image, config, "image", 512, e);
   if (rc == 0 && g->image == NULL)
     rc = err_set(e, ERR_CONFIG,
@@ -534,6 +563,7 @@ gcp_open(const struct cloud_env *env, const json_t *config, void **pctx,
     rc = err_set(e, ERR_CONFIG, "field 'zones': at least one zone");
   if (rc == 0)
     rc = check_inserts(g, e);
+client:
   if (rc < 0)
     goto out;
   hc.ca_file = jsonx_str(config, "ca_file");
@@ -849,8 +879,8 @@ on_page(struct op *o, const struct http_client_response *resp)
     c->vms = xrealloc(c->vms, c->cap * sizeof(*c->vms));
   }
   room = c->cap - c->n;
-  if (gce_parse_list(resp->body, resp->len, c->vms + c->n, room, &n, &nout,
-                     next, &e) < 0) {
+  if (gce_parse_list_named(resp->body, resp->len, g->name_label,
+                           c->vms + c->n, room, &n, &nout, next, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_TRANSIENT, -1, "GCE's answer: %s", e.msg);
     goto done;
   }
@@ -1067,8 +1097,8 @@ send_page(struct op *o, const char *page_token)
   struct err e = {0};
 
   buf_init(&url, URL_MAX);
-  if (gce_url_list(&loc, o->instance, GCE_MAX_RESULTS, page_token, &url, &e) <
-      0) {
+  if (gce_url_list_labelled(&loc, o->key, o->value, GCE_MAX_RESULTS,
+                            page_token, &url, &e) < 0) {
     cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "%s", e.msg);
     cloud_call_fail_later(&o->call, &r);
   } else {
@@ -1079,15 +1109,33 @@ send_page(struct op *o, const char *page_token)
 }
 
 static void
-gcp_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
+gcp_list_tagged(void *pctx, const char *key, const char *value,
+                cloud_list_cb cb, void *arg)
 {
   struct op *o = op_new(pctx, CLOUD_CALL_LIST, arg);
+  struct cloud_result r;
 
   o->call.list_cb = cb;
   o->step = ST_LIST;
-  snprintf(o->instance, sizeof(o->instance), "%s", instance);
-  if (!cloud_call_closed(&o->call))
-    send_page(o, NULL);
+  if (cloud_call_closed(&o->call))
+    return;
+  /* A label is at most 63 bytes: a longer one matches no VM, and a cut
+   * one could match another's. */
+  if (strlen(key) >= sizeof(o->key) || strlen(value) >= sizeof(o->value)) {
+    cloud_refuse(&r, CLOUD_REFUSED_OTHER, -1, "GCE list: label '%.64s': "
+                 "longer than a label may be", key);
+    cloud_call_fail_later(&o->call, &r);
+    return;
+  }
+  snprintf(o->key, sizeof(o->key), "%s", key);
+  snprintf(o->value, sizeof(o->value), "%s", value);
+  send_page(o, NULL);
+}
+
+static void
+gcp_list(void *pctx, const char *instance, cloud_list_cb cb, void *arg)
+{
+  gcp_list_tagged(pctx, CLOUD_TAG_INSTANCE, instance, cb, arg);
 }
 
 static void
@@ -1210,6 +1258,7 @@ const struct cloud_provider cloud_gcp_provider = {
     .open = gcp_open,
     .launch = gcp_launch,
     .list = gcp_list,
+    .list_tagged = gcp_list_tagged,
     .terminate = gcp_terminate,
     .close = gcp_close,
     .prices = gcp_prices,

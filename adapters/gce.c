@@ -184,17 +184,13 @@ is_word(const char *s, size_t max)
   return n > 0;
 }
 
-int
-gce_url_list(const struct gce_loc *loc, const char *instance_label,
-             int max_results, const char *page_token, struct buf *out,
-             struct err *e)
+/* The list URL with filter (built by the caller from checked words). */
+static int
+list_url(const struct gce_loc *loc, const char *filter, int max_results,
+         const char *page_token, struct buf *out, struct err *e)
 {
-  char filter[128];
   int rc;
 
-  if (instance_label != NULL && !is_word(instance_label, GCE_WORD_MAX))
-    return err_set(e, ERR_INVALID, "GCE list: label value '%.80s': must "
-                   "be 1-63 of a-z, 0-9 and '-'", instance_label);
   if (max_results < 1 || max_results > GCE_MAX_RESULTS)
     return err_set(e, ERR_INVALID, "GCE list: maxResults %d: must be "
                    "1..%d", max_results, GCE_MAX_RESULTS);
@@ -202,13 +198,6 @@ gce_url_list(const struct gce_loc *loc, const char *instance_label,
       strnlen(page_token, GCE_TOKEN_LEN) >= GCE_TOKEN_LEN)
     return err_set(e, ERR_INVALID, "GCE list: pageToken longer than %d "
                    "bytes", GCE_TOKEN_LEN - 1);
-  /* Google's filter syntax: labels.KEY = "VALUE", or labels.KEY:* for
-   * any value. */
-  if (instance_label != NULL)
-    snprintf(filter, sizeof(filter), "labels.%s = \"%s\"",
-             CLOUD_TAG_INSTANCE, instance_label);
-  else
-    snprintf(filter, sizeof(filter), "labels.%s:*", CLOUD_TAG_INSTANCE);
   rc = zone_url(loc, "instances", out, e);
   if (rc < 0)
     return rc;
@@ -220,6 +209,26 @@ gce_url_list(const struct gce_loc *loc, const char *instance_label,
        sigv4_uri_encode(out, page_token) < 0))
     return too_long(e);
   return 0;
+}
+
+int
+gce_url_list(const struct gce_loc *loc, const char *instance_label,
+             int max_results, const char *page_token, struct buf *out,
+             struct err *e)
+{
+  char filter[128];
+
+  if (instance_label != NULL && !is_word(instance_label, GCE_WORD_MAX))
+    return err_set(e, ERR_INVALID, "GCE list: label value '%.80s': must "
+                   "be 1-63 of a-z, 0-9 and '-'", instance_label);
+  /* Google's filter syntax: labels.KEY = "VALUE", or labels.KEY:* for
+   * any value. */
+  if (instance_label != NULL)
+    snprintf(filter, sizeof(filter), "labels.%s = \"%s\"",
+             CLOUD_TAG_INSTANCE, instance_label);
+  else
+    snprintf(filter, sizeof(filter), "labels.%s:*", CLOUD_TAG_INSTANCE);
+  return list_url(loc, filter, max_results, page_token, out, e);
 }
 
 void
@@ -288,6 +297,34 @@ label_ok(const char *s, int key)
       return 0;
   }
   return key ? n > 0 && s[0] >= 'a' && s[0] <= 'z' : 1;
+}
+
+int
+gce_label_ok(const char *s, int key)
+{
+  return label_ok(s, key);
+}
+
+int
+gce_url_list_labelled(const struct gce_loc *loc, const char *key,
+                      const char *value, int max_results,
+                      const char *page_token, struct buf *out,
+                      struct err *e)
+{
+  /* "labels." + 63 + " = \"" + 63 + "\"" */
+  char filter[160];
+
+  if (!label_ok(key, 1))
+    return err_set(e, ERR_INVALID, "GCE list: label key '%.80s': must be "
+                   "1-63 of a-z, 0-9, '_' and '-', starting with a "
+                   "lowercase letter", key != NULL ? key : "");
+  /* The value goes between quotes: the rules keep a quote out. */
+  if (!label_ok(value, 0))
+    return err_set(e, ERR_INVALID, "GCE list: label value '%.80s': must "
+                   "be 0-63 of a-z, 0-9, '_' and '-' (lowercase)",
+                   value != NULL ? value : "");
+  snprintf(filter, sizeof(filter), "labels.%s = \"%s\"", key, value);
+  return list_url(loc, filter, max_results, page_token, out, e);
 }
 
 static int
@@ -811,12 +848,12 @@ read_scheduling(const json_t *item, const char *where, struct cloud_vm *vm,
 }
 
 static int
-read_labels(const json_t *item, const char *where, struct cloud_vm *vm,
-            struct err *e)
+read_labels(const json_t *item, const char *where, const char *name_label,
+            struct cloud_vm *vm, struct err *e)
 {
   static const char what[] = "instance list";
   char at[48];
-  const char *inst, *node;
+  const char *inst, *node, *name = NULL;
   json_t *labels;
   int rc = get_typed(item, "labels", JSON_OBJECT, what, where, &labels, e);
 
@@ -832,12 +869,45 @@ read_labels(const json_t *item, const char *where, struct cloud_vm *vm,
   if (rc == 0 && node != NULL)
     rc = fit(vm->node, sizeof(vm->node), node, what, at, CLOUD_TAG_NODE,
              e);
+  if (rc == 0 && name_label != NULL)
+    rc = get_str(labels, name_label, what, at, &name, e);
+  /* Not fitting, it is no node's name: a cut one could be another's. */
+  if (rc == 0 && name != NULL && strlen(name) < sizeof(vm->name))
+    memcpy(vm->name, name, strlen(name) + 1);
+  return rc;
+}
+
+/* The first network interface's networkIP: the VM's private address,
+ * what a Slurm node's NodeAddr holds. */
+static int
+read_address(const json_t *item, const char *where, struct cloud_vm *vm,
+             struct err *e)
+{
+  static const char what[] = "instance list";
+  char at[64];
+  const char *ip;
+  json_t *nics, *nic;
+  int rc = get_typed(item, "networkInterfaces", JSON_ARRAY, what, where,
+                     &nics, e);
+
+  if (rc < 0 || nics == NULL || json_array_size(nics) == 0)
+    return rc;
+  nic = json_array_get(nics, 0);
+  if (!json_is_object(nic))
+    return err_set(e, ERR_SITE, "GCE instance list: field "
+                   "'%snetworkInterfaces[0]': not an object", where);
+  snprintf(at, sizeof(at), "%snetworkInterfaces[0].", where);
+  rc = get_str(nic, "networkIP", what, at, &ip, e);
+  if (rc == 0 && ip != NULL)
+    rc = fit(vm->address, sizeof(vm->address), ip, what, at, "networkIP",
+             e);
   return rc;
 }
 
 /* items[i] into vm. */
 static int
-read_vm(const json_t *item, size_t i, struct cloud_vm *vm, struct err *e)
+read_vm(const json_t *item, size_t i, const char *name_label,
+        struct cloud_vm *vm, struct err *e)
 {
   static const char what[] = "instance list";
   const char *name, *status, *zone, *type, *created;
@@ -878,7 +948,9 @@ read_vm(const json_t *item, size_t i, struct cloud_vm *vm, struct err *e)
   if (rc == 0)
     rc = read_scheduling(item, where, vm, e);
   if (rc == 0)
-    rc = read_labels(item, where, vm, e);
+    rc = read_labels(item, where, name_label, vm, e);
+  if (rc == 0)
+    rc = read_address(item, where, vm, e);
   return rc;
 }
 
@@ -886,6 +958,16 @@ int
 gce_parse_list(const char *json, size_t len, struct cloud_vm *vms,
                size_t max, size_t *n, size_t *nout,
                char next_page_token[GCE_TOKEN_LEN], struct err *e)
+{
+  return gce_parse_list_named(json, len, NULL, vms, max, n, nout,
+                              next_page_token, e);
+}
+
+int
+gce_parse_list_named(const char *json, size_t len, const char *name_label,
+                     struct cloud_vm *vms, size_t max, size_t *n,
+                     size_t *nout, char next_page_token[GCE_TOKEN_LEN],
+                     struct err *e)
 {
   static const char what[] = "instance list";
   const char *kind, *token;
@@ -918,7 +1000,7 @@ gce_parse_list(const char *json, size_t len, struct cloud_vm *vms,
        i++) {
     struct cloud_vm *vm = *n < max ? &vms[*n] : &spare;
 
-    rc = read_vm(json_array_get(items, i), i, vm, e);
+    rc = read_vm(json_array_get(items, i), i, name_label, vm, e);
     if (rc == 0 && vm != &spare)
       (*n)++;
     if (rc == 0)

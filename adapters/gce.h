@@ -64,6 +64,20 @@ int gce_url_operation(const struct gce_loc *loc, const char *op,
 int gce_url_list(const struct gce_loc *loc, const char *instance_label,
                  int max_results, const char *page_token, struct buf *out,
                  struct err *e) WARN_UNUSED;
+/*
+ * GET: the same page of the instances labelled key = value, whoever
+ * launched them (the cluster of an elastic Slurm site).  Google's label
+ * rules: key 1-63 of [a-z0-9_-] starting with a lowercase letter, value
+ * 0-63 of [a-z0-9_-]; anything else (an uppercase letter, a space, a
+ * quote that would end the filter's string) is ERR_INVALID naming it.
+ */
+int gce_url_list_labelled(const struct gce_loc *loc, const char *key,
+                          const char *value, int max_results,
+                          const char *page_token, struct buf *out,
+                          struct err *e) WARN_UNUSED;
+/* 1 when s is a label key (key 1) or value (key 0) by Google's rules
+ * (gce_url_list_labelled). */
+int gce_label_ok(const char *s, int key);
 /* DELETE: the instance name, deduplicated by request_id. */
 int gce_url_delete(const struct gce_loc *loc, const char *name,
                    const char *request_id, struct buf *out, struct err *e)
@@ -169,6 +183,17 @@ int gce_parse_operation(const char *json, size_t len,
 int gce_parse_list(const char *json, size_t len, struct cloud_vm *vms,
                    size_t max, size_t *n, size_t *nout,
                    char next_page_token[GCE_TOKEN_LEN], struct err *e)
+    WARN_UNUSED;
+/*
+ * gce_parse_list, also reading into name the value of the label
+ * name_label (NULL: none; a label key, borrowed): "" when the instance
+ * has no such label or its value does not fit.  Both read address, the
+ * first network interface's networkIP (its private address).
+ */
+int gce_parse_list_named(const char *json, size_t len,
+                         const char *name_label, struct cloud_vm *vms,
+                         size_t max, size_t *n, size_t *nout,
+                         char next_page_token[GCE_TOKEN_LEN], struct err *e)
     WARN_UNUSED;
 
 /* A synchronous error answer (an HTTP status of 400 or more). */

@@ -18,12 +18,22 @@
  * billed idle piece by piece, a piece ending whenever that count
  * changes, and tenbin's own jobs are billed by their holds.  The times
  * are Slurm's (a job's start and end from the jobs listing, the same
- * the holds use), so a job's hold and the idle pieces around it meet to
- * the millisecond.  A listing settles the node's past only up to the
+ * the holds use), so a job's hold and the idle pieces around it meet,
+ * but for the broker's rule that a job starts no earlier than it was
+ * submitted: Slurm's whole seconds can put a start up to a second before
+ * it, and that sliver is billed to no one.  A listing settles the node's past only up to the
  * second its request left in: a job that started after the snapshot
  * has a start time of that second or later.  Each piece is billed with
  * the node's record in one transaction, so a restart resumes from the
  * stored idle_from_ms and bills no piece twice.
+ *
+ * The providers: aws (EC2's tag filter; the private address is in the
+ * listing), gcp (instances.list with a label filter in each of the
+ * block's zones; labels are lowercase by Google's rules, and so are the
+ * block's tag and node_tag; the address is the first interface's
+ * networkIP) and azure (the resource group's VMs, filtered here by tag;
+ * the address is the NIC's, another call per VM, so it is not read and
+ * a VM is its Slurm node by node_tag or by its name).
  */
 #include "adapters/slurm_cloud.h"
 
@@ -33,6 +43,7 @@
 #include <string.h>
 
 #include "adapters/cloud_int.h"
+#include "adapters/gce.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -43,7 +54,9 @@
 #define MAX_VMS 4096         /* VMs of one cluster followed */
 #define MAX_SPANS 512        /* jobs on one node one listing weighs */
 #define GONE_AFTER 2         /* listings in a row without the VM */
-#define TAG_KEY_MAX 128      /* AWS's bounds, the widest of the three */
+#define TAG_KEY_MAX 128      /* AWS's bounds; GCP's are narrower, Azure's
+                                name may be longer, which no cluster
+                                manager's tag is */
 #define TAG_VALUE_MAX 255
 #define NEVER INT64_MAX
 
@@ -105,14 +118,83 @@ struct slurm_cloud {
   void *close_arg;
 };
 
-/* The block's fields: its own, and the connection's of its kind (aws's
- * as an aws site has them). */
-static const struct jsonx_field block_fields[] = {
-    {"kind", JX_STRING},      {"tag", JX_OBJECT},
-    {"node_tag", JX_STRING},  {"reconcile_s", JX_INT},
-    {"region", JX_STRING},    {"endpoint", JX_STRING},
-    {"credentials", JX_OBJECT}, {"ca_file", JX_STRING},
+/* The block's fields: its own, and the connection's of its kind, as a
+ * site of that kind has them (gcp's zones too: GCE lists a zone at a
+ * time). */
+#define BLOCK_FIELDS                                                     \
+  {"kind", JX_STRING}, {"tag", JX_OBJECT}, {"node_tag", JX_STRING},      \
+      {"reconcile_s", JX_INT}, {"endpoint", JX_STRING},                  \
+      {"ca_file", JX_STRING}
+
+static const struct jsonx_field aws_fields[] = {
+    BLOCK_FIELDS, {"region", JX_STRING}, {"credentials", JX_OBJECT},
     {NULL, 0}};
+
+static const struct jsonx_field gcp_fields[] = {
+    BLOCK_FIELDS,           {"project", JX_STRING},
+    {"region", JX_STRING},  {"zones", JX_ARRAY},
+    {"credentials_file", JX_STRING}, {NULL, 0}};
+
+static const struct jsonx_field azure_fields[] = {
+    BLOCK_FIELDS, {"subscription", JX_STRING},
+    {"resource_group", JX_STRING}, {"credentials", JX_OBJECT},
+    {"login_endpoint", JX_STRING}, {NULL, 0}};
+
+/* What a tag name or value may be on a provider: 1 when s is fine. */
+typedef int (*tag_rule_fn)(const char *s, int key);
+
+/* AWS: any printable text (the lengths are checked before). */
+static int
+aws_tag_ok(const char *s, int key)
+{
+  (void)key;
+  for (const char *p = s; *p != '\0'; p++) {
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      return 0;
+  }
+  return 1;
+}
+
+/* Azure: a name has none of < > % & \ ? /; a value is printable. */
+static int
+azure_tag_ok(const char *s, int key)
+{
+  return aws_tag_ok(s, key) && (!key || strpbrk(s, "<>%&\\?/") == NULL);
+}
+
+/* One kind of block: its fields, its tags' rule and its provider. */
+struct block_kind {
+  const char *kind;
+  const struct jsonx_field *fields;
+  tag_rule_fn tag_ok;
+  const char *key_rule;   /* what tag_ok asks of a name, said */
+  const char *value_rule; /* ... of a value */
+  const struct cloud_provider *prov;
+};
+
+static const struct block_kind kinds[] = {
+    {"aws", aws_fields, aws_tag_ok, "no control characters",
+     "no control characters", &cloud_aws_provider},
+    {"gcp", gcp_fields, gce_label_ok,
+     "a GCE label key: 1-63 of a-z, 0-9, '_' and '-', starting with a "
+     "lowercase letter",
+     "a GCE label value: 0-63 of a-z, 0-9, '_' and '-' (lowercase)",
+     &cloud_gcp_provider},
+    {"azure", azure_fields, azure_tag_ok,
+     "an Azure tag name: none of < > % & \\ ? / or control characters",
+     "no control characters", &cloud_azure_provider},
+};
+
+static const struct block_kind *
+kind_of(const char *kind)
+{
+  for (size_t i = 0; kind != NULL && i < sizeof(kinds) / sizeof(kinds[0]);
+       i++) {
+    if (strcmp(kinds[i].kind, kind) == 0)
+      return &kinds[i];
+  }
+  return NULL;
+}
 
 static const struct jsonx_field tag_fields[] = {
     {"key", JX_STRING}, {"value", JX_STRING}, {NULL, 0}};
@@ -632,29 +714,29 @@ take_node(const struct adapter_node *n, void *arg)
   return 0;
 }
 
-/* A tag key or value of 1 (value: 0) to max bytes, printable. */
+/* A tag key (key 1) or value of 1 (value: 0) to max bytes, that k's
+ * provider takes; field names it ("tag.key", "node_tag"). */
 static int
-tag_string(const json_t *o, const char *field, size_t min, size_t max,
-           char **out, struct err *e)
+tag_string(const struct block_kind *k, const char *v, const char *field,
+           int key, size_t max, char **out, struct err *e)
 {
-  const char *v = jsonx_str(o, field);
+  size_t min = key ? 1 : 0;
 
   if (v == NULL)
-    return err_set(e, ERR_CONFIG, "field 'cloud.tag.%s': required", field);
+    return err_set(e, ERR_CONFIG, "field 'cloud.%s': required", field);
   if (strlen(v) < min || strlen(v) > max)
-    return err_set(e, ERR_CONFIG, "field 'cloud.tag.%s': %zu to %zu "
+    return err_set(e, ERR_CONFIG, "field 'cloud.%s': %zu to %zu "
                    "characters", field, min, max);
-  for (const char *p = v; *p != '\0'; p++) {
-    if ((unsigned char)*p < 0x20 || *p == 0x7f)
-      return err_set(e, ERR_CONFIG, "field 'cloud.tag.%s': no control "
-                     "characters", field);
-  }
+  if (!k->tag_ok(v, key))
+    return err_set(e, ERR_CONFIG, "field 'cloud.%s': %s", field,
+                   key ? k->key_rule : k->value_rule);
   *out = xstrdup(v);
   return 0;
 }
 
 static int
-configure(struct slurm_cloud *c, const json_t *block, struct err *e)
+configure(struct slurm_cloud *c, const struct block_kind *k,
+          const json_t *block, struct err *e)
 {
   const json_t *tag = json_object_get(block, "tag");
   const char *node_tag = jsonx_str(block, "node_tag");
@@ -662,23 +744,21 @@ configure(struct slurm_cloud *c, const json_t *block, struct err *e)
 
   if (!json_is_object(block))
     return err_set(e, ERR_CONFIG, "field 'cloud' must be an object");
-  rc = jsonx_check(block, block_fields, "cloud.", e);
+  rc = jsonx_check(block, k->fields, "cloud.", e);
   if (rc == 0 && tag == NULL)
     rc = err_set(e, ERR_CONFIG, "field 'cloud.tag': required, the "
                  "cluster's tag {\"key\": K, \"value\": V}");
   if (rc == 0)
     rc = jsonx_check(tag, tag_fields, "cloud.tag.", e);
   if (rc == 0)
-    rc = tag_string(tag, "key", 1, TAG_KEY_MAX, &c->key, e);
+    rc = tag_string(k, jsonx_str(tag, "key"), "tag.key", 1, TAG_KEY_MAX,
+                    &c->key, e);
   if (rc == 0)
-    rc = tag_string(tag, "value", 0, TAG_VALUE_MAX, &c->value, e);
-  if (rc == 0 && node_tag != NULL) {
-    if (node_tag[0] == '\0' || strlen(node_tag) > TAG_KEY_MAX)
-      rc = err_set(e, ERR_CONFIG, "field 'cloud.node_tag': 1 to %d "
-                   "characters", TAG_KEY_MAX);
-    else
-      c->node_tag = xstrdup(node_tag);
-  }
+    rc = tag_string(k, jsonx_str(tag, "value"), "tag.value", 0,
+                    TAG_VALUE_MAX, &c->value, e);
+  if (rc == 0 && node_tag != NULL)
+    rc = tag_string(k, node_tag, "node_tag", 1, TAG_KEY_MAX, &c->node_tag,
+                    e);
   if (rc == 0)
     rc = jsonx_int(block, "reconcile_s", 1, MAX_RECONCILE_S,
                    DEFAULT_RECONCILE_S, &c->reconcile_ms, "cloud.", e);
@@ -709,6 +789,7 @@ slurm_cloud_open_with(const struct cloud_provider *prov,
                       struct slurm_cloud **out, struct err *e)
 {
   struct slurm_cloud *c = xcalloc(1, sizeof(*c));
+  const struct block_kind *k = kind_of(prov->kind);
   struct cloud_env ce;
   int rc;
 
@@ -719,7 +800,12 @@ slurm_cloud_open_with(const struct cloud_provider *prov,
   c->store_arg = env->store_arg;
   c->now = env->now_ms != NULL ? env->now_ms : time_now_ms;
   c->prov = prov;
-  rc = configure(c, block, e);
+  if (k == NULL) {
+    rc = err_set(e, ERR_CONFIG, "field 'cloud.kind': %.16s cannot list a "
+                 "cluster's VMs", prov->kind);
+    goto fail;
+  }
+  rc = configure(c, k, block, e);
   if (rc < 0)
     goto fail;
   if (c->store == NULL) {
@@ -764,18 +850,19 @@ slurm_cloud_open(const struct slurm_cloud_env *env, const json_t *block,
                  struct slurm_cloud **out, struct err *e)
 {
   const char *kind = jsonx_str(block, "kind");
+  const struct block_kind *k;
 
   *out = NULL;
   if (!json_is_object(block))
     return err_set(e, ERR_CONFIG, "field 'cloud' must be an object");
   if (kind == NULL)
-    return err_set(e, ERR_CONFIG, "field 'cloud.kind': required (\"aws\")");
-  /* gcp and azure list by a label or tag as well; what their listings
-   * say of a cluster's VMs is not read yet. */
-  if (strcmp(kind, "aws") != 0)
-    return err_set(e, ERR_CONFIG, "field 'cloud.kind': \"%.16s\" is not "
-                   "supported (only \"aws\" for now)", kind);
-  return slurm_cloud_open_with(&cloud_aws_provider, env, block, out, e);
+    return err_set(e, ERR_CONFIG, "field 'cloud.kind': required (\"aws\", "
+                   "\"gcp\" or \"azure\")");
+  k = kind_of(kind);
+  if (k == NULL)
+    return err_set(e, ERR_CONFIG, "field 'cloud.kind': \"%.16s\" is none of "
+                   "\"aws\", \"gcp\" and \"azure\"", kind);
+  return slurm_cloud_open_with(k->prov, env, block, out, e);
 }
 
 static void

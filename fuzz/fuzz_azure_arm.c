@@ -31,6 +31,8 @@ check_vm(const struct cloud_vm *vm)
              kept(vm->shape, sizeof(vm->shape)) &&
              kept(vm->instance, sizeof(vm->instance)) &&
              kept(vm->node, sizeof(vm->node)) &&
+             kept(vm->name, sizeof(vm->name)) &&
+             kept(vm->address, sizeof(vm->address)) &&
              kept(vm->end_reason, sizeof(vm->end_reason)));
   FUZZ_CHECK(vm->state >= CLOUD_VM_UNKNOWN && vm->state <= CLOUD_VM_GONE);
   FUZZ_CHECK(vm->launched_ms >= 0);
@@ -54,8 +56,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(vm.id[0] != '\0');
   check_vm(&vm);
 
-  /* Every other input filters by an instance, as the pool does. */
+  /* Every other input filters by an instance, as the pool does; the
+   * others by a cluster's tag, reading a node tag, as the cloud block of
+   * a slurm site does. */
   page.instance = size % 2 ? "tb-1" : NULL;
+  page.tag_key = size % 2 ? NULL : "ClusterName";
+  page.tag_value = "ml";
+  page.name_tag = size % 2 ? NULL : "Name";
   if (azarm_parse_list(json, size, &page, &e) < 0)
     FUZZ_CHECK(e.code == ERR_SITE && e.msg[0] != '\0' && page.n == 0);
   FUZZ_CHECK(page.n <= 3 && page.n <= page.nout);

@@ -1,8 +1,8 @@
 /*
  * Compute Engine's answers (adapters/gce.c): the same bytes read as an
- * instance list, an Operation and an error answer, without a crash,
- * never into more VMs than the caller's array holds, every string within
- * its field, and a refusal saying why.
+ * instance list (with a name label or without), an Operation and an
+ * error answer, without a crash, never into more VMs than the caller's
+ * array holds, every string within its field, and a refusal saying why.
  */
 #include <string.h>
 
@@ -20,7 +20,10 @@ list(const char *json, size_t size)
   size_t n = 99, nout = 99;
   struct err e = {0};
 
-  if (gce_parse_list(json, size, vms, 3, &n, &nout, token, &e) < 0) {
+  /* Every other input also reads a node label, as the cloud block of a
+   * slurm site does. */
+  if (gce_parse_list_named(json, size, size % 2 ? "node" : NULL, vms, 3, &n,
+                           &nout, token, &e) < 0) {
     FUZZ_CHECK(e.code == ERR_SITE && e.msg[0] != '\0');
     FUZZ_CHECK(n == 0 && nout == 0 && token[0] == '\0');
     return;
@@ -30,7 +33,8 @@ list(const char *json, size_t size)
   for (size_t i = 0; i < n; i++) {
     FUZZ_CHECK(vms[i].id[0] != '\0' && ENDS(vms[i].id));
     FUZZ_CHECK(ENDS(vms[i].zone) && ENDS(vms[i].shape) &&
-               ENDS(vms[i].instance) && ENDS(vms[i].node));
+               ENDS(vms[i].instance) && ENDS(vms[i].node) &&
+               ENDS(vms[i].name) && ENDS(vms[i].address));
     FUZZ_CHECK(vms[i].state >= CLOUD_VM_UNKNOWN &&
                vms[i].state <= CLOUD_VM_GONE);
   }

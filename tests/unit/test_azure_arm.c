@@ -564,6 +564,54 @@ static const char vm_get[] =
     "\"provisioningState\":\"Succeeded\","
     "\"timeCreated\":\"2021-06-27T01:02:38.3138469+00:00\"}}";
 
+/* The cloud block of an elastic Slurm site: ARM's list has no tag
+ * filter, so the page is filtered on the cluster's tag (its name case
+ * aside, as Azure compares names; its value exactly), and the node tag's
+ * value is read into name.  No address: that is the NIC's. */
+static void
+test_a_list_filtered_by_any_tag_reads_the_name_tag(void **state)
+{
+  static const char page[] =
+      "{\"value\":["
+      "{\"name\":\"hpc-1\",\"tags\":{\"ClusterName\":\"ml\","
+      "\"SlurmNode\":\"ml-hpc-1\"},\"properties\":{}},"
+      "{\"name\":\"hpc-2\",\"tags\":{\"clustername\":\"ML\"},"
+      "\"properties\":{}},"
+      "{\"name\":\"hpc-3\",\"tags\":{\"other\":\"ml\"},\"properties\":{}},"
+      "{\"name\":\"hpc-4\",\"properties\":{}},"
+      "{\"name\":\"hpc-5\",\"tags\":{\"CLUSTERNAME\":\"ml\",\"slurmnode\":"
+      "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+      "\"},\"properties\":{}}]}";
+  static const char bad[] =
+      "{\"value\":[{\"name\":\"a\",\"tags\":{\"clustername\":7}}]}";
+  struct cloud_vm vms[4];
+  struct azarm_page p = {.vms = vms, .max = 4, .tag_key = "clusterName",
+                         .tag_value = "ml", .name_tag = "slurmnode"};
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(azarm_parse_list(page, strlen(page), &p, &e), 0);
+  assert_int_equal(p.n, 2);
+  assert_int_equal(p.nout, 2);
+  assert_string_equal(vms[0].id, "hpc-1");
+  assert_string_equal(vms[0].name, "ml-hpc-1");
+  assert_string_equal(vms[0].address, "");
+  /* one too long to be a node's name is none, not a cut one */
+  assert_string_equal(vms[1].id, "hpc-5");
+  assert_string_equal(vms[1].name, "");
+  /* without a name tag, no name */
+  p.name_tag = NULL;
+  assert_int_equal(azarm_parse_list(page, strlen(page), &p, &e), 0);
+  assert_string_equal(vms[0].name, "");
+  /* a value no VM has keeps none; a tag value is compared whole */
+  p.tag_value = "m";
+  assert_int_equal(azarm_parse_list(page, strlen(page), &p, &e), 0);
+  assert_int_equal(p.nout, 0);
+  /* a tag value that is not a string is an error naming it */
+  assert_int_equal(azarm_parse_list(bad, strlen(bad), &p, &e), ERR_SITE);
+  assert_non_null(strstr(e.msg, "tag 'clustername'"));
+}
+
 static void
 test_a_vm_answer_is_read_into_cloud_vm(void **state)
 {
@@ -1003,6 +1051,7 @@ main(void)
       cmocka_unit_test(test_urls_encode_hostile_segments),
       cmocka_unit_test(test_links_to_another_host_are_refused),
       cmocka_unit_test(test_two_pages_of_a_list_filtered_by_instance),
+      cmocka_unit_test(test_a_list_filtered_by_any_tag_reads_the_name_tag),
       cmocka_unit_test(test_a_vm_answer_is_read_into_cloud_vm),
       cmocka_unit_test(
           test_provisioning_and_power_states_map_to_cloud_states),

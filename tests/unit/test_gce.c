@@ -539,6 +539,136 @@ test_list_maps_every_instance_status(void **state)
   }
 }
 
+/* The cloud block of an elastic Slurm site lists anyone's label: the
+ * filter names it, and only Google's label characters pass, so that
+ * nothing can end the filter's quoted value. */
+static void
+test_a_labelled_list_filters_on_that_label_by_googles_rules(void **state)
+{
+  struct buf b;
+  struct err e = {0};
+
+  (void)state;
+  buf_init(&b, 4096);
+  assert_int_equal(gce_url_list_labelled(&loc, "slurm_cluster_name",
+                                         "ml-a_3", 500, "t/1", &b, &e),
+                   0);
+  assert_string_equal(buf_str(&b),
+                      "https://compute.googleapis.com/compute/v1/projects/"
+                      "demo-proj/zones/us-central1-a/instances?filter="
+                      "labels.slurm_cluster_name%20%3D%20%22ml-a_3%22"
+                      "&maxResults=500&pageToken=t%2F1");
+  buf_reset(&b);
+  /* an empty value is a value */
+  assert_int_equal(gce_url_list_labelled(&loc, "k", "", 10, NULL, &b, &e),
+                   0);
+  assert_non_null(strstr(buf_str(&b), "labels.k%20%3D%20%22%22"));
+  buf_reset(&b);
+  assert_int_equal(gce_url_list_labelled(&loc, "Cluster", "ml", 10, NULL,
+                                         &b, &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "label key 'Cluster'"));
+  assert_int_equal(gce_url_list_labelled(&loc, "1k", "ml", 10, NULL, &b,
+                                         &e),
+                   ERR_INVALID);
+  assert_int_equal(gce_url_list_labelled(&loc, "k", "ML", 10, NULL, &b,
+                                         &e),
+                   ERR_INVALID);
+  assert_non_null(strstr(e.msg, "label value 'ML'"));
+  assert_int_equal(gce_url_list_labelled(&loc, "k", "a\" OR name:*", 10,
+                                         NULL, &b, &e),
+                   ERR_INVALID);
+  assert_int_equal(gce_url_list_labelled(&loc, NULL, "a", 10, NULL, &b,
+                                         &e),
+                   ERR_INVALID);
+  assert_int_equal(gce_url_list_labelled(&loc, "k", NULL, 10, NULL, &b,
+                                         &e),
+                   ERR_INVALID);
+  assert_int_equal(gce_url_list_labelled(&loc, "k", "a", 0, NULL, &b, &e),
+                   ERR_INVALID);
+  assert_true(gce_label_ok("a-b_c9", 1));
+  assert_false(gce_label_ok("", 1));
+  assert_true(gce_label_ok("", 0));
+  assert_false(gce_label_ok("a b", 0));
+  buf_release(&b);
+}
+
+/* What a Slurm node is matched by: the first interface's networkIP, and
+ * the value of the label the caller names (one too long to be a node's
+ * name is none). */
+static void
+test_a_list_reads_the_address_and_the_name_label(void **state)
+{
+  static const char json[] =
+      "{\"items\":[{\"name\":\"ml-a3-0\",\"status\":\"RUNNING\","
+      "\"networkInterfaces\":[{\"networkIP\":\"10.128.0.7\"},"
+      "{\"networkIP\":\"10.9.0.1\"}],"
+      "\"labels\":{\"node\":\"ml-a3-0\",\"tenbin-node\":\"4\"}},"
+      "{\"name\":\"b\",\"labels\":{\"node\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}},"
+      "{\"name\":\"c\",\"networkInterfaces\":[]}]}";
+  struct cloud_vm vms[3];
+  char token[GCE_TOKEN_LEN];
+  size_t n, nout;
+  struct err e = {0};
+
+  (void)state;
+  assert_int_equal(gce_parse_list_named(json, strlen(json), "node", vms, 3,
+                                        &n, &nout, token, &e),
+                   0);
+  assert_int_equal(n, 3);
+  assert_string_equal(vms[0].address, "10.128.0.7");
+  assert_string_equal(vms[0].name, "ml-a3-0");
+  assert_string_equal(vms[0].node, "4");
+  assert_string_equal(vms[1].name, "");
+  assert_string_equal(vms[1].address, "");
+  assert_string_equal(vms[2].address, "");
+  /* Without a name label, no name; the address is read all the same. */
+  assert_int_equal(gce_parse_list(json, strlen(json), vms, 3, &n, &nout,
+                                  token, &e),
+                   0);
+  assert_string_equal(vms[0].name, "");
+  assert_string_equal(vms[0].address, "10.128.0.7");
+}
+
+/* A name label or an address of the wrong shape is an error naming it. */
+static void
+test_a_bad_address_or_name_label_names_the_field(void **state)
+{
+  static const struct {
+    const char *json, *why;
+  } cases[] = {
+      {"{\"items\":[{\"name\":\"a\",\"networkInterfaces\":{}}]}",
+       "'items[0].networkInterfaces': not an array"},
+      {"{\"items\":[{\"name\":\"a\",\"networkInterfaces\":[7]}]}",
+       "'items[0].networkInterfaces[0]': not an object"},
+      {"{\"items\":[{\"name\":\"a\",\"networkInterfaces\":"
+       "[{\"networkIP\":7}]}]}",
+       "'items[0].networkInterfaces[0].networkIP': not a string"},
+      {"{\"items\":[{\"name\":\"a\",\"networkInterfaces\":"
+       "[{\"networkIP\":\"1234567890123456789012345678901234567890123456789"
+       "\"}]}]}",
+       "'items[0].networkInterfaces[0].networkIP': longer than 47"},
+      {"{\"items\":[{\"name\":\"a\",\"labels\":{\"node\":[]}}]}",
+       "'items[0].labels.node': not a string"},
+  };
+  struct cloud_vm vms[2];
+  char token[GCE_TOKEN_LEN];
+  size_t n = 7, nout = 7;
+  struct err e = {0};
+
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    assert_int_equal(gce_parse_list_named(cases[i].json,
+                                          strlen(cases[i].json), "node",
+                                          vms, 2, &n, &nout, token, &e),
+                     ERR_SITE);
+    if (strstr(e.msg, cases[i].why) == NULL)
+      fail_msg("'%s' does not say '%s'", e.msg, cases[i].why);
+    assert_int_equal(n, 0);
+  }
+}
+
 /* json must be refused as an instance list, e's message holding why. */
 static void
 list_refused(const char *json, size_t len, const char *why)
@@ -952,6 +1082,10 @@ main(void)
       cmocka_unit_test(test_list_without_items_is_an_empty_last_page),
       cmocka_unit_test(test_list_maps_every_instance_status),
       cmocka_unit_test(test_list_refuses_hostile_shapes),
+      cmocka_unit_test(
+          test_a_labelled_list_filters_on_that_label_by_googles_rules),
+      cmocka_unit_test(test_a_list_reads_the_address_and_the_name_label),
+      cmocka_unit_test(test_a_bad_address_or_name_label_names_the_field),
       cmocka_unit_test(test_operation_running_then_done),
       cmocka_unit_test(test_done_operation_with_zone_exhausted_is_capacity),
       cmocka_unit_test(test_operation_refusals_by_code),

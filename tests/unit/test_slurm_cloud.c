@@ -9,6 +9,11 @@
  * adapter reads it) and jobs as the schema reads them.  The ledger
  * identity checked throughout: a VM's uptime x its GPUs is the idle
  * pieces plus the GPU time of the Slurm jobs on it.
+ *
+ * The gcp and azure blocks open their real providers against a peer on
+ * 127.0.0.1 that answers as Compute Engine or ARM would (the token, and
+ * one page of VMs), which proves the list-only open, the label or tag
+ * filter and what a listing reads, through to the nodes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,11 +22,14 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "adapters/cloud_int.h"
 #include "adapters/slurm_cloud.h"
@@ -743,8 +751,8 @@ test_config_errors_name_the_field(void **state)
 
   refused(fx, "{\"tag\": {\"key\": \"k\", \"value\": \"v\"}}",
           "'cloud.kind': required");
-  refused(fx, "{\"kind\": \"gcp\", \"tag\": {\"key\": \"k\", \"value\": "
-              "\"v\"}}", "'cloud.kind'");
+  refused(fx, "{\"kind\": \"oci\", \"tag\": {\"key\": \"k\", \"value\": "
+              "\"v\"}}", "'cloud.kind': \"oci\" is none of");
   refused(fx, "{\"kind\": \"aws\", \"region\": \"us-east-1\"}",
           "'cloud.tag': required");
   refused(fx, "{\"kind\": \"aws\", \"tag\": {\"value\": \"v\"}}",
@@ -765,6 +773,397 @@ test_config_errors_name_the_field(void **state)
               "\"v\"}, \"region\": \"US EAST\"}", "cloud (aws): field "
               "'region'");
   refused(fx, "[1]", "'cloud' must be an object");
+}
+
+/* ---- gcp and azure, over a peer answering as their APIs ---- */
+
+/* A Compute Engine page: the cluster's VM in us-central1-b at the node's
+ * NodeAddr, its controller (labelled too, no Slurm node).  The peer
+ * answers it for the zone the VMs are in, an empty page for the other. */
+static const char GCE_PAGE[] =
+    "{\"kind\":\"compute#instanceList\",\"items\":["
+    "{\"kind\":\"compute#instance\",\"name\":\"ml-a3-0\","
+    "\"status\":\"RUNNING\",\"zone\":\"https://x/zones/us-central1-b\","
+    "\"machineType\":\"https://x/machineTypes/a3-highgpu-8g\","
+    "\"creationTimestamp\":\"2027-01-15T00:00:00.000-08:00\","
+    "\"networkInterfaces\":[{\"network\":\"n\",\"networkIP\":\"10.0.0.11\"}],"
+    "\"labels\":{\"slurm_cluster\":\"ml\",\"node\":\"elastic-h100-9\"}},"
+    "{\"kind\":\"compute#instance\",\"name\":\"ml-controller\","
+    "\"status\":\"RUNNING\",\"zone\":\"https://x/zones/us-central1-b\","
+    "\"machineType\":\"https://x/machineTypes/n2-standard-4\","
+    "\"creationTimestamp\":\"2027-01-15T00:00:00Z\","
+    "\"networkInterfaces\":[{\"networkIP\":\"10.0.0.2\"}],"
+    "\"labels\":{\"slurm_cluster\":\"ml\"}}]}";
+
+/* An ARM page of the group: the cluster's VM named after its Slurm node,
+ * a VM of another cluster, one without tags.  The tag's name is in
+ * another case than the block's: Azure compares names case aside. */
+static const char ARM_PAGE[] =
+    "{\"value\":["
+    "{\"name\":\"elastic-h100-2\",\"zones\":[\"2\"],"
+    "\"tags\":{\"ClusterName\":\"elastic\"},"
+    "\"properties\":{\"provisioningState\":\"Succeeded\","
+    "\"hardwareProfile\":{\"vmSize\":\"Standard_ND96isr_H100_v5\"},"
+    "\"timeCreated\":\"2027-01-15T08:00:00.0000000+00:00\"}},"
+    "{\"name\":\"other-1\",\"tags\":{\"clustername\":\"other\"},"
+    "\"properties\":{\"provisioningState\":\"Succeeded\"}},"
+    "{\"name\":\"jump\",\"properties\":{\"provisioningState\":\"Succeeded\"}}"
+    "]}";
+
+#define T_LISTED 1800000000000 /* 2027-01-15T08:00:00Z, both pages' */
+
+struct peer {
+  char url[96];
+  char dir[64];
+  char key[128], secret[128];
+  int tokens, pages;
+  char paths[512];           /* the listings' paths, each then ' ' */
+  char filter[160];
+};
+
+static void
+answer(struct http_request *req, int status, const char *body)
+{
+  http_respond(req, status, "application/json", xstrdup(body),
+               strlen(body));
+}
+
+static void
+on_peer(struct http_request *req, void *arg)
+{
+  struct peer *p = arg;
+  const char *path = http_request_path(req);
+  const char *auth = http_request_header(req, "Authorization");
+  const char *filter = http_request_query(req, "filter");
+  size_t used = strlen(p->paths);
+
+  if (strstr(path, "/token") != NULL) {
+    p->tokens++;
+    answer(req, 200, "{\"access_token\":\"tok-1\",\"expires_in\":3599,"
+                     "\"token_type\":\"Bearer\"}");
+    return;
+  }
+  if (auth == NULL || strcmp(auth, "Bearer tok-1") != 0) {
+    answer(req, 401, "{}");
+    return;
+  }
+  p->pages++;
+  snprintf(p->paths + used, sizeof(p->paths) - used, "%s ", path);
+  if (filter != NULL)
+    snprintf(p->filter, sizeof(p->filter), "%s", filter);
+  if (strstr(path, "/zones/us-central1-a/") != NULL)
+    answer(req, 200, "{\"kind\":\"compute#instanceList\"}");
+  else if (strstr(path, "/zones/") != NULL)
+    answer(req, 200, GCE_PAGE);
+  else
+    answer(req, 200, ARM_PAGE);
+}
+
+static void
+write_private(const char *path, const char *text)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  assert_int_equal(close(fd), 0);
+}
+
+/* The peer's credentials: the test service account whose token_uri is
+ * the peer's, and an Entra client secret. */
+static void
+peer_files(struct peer *p)
+{
+  char path[512];
+  json_t *sa;
+  char *text;
+
+  snprintf(p->dir, sizeof(p->dir), "/tmp/tenbin-test-scloud-XXXXXX");
+  assert_non_null(mkdtemp(p->dir));
+  snprintf(path, sizeof(path), "%s/tests/data/gcp/service-account.json",
+           TENBIN_SOURCE_DIR);
+  sa = json_load_file(path, 0, NULL);
+  assert_non_null(sa);
+  snprintf(path, sizeof(path), "%s/token", p->url);
+  json_object_set_new(sa, "token_uri", json_string(path));
+  text = json_dumps(sa, 0);
+  snprintf(p->key, sizeof(p->key), "%s/key.json", p->dir);
+  write_private(p->key, text);
+  free(text);
+  json_decref(sa);
+  snprintf(p->secret, sizeof(p->secret), "%s/secret", p->dir);
+  write_private(p->secret, "s3cret\n");
+}
+
+static void
+peer_files_remove(struct peer *p)
+{
+  unlink(p->key);
+  unlink(p->secret);
+  rmdir(p->dir);
+}
+
+/* A gcp block over the peer, as a gcp site has its connection. */
+static json_t *
+gcp_block(const struct peer *p)
+{
+  char endpoint[128];
+
+  snprintf(endpoint, sizeof(endpoint), "%s/compute/v1", p->url);
+  return json_pack("{s:s, s:{s:s, s:s}, s:i, s:s, s:s, s:[s, s], s:s, "
+                   "s:s}",
+                   "kind", "gcp", "tag", "key", "slurm_cluster", "value",
+                   "ml", "reconcile_s", 1, "project", "demo-proj", "region",
+                   "us-central1", "zones", "us-central1-a", "us-central1-b",
+                   "endpoint", endpoint, "credentials_file", p->key);
+}
+
+/* An azure block over the peer, as an azure site has its connection. */
+static json_t *
+azure_block(const struct peer *p)
+{
+  return json_pack("{s:s, s:{s:s, s:s}, s:i, s:s, s:s, s:s, s:s, "
+                   "s:{s:s, s:s, s:s}}",
+                   "kind", "azure", "tag", "key", "clustername", "value",
+                   "elastic", "reconcile_s", 1, "subscription",
+                   "0b1f6471-1bf0-4dda-aec3-111111111111", "resource_group",
+                   "rg-slurm", "endpoint", p->url, "login_endpoint", p->url,
+                   "credentials", "tenant", "contoso.onmicrosoft.com",
+                   "client_id", "11111111-2222-4333-8444-555555555555",
+                   "client_secret_file", p->secret);
+}
+
+/* Open block over its real provider and wait for its first listing to
+ * make nodes (want of them). */
+static void
+open_real(struct fx *fx, struct peer *p, json_t *block, int want)
+{
+  struct slurm_cloud_env env = env_of(fx);
+  struct err e = {0};
+
+  if (slurm_cloud_open(&env, block, &fx->c, &e) < 0)
+    fail_msg("open: %s", e.msg);
+  json_decref(block);
+  while (fx->nnodes < want)
+    uv_run(&fx->loop, UV_RUN_ONCE);
+  (void)p;
+}
+
+/* The next listing answered and read: the one after it has been asked
+ * (a listing starts only once the last one has been read). */
+static void
+next_listing_of(struct fx *fx, struct peer *p)
+{
+  int want = p->pages + 2;
+
+  while (p->pages < want)
+    uv_run(&fx->loop, UV_RUN_ONCE);
+}
+
+static struct http_server *
+peer_start(struct fx *fx, struct peer *p)
+{
+  struct http_server *srv;
+
+  memset(p, 0, sizeof(*p));
+  srv = loop_peer_server(&fx->loop, on_peer, p, 8, "", p->url,
+                         sizeof(p->url));
+  peer_files(p);
+  return srv;
+}
+
+static void
+peer_stop(struct fx *fx, struct peer *p, struct http_server *srv)
+{
+  int done = 0;
+
+  close_block(fx);
+  http_server_close(srv, on_closed, &done);
+  while (!done)
+    uv_run(&fx->loop, UV_RUN_ONCE);
+  peer_files_remove(p);
+}
+
+/* GCE lists a zone at a time, with a label filter: every zone of the
+ * block is asked, and a VM whose networkIP is a node's NodeAddr is that
+ * node (no node_tag), billed from its creationTimestamp. */
+static void
+test_a_gcp_block_lists_its_label_in_each_zone(void **state)
+{
+  struct fx *fx = *state;
+  struct peer p;
+  struct http_server *srv = peer_start(fx, &p);
+  char want[256];
+
+  now_value = T_LISTED + 60000;
+  open_real(fx, &p, gcp_block(&p), 2);
+  snprintf(want, sizeof(want),
+           "/compute/v1/projects/demo-proj/zones/us-central1-a/instances "
+           "/compute/v1/projects/demo-proj/zones/us-central1-b/instances ");
+  assert_string_equal(p.paths, want);
+  assert_string_equal(p.filter, "labels.slurm_cluster = \"ml\"");
+  assert_string_equal(fx->nodes[0].vm_id, "ml-a3-0");
+  assert_string_equal(fx->nodes[0].zone, "us-central1-b");
+  assert_string_equal(fx->nodes[0].shape, "a3-highgpu-8g");
+  assert_int_equal(fx->nodes[0].launched_ms, T_LISTED);
+  give_nodes(fx);
+  assert_int_equal(fx->nodes[0].gpus, 8);
+  assert_string_equal(fx->nodes[0].reason, "Slurm node elastic-h100-1");
+  assert_int_equal(fx->nodes[1].gpus, 0);
+  peer_stop(fx, &p, srv);
+}
+
+/* With node_tag the label of that name says the node, whatever the
+ * VM's address. */
+static void
+test_a_gcp_block_finds_the_node_by_its_node_label(void **state)
+{
+  struct fx *fx = *state;
+  struct peer p;
+  struct http_server *srv = peer_start(fx, &p);
+  json_t *block = gcp_block(&p);
+  static const char nodes[] =
+      "{\"nodes\":[{\"name\":\"elastic-h100-9\",\"address\":\"10.9.9.9\","
+      "\"gres\":\"gpu:h100:8\"}]}";
+  json_t *answer_json = json_loads(nodes, 0, NULL);
+  struct slurm_node_list l = {0};
+  struct err e = {0};
+
+  now_value = T_LISTED + 60000;
+  json_object_set_new(block, "node_tag", json_string("node"));
+  open_real(fx, &p, block, 2);
+  assert_int_equal(slurm_schema_v0038.node_list(answer_json, &l, &e), 0);
+  slurm_cloud_nodes(fx->c, l.nodes, l.n);
+  assert_string_equal(fx->nodes[0].reason, "Slurm node elastic-h100-9");
+  assert_int_equal(fx->nodes[0].gpus, 8);
+  slurm_node_list_release(&l);
+  json_decref(answer_json);
+  peer_stop(fx, &p, srv);
+}
+
+/* ARM has no tag filter: the group's VMs come, and only those tagged
+ * with the cluster's tag (its name case aside) become nodes.  No address
+ * is read (it is the NIC's): the VM named after a Slurm node is it. */
+static void
+test_an_azure_block_keeps_the_group_vms_of_its_tag(void **state)
+{
+  struct fx *fx = *state;
+  struct peer p;
+  struct http_server *srv = peer_start(fx, &p);
+
+  now_value = T_LISTED + 60000;
+  open_real(fx, &p, azure_block(&p), 1);
+  assert_string_equal(p.paths,
+                      "/subscriptions/0b1f6471-1bf0-4dda-aec3-111111111111"
+                      "/resourceGroups/rg-slurm/providers/Microsoft.Compute"
+                      "/virtualMachines ");
+  /* Another listing, so that a VM not kept would have been made by now. */
+  next_listing_of(fx, &p);
+  assert_int_equal(fx->nnodes, 1);
+  assert_string_equal(fx->nodes[0].vm_id, "elastic-h100-2");
+  assert_string_equal(fx->nodes[0].zone, "2");
+  assert_string_equal(fx->nodes[0].shape, "Standard_ND96isr_H100_v5");
+  assert_int_equal(fx->nodes[0].launched_ms, T_LISTED);
+  give_nodes(fx);
+  assert_string_equal(fx->nodes[0].reason, "Slurm node elastic-h100-2");
+  assert_int_equal(fx->nodes[0].gpus, 8);
+  peer_stop(fx, &p, srv);
+}
+
+/* Open block (new reference, taken) over its real provider and return
+ * the refusal's message. */
+static void
+refused_block(struct fx *fx, json_t *block, const char *want)
+{
+  struct slurm_cloud_env env = env_of(fx);
+  struct slurm_cloud *c = NULL;
+  struct err e = {0};
+  int rc = slurm_cloud_open(&env, block, &c, &e);
+  char *text = json_dumps(block, JSON_COMPACT);
+
+  json_decref(block);
+  if (rc != ERR_CONFIG || c != NULL || strstr(e.msg, want) == NULL)
+    fail_msg("'%s' refused as %d '%s', not '%s'", text, rc, e.msg, want);
+  free(text);
+}
+
+/* json with member key set to v (new reference, taken; NULL deletes). */
+static json_t *
+with(json_t *json, const char *key, json_t *v)
+{
+  if (v == NULL)
+    json_object_del(json, key);
+  else
+    json_object_set_new(json, key, v);
+  return json;
+}
+
+/* GCE's labels are lowercase: the block's tag and node_tag are held to
+ * Google's rules, and its connection is a gcp site's, zones included. */
+static void
+test_a_gcp_blocks_errors_name_the_field(void **state)
+{
+  struct fx *fx = *state;
+  struct peer p;
+  struct http_server *srv = peer_start(fx, &p);
+
+  refused_block(fx, with(gcp_block(&p), "tag",
+                         json_pack("{s:s, s:s}", "key", "Cluster", "value",
+                                   "ml")),
+                "field 'cloud.tag.key': a GCE label key");
+  refused_block(fx, with(gcp_block(&p), "tag",
+                         json_pack("{s:s, s:s}", "key", "cluster", "value",
+                                   "ML")),
+                "field 'cloud.tag.value': a GCE label value");
+  refused_block(fx, with(gcp_block(&p), "node_tag", json_string("Name")),
+                "field 'cloud.node_tag': a GCE label key");
+  refused_block(fx, with(gcp_block(&p), "zones", NULL),
+                "cloud (gcp): field 'zones'");
+  refused_block(fx, with(gcp_block(&p), "zones",
+                         json_pack("[s]", "us-east1-b")),
+                "cloud (gcp): field 'zones[0]'");
+  refused_block(fx, with(gcp_block(&p), "region", NULL),
+                "cloud (gcp): field 'region'");
+  refused_block(fx, with(gcp_block(&p), "credentials_file",
+                         json_string("/nonexistent/key.json")),
+                "cloud (gcp): field 'credentials_file'");
+  /* An aws site's fields, or a launch's, are no gcp block's. */
+  refused_block(fx, with(gcp_block(&p), "credentials", json_object()),
+                "cloud.credentials");
+  refused_block(fx, with(gcp_block(&p), "image", json_string("x")),
+                "cloud.image");
+  peer_stop(fx, &p, srv);
+}
+
+static void
+test_an_azure_blocks_errors_name_the_field(void **state)
+{
+  struct fx *fx = *state;
+  struct peer p;
+  struct http_server *srv = peer_start(fx, &p);
+
+  refused_block(fx, with(azure_block(&p), "tag",
+                         json_pack("{s:s, s:s}", "key", "a/b", "value",
+                                   "x")),
+                "field 'cloud.tag.key': an Azure tag name");
+  refused_block(fx, with(azure_block(&p), "node_tag", json_string("a?b")),
+                "field 'cloud.node_tag': an Azure tag name");
+  refused_block(fx, with(azure_block(&p), "resource_group", NULL),
+                "cloud (azure): field 'resource_group'");
+  refused_block(fx, with(azure_block(&p), "subscription", NULL),
+                "cloud (azure): field 'subscription'");
+  refused_block(fx, with(azure_block(&p), "credentials",
+                         json_pack("{s:s}", "tenant", "t")),
+                "cloud (azure): field 'credentials'");
+  refused_block(fx, with(azure_block(&p), "endpoint",
+                         json_string("http://example.com")),
+                "cloud (azure): field 'endpoint'");
+  /* A listing needs no location, and takes none. */
+  refused_block(fx, with(azure_block(&p), "location", json_string("eastus")),
+                "cloud.location");
+  refused_block(fx, with(azure_block(&p), "zones", json_pack("[s]", "1")),
+                "cloud.zones");
+  peer_stop(fx, &p, srv);
 }
 
 /* slurmrestd's nodes answer is outside input: what is not a node is an
@@ -828,6 +1227,18 @@ main(void)
           test_a_restart_resumes_from_the_stored_nodes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_config_errors_name_the_field,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_gcp_block_lists_its_label_in_each_zone, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_gcp_block_finds_the_node_by_its_node_label, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_an_azure_block_keeps_the_group_vms_of_its_tag, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_gcp_blocks_errors_name_the_field, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_an_azure_blocks_errors_name_the_field, setup, teardown),
       cmocka_unit_test(
           test_a_malformed_nodes_answer_is_an_error_naming_the_node),
   };
