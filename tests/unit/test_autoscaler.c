@@ -621,28 +621,19 @@ struct fx {
   char self[PATH_MAX];
   struct broker *b;
   int closed;
+  int turn;         /* uv_run() calls so far (broker_fx.h) */
   int ticks;        /* fired by fire_tick() */
   int quiet;        /* no pass ticks by itself */
   int64_t owned;    /* the job keeping the owned site busy, or 0 */
   char go[128];     /* its end */
 };
 
+/* The fixture both broker tests share, over struct fx. */
+#include "broker_fx.h"
+
 static struct fx *cur;
 static uv_timer_cb scale_cb;
 
-static const struct principal admin = {
-    .role = ROLE_ADMIN, .token_id = 0, .projects = NULL, .name = "anonymous"};
-
-static json_t *
-parse(const char *text)
-{
-  json_error_t jerr;
-  json_t *v = json_loads(text, 0, &jerr);
-
-  if (v == NULL)
-    fail_msg("test JSON '%s': %s", text, jerr.text);
-  return v;
-}
 
 static int
 open_broker(struct fx *f, const char *sites_text, const char *burst_text,
@@ -670,28 +661,6 @@ open_broker(struct fx *f, const char *sites_text, const char *burst_text,
   json_decref(burst);
   json_decref(wait);
   return rc;
-}
-
-typedef int (*pred_fn)(struct fx *f, const void *arg);
-
-static void
-on_wake(uv_timer_t *t)
-{
-  (void)t;
-}
-
-static int
-run_until(struct fx *f, pred_fn pred, const void *arg)
-{
-  uint64_t deadline = uv_hrtime() + GUARD_NS;
-  int ok;
-
-  uv_timer_start(&f->wake, on_wake, 10, 10);
-  while (!pred(f, arg) && uv_hrtime() < deadline)
-    uv_run(&f->loop, UV_RUN_ONCE);
-  ok = pred(f, arg);
-  uv_timer_stop(&f->wake);
-  return ok;
 }
 
 static struct scale_view
@@ -727,57 +696,22 @@ static int
 setup(void **state)
 {
   struct fx *f = xcalloc(1, sizeof(*f));
-  ssize_t n;
 
-  assert_int_equal(uv_loop_init(&f->loop), 0);
-  uv_timer_init(&f->loop, &f->wake);
-  snprintf(f->dir, sizeof(f->dir), "/tmp/tenbin-ascale-XXXXXX");
-  assert_non_null(mkdtemp(f->dir));
-  snprintf(f->db_path, sizeof(f->db_path), "%s/tenbin.db", f->dir);
+  fx_open(f, "/tmp/tenbin-ascale-XXXXXX");
   snprintf(f->go, sizeof(f->go), "%s/go", f->dir);
-  n = readlink("/proc/self/exe", f->self, sizeof(f->self) - 1);
-  assert_true(n > 0);
-  f->self[n] = '\0';
   cur = f;
   *state = f;
   return 0;
 }
 
+/* Close the broker (to open another on its state): its fake site is
+ * gone with it. */
 static void
-on_closed(void *arg)
+restart_close(struct fx *f)
 {
-  struct fx *f = arg;
-
-  f->closed = 1;
-}
-
-static void
-close_broker(struct fx *f)
-{
-  uint64_t deadline = uv_hrtime() + GUARD_NS;
-
-  if (f->b == NULL)
-    return;
-  f->closed = 0;
-  broker_close(f->b, on_closed, f);
-  f->b = NULL;
-  while (!f->closed && uv_hrtime() < deadline)
-    uv_run(&f->loop, UV_RUN_ONCE);
-  assert_true(f->closed);
+  close_broker(f);
   assert_null(fake);
 }
-
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static enum job_state state_of(struct fx *f, int64_t id);
 
 static int
 owned_done(struct fx *f, const void *arg)
@@ -797,12 +731,9 @@ teardown(void **state)
     close(open(f->go, O_WRONLY | O_CREAT, 0600));
     assert_true(run_until(f, owned_done, NULL));
   }
-  close_broker(f);
-  uv_close((uv_handle_t *)&f->wake, NULL);
-  uv_run(&f->loop, UV_RUN_DEFAULT);
+  restart_close(f);
   /* Every handle the broker and its sites opened is closed. */
-  assert_int_equal(uv_loop_close(&f->loop), 0);
-  nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  fx_close(f);
   cur = NULL;
   free(f);
   return 0;
@@ -926,44 +857,6 @@ submit_ok(struct fx *f, const char *body_text)
 
   submit(f, body_text, &a);
   return answer_id(f, &a);
-}
-
-static enum job_state
-state_of(struct fx *f, int64_t id)
-{
-  struct job_view j;
-  struct err e = {0};
-  enum job_state s;
-
-  job_view_init(&j);
-  if (broker_job_get(f->b, &admin, id, &j, &e) < 0)
-    fail_msg("job %" PRId64 ": %s", id, e.msg);
-  s = j.state;
-  job_view_release(&j);
-  return s;
-}
-
-struct want_state {
-  int64_t id;
-  enum job_state state;
-};
-
-static int
-job_is(struct fx *f, const void *arg)
-{
-  const struct want_state *w = arg;
-
-  return state_of(f, w->id) == w->state;
-}
-
-static void
-wait_state(struct fx *f, int64_t id, enum job_state state)
-{
-  struct want_state w = {id, state};
-
-  if (!run_until(f, job_is, &w))
-    fail_msg("job %" PRId64 " is %s, never became %s", id,
-             job_state_name(state_of(f, id)), job_state_name(state));
 }
 
 /* The job's remote id ("node-N"), into out. */
@@ -1359,7 +1252,7 @@ test_a_restarted_broker_learns_boots_from_stored_nodes(void **state)
   fake->nodes[0].idle_since_ms = time_now_ms() - 601000;
   fire_tick(f);
   assert_int_equal(fake->nreleased, 1);
-  close_broker(f);
+  restart_close(f);
 
   start(f, SITES, BURST);
   assert_int_equal(fake->nnodes, 0);
@@ -1398,13 +1291,13 @@ test_the_forecast_launches_ahead_of_the_usual_demand_when_asked(void **state)
       db_usage_replace(broker_db(f->b), 1, piece.hold_ms, &piece, 1, &e) < 0 ||
       db_commit(broker_db(f->b), &e) < 0)
     fail_msg("usage: %s", e.msg);
-  close_broker(f);
+  restart_close(f);
   /* Off by default: nothing ahead of demand. */
   start(f, SITES, BURST);
   quiet(f);
   fire_tick(f);
   assert_int_equal(fake->scales, 0);
-  close_broker(f);
+  restart_close(f);
   /* On: 16 GPUs expected one boot from now, none up: two p5. */
   start(f, CLOUD_WITH(P5, ", \"forecast\": true", RENTED), BURST);
   quiet(f);
@@ -1441,7 +1334,7 @@ test_a_node_up_across_a_restart_teaches_its_boot_once(void **state)
   /* The pool's copy says 1 s: learned again at the first tick, it
    * would move the median off the stored 7 s. */
   carried[0].registered_ms = carried[0].created_ms + 1000;
-  close_broker(f);
+  restart_close(f);
 
   start(f, SITES, BURST);
   assert_int_equal(fake->nnodes, 1);

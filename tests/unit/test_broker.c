@@ -87,26 +87,16 @@ struct fx {
                        one local site */
 };
 
+/* The fixture both broker tests share, over struct fx. */
+#include "broker_fx.h"
+
 static char alpha[] = "alpha";
 static char *alpha_only[] = {alpha, NULL};
 
-static const struct principal admin = {
-    .role = ROLE_ADMIN, .token_id = 0, .projects = NULL, .name = "anonymous"};
 static const struct principal viewer = {
     .role = ROLE_VIEWER, .token_id = 7, .projects = NULL, .name = "token 7"};
 
 /* ---- fixture ---- */
-
-static json_t *
-parse(const char *text)
-{
-  json_error_t jerr;
-  json_t *v = json_loads(text, 0, &jerr);
-
-  if (v == NULL)
-    fail_msg("test JSON '%s': %s", text, jerr.text);
-  return v;
-}
 
 static int
 open_broker(struct fx *f, const char *projects, struct err *e)
@@ -149,53 +139,10 @@ static int
 setup(void **state)
 {
   struct fx *f = xcalloc(1, sizeof(*f));
-  ssize_t n;
 
-  assert_int_equal(uv_loop_init(&f->loop), 0);
-  uv_timer_init(&f->loop, &f->wake);
-  snprintf(f->dir, sizeof(f->dir), "/tmp/tenbin-broker-XXXXXX");
-  assert_non_null(mkdtemp(f->dir));
-  snprintf(f->db_path, sizeof(f->db_path), "%s/tenbin.db", f->dir);
-  n = readlink("/proc/self/exe", f->self, sizeof(f->self) - 1);
-  assert_true(n > 0);
-  f->self[n] = '\0';
+  fx_open(f, "/tmp/tenbin-broker-XXXXXX");
   open_broker_ok(f, NULL);
   *state = f;
-  return 0;
-}
-
-static void
-on_closed(void *arg)
-{
-  struct fx *f = arg;
-
-  f->closed = 1;
-}
-
-static void
-close_broker(struct fx *f)
-{
-  uint64_t deadline = uv_hrtime() + GUARD_NS;
-
-  if (f->b == NULL)
-    return;
-  f->closed = 0;
-  broker_close(f->b, on_closed, f);
-  f->b = NULL;
-  /* The callback comes from the loop, never from inside broker_close(). */
-  assert_int_equal(f->closed, 0);
-  while (!f->closed && uv_hrtime() < deadline)
-    uv_run(&f->loop, UV_RUN_ONCE);
-  assert_true(f->closed);
-}
-
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
   return 0;
 }
 
@@ -209,11 +156,8 @@ teardown(void **state)
   if (f->agent.srv != NULL)
     http_server_close(f->agent.srv, NULL, NULL);
   free(f->sites);
-  uv_close((uv_handle_t *)&f->wake, NULL);
-  uv_run(&f->loop, UV_RUN_DEFAULT);
   /* Every handle the broker and its site opened is closed. */
-  assert_int_equal(uv_loop_close(&f->loop), 0);
-  nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  fx_close(f);
   free(f);
   return 0;
 }
@@ -229,68 +173,6 @@ second_db(struct fx *f)
 }
 
 /* ---- running the loop until something holds ---- */
-
-typedef int (*pred_fn)(struct fx *f, const void *arg);
-
-static void
-on_wake(uv_timer_t *t)
-{
-  (void)t;
-}
-
-static int
-run_until(struct fx *f, pred_fn pred, const void *arg)
-{
-  uint64_t deadline = uv_hrtime() + GUARD_NS;
-  int ok;
-
-  uv_timer_start(&f->wake, on_wake, 10, 10);
-  while (!pred(f, arg) && uv_hrtime() < deadline) {
-    uv_run(&f->loop, UV_RUN_ONCE);
-    f->turn++;
-  }
-  ok = pred(f, arg);
-  uv_timer_stop(&f->wake);
-  return ok;
-}
-
-static enum job_state
-state_of(struct fx *f, int64_t id)
-{
-  struct job_view j;
-  struct err e = {0};
-  enum job_state s;
-
-  job_view_init(&j);
-  if (broker_job_get(f->b, &admin, id, &j, &e) < 0)
-    fail_msg("job %lld: %s", (long long)id, e.msg);
-  s = j.state;
-  job_view_release(&j);
-  return s;
-}
-
-struct want_state {
-  int64_t id;
-  enum job_state state;
-};
-
-static int
-job_is(struct fx *f, const void *arg)
-{
-  const struct want_state *w = arg;
-
-  return state_of(f, w->id) == w->state;
-}
-
-static void
-wait_state(struct fx *f, int64_t id, enum job_state state)
-{
-  struct want_state w = {id, state};
-
-  if (!run_until(f, job_is, &w))
-    fail_msg("job %lld is %s, never became %s", (long long)id,
-             job_state_name(state_of(f, id)), job_state_name(state));
-}
 
 static int
 file_exists(struct fx *f, const void *arg)
