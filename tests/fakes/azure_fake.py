@@ -20,7 +20,10 @@ usage: azure_fake.py --root DIR --port-file FILE --tenant T --client-id C
 
 Control endpoints (no auth, never throttled): POST /_fake/faults,
 GET /_fake/faults, POST /_fake/interrupt, GET /_fake/vms,
-GET /_fake/stats (tests/fakes/selftest_azure.sh shows each).
+GET /_fake/stats (tests/fakes/selftest_azure.sh shows each), and
+POST /_fake/instances and DELETE /_fake/instances/NAME: a running VM
+that a cluster's manager launched, booting nothing, and its end
+(tests/integration/t43_*.sh).
 """
 import argparse
 import base64
@@ -198,6 +201,59 @@ class State(fakecloud.FakeState):
                 "spot": vm.spot, "node": vm.tags.get("tenbin-node"),
                 "instance": vm.tags.get("tenbin-instance"),
                 "launched": vm.t0, "ended": vm.ended}
+
+    def add_instance(self, req):
+        """A running VM of the subscription, as a cluster's manager
+        created it: never started in the emulator (started is set, the
+        create op already done, so advance leaves it)."""
+        name, rg = req["name"], req["group"] or "rg-gpu"
+        sub = self.args.subscription
+        if not sub:
+            raise ApiError(409, {"error": "a fake serving any subscription "
+                                 "adds no VM: start it with --subscription"})
+        size = req["shape"] or "Standard_ND96isr_H100_v5"
+        if not VM_NAME_RE.match(name) or not RG_RE.match(rg) or \
+                not VM_SIZE_RE.match(size):
+            raise ApiError(400, {"error": "name, group or shape is no "
+                                 "Azure name"})
+        now = time.time()
+        with self.lock:
+            self.advance(now)
+            key = vm_key(sub, rg, name)
+            if key in self.vms:
+                raise ApiError(409, {"error": f"{name} exists in {rg}"})
+            if len(self.vms) + len(self.gone) >= MAX_VMS:
+                raise ApiError(409, {"error": f"over {MAX_VMS}"})
+            n = self.next_seq()
+            vm = Vm(name=name, sub=sub, rg=rg, seq=n,
+                    rid=(f"/subscriptions/{sub}/resourceGroups/{rg}/"
+                         f"providers/Microsoft.Compute/virtualMachines/"
+                         f"{name}"),
+                    vm_id=self.new_vm_id(name), vm_uuid=det_uuid("vm", n),
+                    t0=now, location="eastus", tags=req["labels"],
+                    zones=[req["zone"]] if req["zone"] else [],
+                    zone=req["zone"] or "", size=size, spot=False,
+                    eviction=None, computer_name=name[:15], script="",
+                    props={}, never_boot=False, boot_delay_s=0)
+            vm.create_op = Op(id=det_uuid("op", n), t0=now, t_done=now,
+                              result="Succeeded", api_version="2024-07-01")
+            vm.state, vm.power, vm.started = "Succeeded", "running", True
+            self.vms[key] = vm
+            return {"name": name, "group": rg, "vm_id": vm.vm_id}
+
+    def remove_instance(self, name):
+        now = time.time()
+        with self.lock:
+            self.advance(now)
+            key = next((k for k, v in self.vms.items()
+                        if v.name.lower() == name.lower()), None)
+            if key is None:
+                raise ApiError(404, {"error": f"no live vm {name[:100]}"})
+            vm = self.vms[key]
+            vm.power = "deallocated"
+            self._remove(key, vm, now)
+            self.stats["terminated"] += 1
+            return {"name": vm.name, "group": vm.rg}
 
     def interrupt(self, name, notice):
         now = time.time()

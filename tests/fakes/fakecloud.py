@@ -1,6 +1,6 @@
 """What the cloud fakes share (gce_fake.py, azure_fake.py and, where it
 fits a proxy, aws_front.py): the test controls under /_fake/ (faults,
-interrupt, vms, stats), the instance metadata routes /_meta/<vm>/...
+interrupt, vms, stats, instances), the instance metadata routes /_meta/<vm>/...
 into the VM emulator (vmemu.py), the bookkeeping every fake keeps
 (a lock, faults, stats, VM ids, tokens), an HTTP handler that bounds
 every request and logs one line per answer, and the serving loop:
@@ -28,6 +28,9 @@ MAX_FAULT_NAME = 200        # one zone, shape or "zone/shape"
 MAX_CALL_NAMES = 1000       # distinct actions counted in /_fake/stats
 MAX_QUERY_FIELDS = 50
 MAX_NOTICE_S = 3600
+MAX_ADD_NAME = 64           # a VM added by POST /_fake/instances
+MAX_ADD_FIELD = 256         # its zone, shape, address, one label's value
+MAX_ADD_LABELS = 50         # Azure's tag cap; GCE's is higher
 
 
 class ApiError(Exception):
@@ -190,6 +193,16 @@ class FakeState:
                 self.tokens.pop(k, None)
         self.tokens[token] = entry
 
+    def add_instance(self, req):
+        """POST /_fake/instances: a running VM that someone else (a
+        cluster's manager) launched, from instance_request's dict; boots
+        nothing in the emulator.  A fake that has them overrides this."""
+        raise control_error(404, "this fake adds no instances")
+
+    def remove_instance(self, name):
+        """DELETE /_fake/instances/NAME: that VM is gone at once."""
+        raise control_error(404, "this fake adds no instances")
+
     def fake_vms(self):
         """GET /_fake/vms: every VM in launch order, with its emulator
         process."""
@@ -231,6 +244,50 @@ def interrupt_request(req, default_notice):
     return req["vm"], notice
 
 
+def _short_str(req, field, required=False, cap=MAX_ADD_FIELD):
+    v = req.get(field)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str) or not 0 < len(v) <= cap or \
+            any(ord(c) < 0x20 for c in v):
+        raise control_error(400, f"{field} must be a string of 1..{cap} "
+                            "printable characters")
+    return v
+
+
+def instance_request(req):
+    """The dict of a POST /_fake/instances body {"name", "zone",
+    "shape", "labels" (or "tags"), "network_ip", "group" (Azure's
+    resource group)}, each bounded, or a 400 naming the field."""
+    if not isinstance(req, dict):
+        raise control_error(400, "want {\"name\": ..., \"zone\": ...}")
+    known = {"name", "zone", "shape", "labels", "tags", "network_ip",
+             "group"}
+    extra = sorted(set(req) - known)
+    if extra:
+        raise control_error(400, f"unknown field {extra[0][:100]}")
+    out = {"name": _short_str(req, "name", True, MAX_ADD_NAME),
+           "zone": _short_str(req, "zone"),
+           "shape": _short_str(req, "shape"),
+           "network_ip": _short_str(req, "network_ip"),
+           "group": _short_str(req, "group")}
+    if "labels" in req and "tags" in req:
+        raise control_error(400, "labels or tags, not both")
+    field = "tags" if "tags" in req else "labels"
+    labels = req.get(field, {})
+    if not isinstance(labels, dict) or len(labels) > MAX_ADD_LABELS:
+        raise control_error(400, f"{field} must be an object of at most "
+                            f"{MAX_ADD_LABELS} entries")
+    for k, v in labels.items():
+        if not 0 < len(k) <= MAX_ADD_FIELD or not isinstance(v, str) or \
+                len(v) > MAX_ADD_FIELD:
+            raise control_error(400, f"{field}: each key 1..{MAX_ADD_FIELD}"
+                                f" characters, each value a string of at "
+                                f"most {MAX_ADD_FIELD}")
+    out["labels"] = dict(labels)
+    return out
+
+
 def control(st, method, path, body):
     """(status, body, headers) of a control endpoint: no auth, never
     throttled, never counted."""
@@ -247,6 +304,13 @@ def control(st, method, path, body):
         return 200, st.interrupt(vm, notice), None
     if path == "/_fake/vms" and method == "GET":
         return 200, st.fake_vms(), None
+    if path == "/_fake/instances" and method == "POST":
+        return 200, st.add_instance(instance_request(parse_json(body))), None
+    if path.startswith("/_fake/instances/") and method == "DELETE":
+        name = urllib.parse.unquote(path[len("/_fake/instances/"):])
+        if not 0 < len(name) <= MAX_ADD_NAME:
+            raise control_error(400, f"a name of 1..{MAX_ADD_NAME} characters")
+        return 200, st.remove_instance(name), None
     if path == "/_fake/stats" and method == "GET":
         with st.lock:
             return 200, json.loads(json.dumps(st.stats)), None

@@ -17,7 +17,10 @@ usage: gce_fake.py --root DIR --port-file FILE --service-account KEY.json
 
 Control endpoints (no auth, never throttled): POST /_fake/faults,
 GET /_fake/faults, POST /_fake/interrupt, GET /_fake/vms,
-GET /_fake/stats (tests/fakes/selftest_gce.sh shows each).
+GET /_fake/stats (tests/fakes/selftest_gce.sh shows each), and
+POST /_fake/instances and DELETE /_fake/instances/NAME: a running VM
+that a cluster's manager launched, booting nothing, and its end
+(tests/integration/t43_*.sh).
 """
 import argparse
 import base64
@@ -280,6 +283,7 @@ def read_page_token(token, filter_text):
 
 class Instance:
     def __init__(self, **kw):
+        self.network_ip = None         # set only by POST /_fake/instances
         self.__dict__.update(kw)
         self.status_override = None   # STOPPING, TERMINATED
         self.deleted = False
@@ -380,6 +384,56 @@ class State(fakecloud.FakeState):
                 "instance": inst.labels.get("tenbin-instance"),
                 "launched": inst.t0, "ended": inst.ended}
 
+    def add_instance(self, req):
+        """A RUNNING instance of the service account's project, as a
+        cluster's manager launched it: in the emulator it is never
+        started (started is set so advance leaves it)."""
+        name, zone = req["name"], req["zone"] or "us-central1-a"
+        if not NAME_RE.match(name) or not ZONE_RE.match(zone):
+            raise ApiError(400, {"error": "name or zone is no GCE name"})
+        for k, v in req["labels"].items():
+            if not LABEL_KEY_RE.match(k) or not LABEL_VALUE_RE.match(v):
+                raise ApiError(400, {"error": f"bad label {k[:64]}"})
+        now = time.time()
+        project = self.sa["project_id"]
+        with self.lock:
+            self.advance(now)
+            key = (project, zone, name)
+            if key in self.instances:
+                raise ApiError(409, {"error": f"{name} exists in {zone}"})
+            if len(self.instances) + len(self.gone) >= MAX_INSTANCES:
+                raise ApiError(409, {"error": f"over {MAX_INSTANCES}"})
+            n = self.next_seq()
+            inst = Instance(
+                project=project, zone=zone, seq=n,
+                id=num_id("instance", project, zone, name, n),
+                vm_id=self.new_vm_id(name), name=name,
+                shape=req["shape"] or "a3-highgpu-8g", spot=False,
+                labels=req["labels"], network_ip=req["network_ip"],
+                t0=now, t_staging=now, t_running=now, never_boot=False,
+                boot_delay_s=0, script="", disks=[], nics=[{}],
+                service_accounts=[], meta_items=[], accelerators=[],
+                description="", can_ip_forward=False,
+                deletion_protection=False, on_host_maintenance="TERMINATE",
+                automatic_restart=False, preemptible=False,
+                provisioning_model="STANDARD", term_action=None,
+                meta_fingerprint="ZmFrZQ==", label_fingerprint="ZmFrZQ==")
+            inst.started = True
+            self.instances[key] = inst
+            return {"name": name, "zone": zone, "vm_id": inst.vm_id}
+
+    def remove_instance(self, name):
+        now = time.time()
+        with self.lock:
+            self.advance(now)
+            key = next((k for k, i in self.instances.items()
+                        if i.name == name and not i.deleting), None)
+            if key is None:
+                raise ApiError(404, {"error": f"no live vm {name[:100]}"})
+            inst = self.instances[key]
+            self._remove(key, inst, now)
+            return {"name": name, "zone": inst.zone}
+
     def interrupt(self, vm, notice):
         now = time.time()
         with self.lock:
@@ -461,7 +515,8 @@ def render_instance(st, inst, now):
         nic = {"kind": "compute#networkInterface", "name": f"nic{i}",
                "network": n.get("network", f"{st.base}/compute/v1/projects/"
                                 f"{inst.project}/global/networks/default"),
-               "networkIP": f"10.128.{inst.seq // 250 % 250}."
+               "networkIP": inst.network_ip or
+                            f"10.128.{inst.seq // 250 % 250}."
                             f"{inst.seq % 250 + 2}",
                "fingerprint": "ZmFrZS1uaWM="}
         if n.get("subnetwork"):

@@ -38,7 +38,8 @@ jq --arg url "$MOTO_URL" --arg creds "$T_DIR/aws-credentials" \
 started=$(date +%s%3N)
 t_start --config "$T_DIR/config.json"
 
-nodes() { curl -fsS "$T_URL/v1/sites/elastic" | jq -c '[.nodes // [] | .[]]'; }
+# Before the first listing a slurm site's "nodes" is its node count.
+nodes() { curl -fsS "$T_URL/v1/sites/elastic" | jq -c '[.nodes | arrays | .[]]'; }
 for _ in $(seq 1 100); do
   n=$(nodes)
   [ "$(jq '[.[] | select(.gpus == 8)] | length' <<<"$n")" = 1 ] && [ "$(jq length <<<"$n")" = 2 ] && break
