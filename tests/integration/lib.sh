@@ -542,6 +542,41 @@ t_expect_idled_out() {
     "$(jq -r '[.launched != null, .ended != null, .uptime_s >= 0] | all' <<<"$node")" '^true$'
 }
 
+# t_expect_vm_billed_whole LABEL JOB NODE SINCE: a slurm site's cloud
+# block billed node NODE (an ended VM of 8 GPUs that ran job JOB, of 2
+# GPUs) whole: the job's hold and the node's idle pieces add up to the
+# VM's uptime x 8, and the idle pieces since SINCE (ms: tenbind's start,
+# when the site's price came into force) are billed to (idle) at $6.88
+# a GPU-hour.  Slurm's times and the VM's are cut at the same instants,
+# a few ms apart per piece, and Slurm's start, a whole second, may fall
+# before the job's submission, where its hold begins: up to a second of
+# the job's GPUs is then billed to no one.
+t_expect_vm_billed_whole() {
+  t_expect "$1the job's hold and the idle pieces add up to the VM's uptime x 8 GPUs" \
+    "$(python3 - "$T_STATE/tenbin.db" "$2" "$3" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+job, node = int(sys.argv[2]), int(sys.argv[3])
+launched, ended, gpus = db.execute("select launched_ms, ended_ms, gpus from nodes where id = ?", (node,)).fetchone()
+hold = db.execute("select min(from_ms), max(to_ms), sum((to_ms - from_ms) * gpus) from usage where job_id = ?", (job,)).fetchone()
+idle = db.execute("select count(*), sum((to_ms - from_ms) * gpus) from usage where job_id = ? and project = '(idle)' and site = 'elastic'", (-node,)).fetchone()
+up = (ended - launched) * gpus
+ok = hold[0] >= launched and hold[1] <= ended and idle[0] >= 2
+print("ok" if ok and abs(hold[2] + idle[1] - up) <= 8 * 5 * idle[0] + 2 * 1000 else
+      f"hold {hold} + idle {idle} of {up} GPU-ms ({launched}..{ended})")
+PY
+)" '^ok$'
+  t_expect "$1the idle pieces are billed to (idle) at the rented price" \
+    "$(python3 - "$T_STATE/tenbin.db" "$3" "$4" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("select billed_ms, gpus, billed_micro from usage where job_id = ? and project = '(idle)' and from_ms >= ?", (-int(sys.argv[2]), int(sys.argv[3]))).fetchall()
+bad = [r for r in rows if r[2] != 6880000 * r[1] * r[0] // 3600000]
+print("ok" if rows and not bad else f"{len(rows)} pieces, at another price: {bad}")
+PY
+)" '^ok$'
+}
+
 # t_expect_vm_processes_end VM: within 5 s no process of VM (its
 # emulator id) runs.
 t_expect_vm_processes_end() {

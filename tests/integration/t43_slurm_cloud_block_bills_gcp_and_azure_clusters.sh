@@ -88,32 +88,7 @@ check() {
     "^ended gone from the provider's listing$"
 
   id=$(jq -r .id <<<"$node")
-  # The same sums and tolerance as t42: Slurm's times and the VM's are cut
-  # at the same instants, a few ms apart per piece, and up to a second of
-  # the job's 2 GPUs before its submission is billed to no one.
-  t_expect "$kind: the job's hold and the idle pieces add up to the VM's uptime x 8 GPUs" \
-    "$(python3 - "$T_STATE/tenbin.db" "$j" "$id" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-job, node = int(sys.argv[2]), int(sys.argv[3])
-launched, ended, gpus = db.execute("select launched_ms, ended_ms, gpus from nodes where id = ?", (node,)).fetchone()
-hold = db.execute("select min(from_ms), max(to_ms), sum((to_ms - from_ms) * gpus) from usage where job_id = ?", (job,)).fetchone()
-idle = db.execute("select count(*), sum((to_ms - from_ms) * gpus) from usage where job_id = ? and project = '(idle)' and site = 'elastic'", (-node,)).fetchone()
-up = (ended - launched) * gpus
-ok = hold[0] >= launched and hold[1] <= ended and idle[0] >= 2
-print("ok" if ok and abs(hold[2] + idle[1] - up) <= 8 * 5 * idle[0] + 2 * 1000 else
-      f"hold {hold} + idle {idle} of {up} GPU-ms ({launched}..{ended})")
-PY
-)" '^ok$'
-  t_expect "$kind: the idle pieces are billed to (idle) at the rented price" \
-    "$(python3 - "$T_STATE/tenbin.db" "$id" "$started" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-rows = db.execute("select billed_ms, gpus, billed_micro from usage where job_id = ? and project = '(idle)' and from_ms >= ?", (-int(sys.argv[2]), int(sys.argv[3]))).fetchall()
-bad = [r for r in rows if r[2] != 6880000 * r[1] * r[0] // 3600000]
-print("ok" if rows and not bad else f"{len(rows)} pieces, at another price: {bad}")
-PY
-)" '^ok$'
+  t_expect_vm_billed_whole "$kind: " "$j" "$id" "$started"
   t_expect "$kind: the head node stays, no GPU billed" \
     "$(nodes | jq -r '.[] | select(.gpus != 8 and .state != "ended") | [.state, .gpus] | join(" ")')" '^idle 0$'
   t_stop
