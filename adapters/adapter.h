@@ -192,6 +192,20 @@ struct adapter_shape {
 
 #define ADAPTER_MAX_SHAPES 8
 
+/* An elastic site's "burst" block (README "Burst mode"). */
+struct adapter_burst {
+  int64_t billing_ms, release_margin_ms, cooldown_ms;
+  int64_t boot_ms;             /* the boot delay to assume until one is
+                                  seen */
+  int64_t spend_cap_micro;     /* $ per hour; 0: none */
+  int forecast;
+};
+
+/* Read block (a site's "burst" member; NULL or null: every default)
+ * into out; ERR_CONFIG naming the field ("burst.cooldown_s: ..."). */
+int adapter_burst_read(const json_t *block, struct adapter_burst *out,
+                       struct err *e) WARN_UNUSED;
+
 /* A live node of an elastic site, as the autoscaler sees it. */
 struct adapter_fleet_node {
   int64_t id;
@@ -217,11 +231,8 @@ struct adapter_fleet {
   int64_t terminating;         /* nodes on their way out */
   int backing_off;             /* launches refused for now */
   int64_t min_nodes, max_nodes;
-  int64_t idle_timeout_ms, billing_ms, release_margin_ms, cooldown_ms;
-  int64_t boot_ms;             /* the boot delay to assume until one is
-                                  seen */
-  int64_t spend_cap_micro;     /* $ per hour; 0: none */
-  int forecast;
+  int64_t idle_timeout_ms;
+  struct adapter_burst burst;
 };
 
 void adapter_fleet_release(struct adapter_fleet *f);

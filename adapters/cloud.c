@@ -134,9 +134,7 @@ struct pool {
   int64_t idle_timeout_ms, boot_timeout_ms, lost_after_ms;
   int64_t orphan_grace_ms, backoff_ms, reconcile_ms, heartbeat_ms;
   /* the autoscaler's settings for the site (its "burst" block) */
-  int64_t billing_ms, release_margin_ms, cooldown_ms, boot_ms;
-  int64_t spend_cap_micro;
-  int forecast;
+  struct adapter_burst burst;
   char *agent_path;
   char *server;
   struct list nodes;        /* of struct pnode, by id */
@@ -1192,7 +1190,7 @@ cloud_capacity(void *ctx, struct adapter_capacity *out)
   /* What is up or coming (live nodes' GPUs), and what the site may
    * still grow by: the autoscaler launches it, placement weighs it. */
   out->nodes = p->max_nodes;
-  out->grow_ms = p->boot_ms;
+  out->grow_ms = p->burst.boot_ms;
   for (size_t i = 0; i < p->nshapes; i++) {
     const struct cloud_shape *s = &p->shapes[i];
     struct adapter_gpu_pool *g = pool_for(out, s->gpu_type);
@@ -1257,12 +1255,7 @@ cloud_fleet(void *ctx, struct adapter_fleet *out)
   out->min_nodes = p->min_nodes;
   out->max_nodes = p->max_nodes;
   out->idle_timeout_ms = p->idle_timeout_ms;
-  out->billing_ms = p->billing_ms;
-  out->release_margin_ms = p->release_margin_ms;
-  out->cooldown_ms = p->cooldown_ms;
-  out->boot_ms = p->boot_ms;
-  out->spend_cap_micro = p->spend_cap_micro;
-  out->forecast = p->forecast;
+  out->burst = p->burst;
 }
 
 /* Launch count nodes of shape s; fewer when max_nodes is reached. */
@@ -1718,60 +1711,6 @@ read_agent(struct pool *p, const json_t *config, struct err *e)
   return 0;
 }
 
-/* The site's "burst" block: the autoscaler's settings (README
- * "Burst"), validated here with the rest of the site. */
-static int
-read_burst(struct pool *p, const json_t *b, struct err *e)
-{
-  static const struct jsonx_field fields[] = {
-      {"billing_s", JX_INT},          {"release_margin_s", JX_INT},
-      {"cooldown_s", JX_INT},         {"boot_s", JX_INT},
-      {"spend_cap_per_hour", JX_NUMBER}, {"forecast", JX_BOOL},
-      {NULL, 0}};
-  int64_t billing_s, margin_s, cooldown_s, boot_s;
-  const json_t *cap;
-  double dollars = 0;
-  int rc;
-
-  if (b != NULL && !json_is_null(b) && !json_is_object(b))
-    return err_set(e, ERR_CONFIG, "field 'burst': must be an object");
-  if (b == NULL || json_is_null(b))
-    b = NULL;
-  rc = b != NULL ? jsonx_check(b, fields, "burst.", e) : 0;
-  /* Per-second billing with a minute's minimum is the three clouds'
-   * rule for these VMs (research/placement-burst.md). */
-  if (rc == 0)
-    rc = jsonx_int(b, "billing_s", 1, 86400, 60, &billing_s, "burst.", e);
-  if (rc == 0)
-    rc = jsonx_int(b, "release_margin_s", 0, 3600, 120, &margin_s, "burst.",
-                   e);
-  if (rc == 0)
-    rc = jsonx_int(b, "cooldown_s", 0, 86400, 300, &cooldown_s, "burst.", e);
-  if (rc == 0)
-    rc = jsonx_int(b, "boot_s", 0, 86400, 300, &boot_s, "burst.", e);
-  if (rc < 0) {
-    e->code = ERR_CONFIG;
-    return ERR_CONFIG;
-  }
-  cap = b != NULL ? json_object_get(b, "spend_cap_per_hour") : NULL;
-  if (cap != NULL && !json_is_null(cap)) {
-    dollars = json_number_value(cap);
-    if (!(dollars >= 0 && dollars <= 1e7))
-      return err_set(e, ERR_CONFIG, "field 'burst.spend_cap_per_hour': "
-                     "must be dollars per hour, 0 to 10,000,000");
-  }
-  p->billing_ms = billing_s * 1000;
-  p->release_margin_ms = margin_s * 1000;
-  p->cooldown_ms = cooldown_s * 1000;
-  p->boot_ms = boot_s * 1000;
-  p->spend_cap_micro = (int64_t)(dollars * 1e6 + 0.5);
-  /* Off unless asked: on the simulated week, nodes launched ahead of
-   * the usual demand cost more than the waits they saved
-   * (bench/README.md, "Burst policy"). */
-  p->forecast = b != NULL ? jsonx_bool(b, "forecast", 0) : 0;
-  return 0;
-}
-
 static int
 read_limits(struct pool *p, const json_t *c, struct err *e)
 {
@@ -1807,7 +1746,7 @@ read_limits(struct pool *p, const json_t *c, struct err *e)
   if (p->min_nodes > p->max_nodes)
     return err_set(e, ERR_CONFIG, "field 'min_nodes': %" PRId64 " is more "
                    "than max_nodes (%" PRId64 ")", p->min_nodes, p->max_nodes);
-  rc = read_burst(p, json_object_get(c, "burst"), e);
+  rc = adapter_burst_read(json_object_get(c, "burst"), &p->burst, e);
   if (rc < 0)
     return rc;
   p->idle_timeout_ms = idle_s * 1000;

@@ -69,6 +69,8 @@ struct scaler {
   /* the GPU types it launches spot nodes of, from its shapes */
   char spot_types[ADAPTER_MAX_SHAPES][ADAPTER_GPU_TYPE_LEN];
   size_t nspot;
+  int64_t boot_ms;               /* the site's burst.boot_s: the boot
+                                    until one is learned */
   /* the last plan, for views and metrics */
   struct scale_view view;
   char detail[BURST_REASON_LEN];
@@ -179,6 +181,7 @@ seed(struct broker *b, struct site *s, struct scaler *sc)
   s->ops->fleet(s->ctx, &f);
   learn_nodes(b, s, sc, &f);
   track_up(sc, &f, 0);
+  sc->boot_ms = f.burst.boot_ms;
   for (size_t i = 0; i < f.nshapes && sc->nspot < ADAPTER_MAX_SHAPES; i++)
     if (f.shapes[i].spot)
       snprintf(sc->spot_types[sc->nspot++], sizeof(sc->spot_types[0]), "%s",
@@ -323,26 +326,32 @@ broker__autoscaler_grow_ms(struct broker *b, int site, int64_t dflt)
   return best >= 0 ? best : dflt;
 }
 
+/* What an interruption costs a job of site in time: a new node's boot
+ * (the fastest learned, else the site's boot_s) and the lost work. */
+static int64_t
+restart_ms(struct broker *b, const struct site *site)
+{
+  return broker__autoscaler_grow_ms(b, (int)(site - b->sites),
+                                    site->scaler->boot_ms) +
+         LOST_WORK_MS;
+}
+
 int
 broker__autoscaler_on_demand(struct broker *b, const struct site *site,
                              const struct job_spec *spec)
 {
-  struct adapter_fleet f;
   const char *how;
-  int64_t run, boot;
+  int64_t run;
 
   if (spec->deadline_ms <= 0 || site->scaler == NULL)
     return 0;
-  site->ops->fleet(site->ctx, &f);
-  boot = broker__autoscaler_grow_ms(b, (int)(site - b->sites), f.boot_ms);
-  adapter_fleet_release(&f);
   run = broker__runtime_predict(
       b, spec->project, spec->workload != NULL ? spec->workload : spec->name,
       spec->time_limit_s, &how);
   /* The deadline is the latest start: it must end by then + its run. */
   return !burst_spot_safe(
       time_now_ms(), spec->deadline_ms + run, run,
-      burst_restart_allowance(boot + LOST_WORK_MS,
+      burst_restart_allowance(restart_ms(b, site),
                               site->scaler->interruptions_per_hour, run));
 }
 
@@ -352,7 +361,6 @@ broker__autoscaler_spot_rate(struct broker *b, const struct site *site,
 {
   const struct scaler *sc = site->scaler;
   const struct site_rate *r = broker__site_rate(&site->cost, type);
-  int64_t restart;
   size_t i;
 
   if (sc == NULL || r == NULL || r->spot_micro < 0)
@@ -363,11 +371,9 @@ broker__autoscaler_spot_rate(struct broker *b, const struct site *site,
     return 0;
   /* What an hour on spot is expected to cost: the price, and the
    * restart each interruption makes the job pay again. */
-  restart = broker__autoscaler_grow_ms(b, (int)(site - b->sites), 300000) +
-            LOST_WORK_MS;
   *out = (int64_t)((double)r->spot_micro *
-                   (1.0 + sc->interruptions_per_hour * (double)restart /
-                              (double)HOUR_MS));
+                   (1.0 + sc->interruptions_per_hour *
+                              (double)restart_ms(b, site) / (double)HOUR_MS));
   return 1;
 }
 
@@ -415,13 +421,13 @@ build_shapes(struct site_in *in)
     s->gpus = f->shapes[i].gpus;
     s->price_micro = shape_price(in->site, &f->shapes[i]);
     s->spot = f->shapes[i].spot;
-    s->boot_ms = burst_boot_estimate(&in->sc->boot[i], f->boot_ms);
+    s->boot_ms = burst_boot_estimate(&in->sc->boot[i], f->burst.boot_ms);
     if (cheapest < 0 || (s->gpus > 0 && s->price_micro / s->gpus < cheapest)) {
       cheapest = s->gpus > 0 ? s->price_micro / s->gpus : 0;
       cheapest_boot = s->boot_ms;
     }
   }
-  return cheapest_boot > 0 ? cheapest_boot : f->boot_ms;
+  return cheapest_boot > 0 ? cheapest_boot : f->burst.boot_ms;
 }
 
 static void
@@ -450,11 +456,11 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
       .min_nodes = f->min_nodes,
       .max_nodes = f->max_nodes,
       .idle_timeout_ms = f->idle_timeout_ms,
-      .billing_ms = f->billing_ms,
-      .release_margin_ms = f->release_margin_ms,
-      .cooldown_ms = f->cooldown_ms,
-      .spend_cap_micro = f->spend_cap_micro,
-      .forecast = f->forecast,
+      .billing_ms = f->burst.billing_ms,
+      .release_margin_ms = f->burst.release_margin_ms,
+      .cooldown_ms = f->burst.cooldown_ms,
+      .spend_cap_micro = f->burst.spend_cap_micro,
+      .forecast = f->burst.forecast,
       /* the default project's: an idle node's keep is the site's */
       .wait_value_micro = in->site->broker->wait_value_micro};
   bs->shapes = in->shapes;
@@ -469,10 +475,10 @@ build_site(struct site_in *in, struct burst_site *bs, int64_t now)
   bs->jobs = in->jobs;
   bs->njobs = sc->njobs;
   bs->forecast_gpus =
-      f->forecast ? burst_forecast_gpus(&sc->forecast, now + boot) : -1;
+      f->burst.forecast ? burst_forecast_gpus(&sc->forecast, now + boot) : -1;
   bs->last_launch_ms = sc->last_launch_ms;
   bs->last_release_ms = sc->last_release_ms;
-  bs->restart_ms = boot + LOST_WORK_MS;
+  bs->restart_ms = restart_ms(in->site->broker, in->site);
   bs->interruptions_per_hour = sc->interruptions_per_hour;
 }
 
@@ -528,7 +534,7 @@ fill_view(struct site_in *in, const struct burst_site *bs,
   v->forecast_gpus = bs->forecast_gpus;
   v->spend_micro = p->spend_micro;
   v->spend_cap_micro = bs->cfg.spend_cap_micro;
-  v->boot_ms = bs->nshapes > 0 ? bs->shapes[0].boot_ms : in->fleet.boot_ms;
+  v->boot_ms = bs->nshapes > 0 ? bs->shapes[0].boot_ms : in->fleet.burst.boot_ms;
   v->interruptions_per_hour = sc->interruptions_per_hour;
   v->at_ms = now;
   snprintf(sc->detail, sizeof(sc->detail), "%s", p->reason);
@@ -648,7 +654,7 @@ scale_tick(struct broker *b)
     in[n].sc = scaler_of(s);
     s->ops->fleet(s->ctx, &in[n].fleet);
     track_up(in[n].sc, &in[n].fleet, 1);
-    learn_hourly(b, s, in[n].sc, in[n].fleet.forecast, now);
+    learn_hourly(b, s, in[n].sc, in[n].fleet.burst.forecast, now);
     build_site(&in[n], &bs[n], now);
     plans[n].nodes = xcalloc(in[n].fleet.nnodes + 1, sizeof(*plans[n].nodes));
     n++;

@@ -80,9 +80,7 @@ struct fake {
   struct adapter_shape shapes[FAKE_MAX_SHAPES];
   size_t nshapes;
   int64_t min_nodes, max_nodes, idle_timeout_ms;
-  int64_t billing_ms, release_margin_ms, cooldown_ms, boot_ms;
-  int64_t spend_cap_micro;
-  int forecast;
+  struct adapter_burst burst;
   int backing_off;          /* fleet() says launches are refused */
   struct fake_node nodes[FAKE_MAX_NODES];
   size_t nnodes;
@@ -208,43 +206,6 @@ fake_read_shapes(struct fake *k, const json_t *shapes, struct err *e)
   return 0;
 }
 
-/* The "burst" block, with cloud.c's fields, bounds and defaults. */
-static int
-fake_read_burst(struct fake *k, const json_t *b, struct err *e)
-{
-  static const struct jsonx_field fields[] = {
-      {"billing_s", JX_INT},          {"release_margin_s", JX_INT},
-      {"cooldown_s", JX_INT},         {"boot_s", JX_INT},
-      {"spend_cap_per_hour", JX_NUMBER}, {"forecast", JX_BOOL},
-      {NULL, 0}};
-  int64_t billing_s, margin_s, cooldown_s, boot_s;
-  const json_t *cap = json_object_get(b, "spend_cap_per_hour");
-  double dollars = cap != NULL ? json_number_value(cap) : 0;
-  int rc = b != NULL ? jsonx_check(b, fields, "burst.", e) : 0;
-
-  if (rc == 0)
-    rc = jsonx_int(b, "billing_s", 1, 86400, 60, &billing_s, "burst.", e);
-  if (rc == 0)
-    rc = jsonx_int(b, "release_margin_s", 0, 3600, 120, &margin_s, "burst.",
-                   e);
-  if (rc == 0)
-    rc = jsonx_int(b, "cooldown_s", 0, 86400, 300, &cooldown_s, "burst.", e);
-  if (rc == 0)
-    rc = jsonx_int(b, "boot_s", 0, 86400, 300, &boot_s, "burst.", e);
-  if (rc < 0)
-    return ERR_CONFIG;
-  if (!(dollars >= 0 && dollars <= 1e7))
-    return err_set(e, ERR_CONFIG, "field 'burst.spend_cap_per_hour': "
-                   "0 to 10,000,000");
-  k->billing_ms = billing_s * 1000;
-  k->release_margin_ms = margin_s * 1000;
-  k->cooldown_ms = cooldown_s * 1000;
-  k->boot_ms = boot_s * 1000;
-  k->spend_cap_micro = (int64_t)(dollars * 1e6 + 0.5);
-  k->forecast = b != NULL ? jsonx_bool(b, "forecast", 0) : 0;
-  return 0;
-}
-
 /* A reopened fake starts with no nodes, unless the test carried some
  * over: what a restarted broker knows of past boots then comes from its
  * nodes table alone. */
@@ -273,7 +234,7 @@ fake_open(const struct adapter_env *env, const json_t *config, void **ctx,
     rc = jsonx_int(config, "idle_timeout_s", 0, 7 * 86400, 600, &idle_s, "",
                    e);
   if (rc == 0)
-    rc = fake_read_burst(k, json_object_get(config, "burst"), e);
+    rc = adapter_burst_read(json_object_get(config, "burst"), &k->burst, e);
   if (rc < 0) {
     free(k);
     e->code = ERR_CONFIG;
@@ -384,7 +345,7 @@ fake_capacity(void *ctx, struct adapter_capacity *out)
   memset(out, 0, sizeof(*out));
   out->reachable = 1;
   out->nodes = k->max_nodes;
-  out->grow_ms = k->boot_ms;
+  out->grow_ms = k->burst.boot_ms;
   out->jobs_active = (int64_t)k->njobs;
   for (size_t i = 0; i < k->nshapes; i++) {
     const struct adapter_shape *s = &k->shapes[i];
@@ -482,12 +443,7 @@ fake_fleet(void *ctx, struct adapter_fleet *out)
   out->min_nodes = k->min_nodes;
   out->max_nodes = k->max_nodes;
   out->idle_timeout_ms = k->idle_timeout_ms;
-  out->billing_ms = k->billing_ms;
-  out->release_margin_ms = k->release_margin_ms;
-  out->cooldown_ms = k->cooldown_ms;
-  out->boot_ms = k->boot_ms;
-  out->spend_cap_micro = k->spend_cap_micro;
-  out->forecast = k->forecast;
+  out->burst = k->burst;
   out->backing_off = k->backing_off;
 }
 
