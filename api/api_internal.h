@@ -124,6 +124,12 @@ int api__metrics_autoscaler(struct broker *b, struct buf *out) WARN_UNUSED;
 json_t *api__site_autoscaler(struct broker *b, const char *site);
 /* GET /v1/autoscaler/log?site=&limit=&before= */
 void api__autoscaler_log(struct api_call *call);
+/* h_baseline.c */
+void api__baseline_get(struct api_call *call);
+void api__baseline_run(struct api_call *call);
+void api__probes_nccl_id_put(struct api_call *call);
+void api__probes_nccl_id_get(struct api_call *call);
+void api__probes_report(struct api_call *call);
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

@@ -393,6 +393,7 @@ api__metrics(struct api_call *call)
       metrics_text(&m, &b) < 0 ||
       api__metrics_nodes(call->api->broker, &b) < 0 ||
       api__metrics_autoscaler(call->api->broker, &b) < 0 ||
+      broker_baseline_metrics(call->api->broker, &b) < 0 ||
       api__metrics_http(call->api, &b) < 0) {
     metrics_view_release(&m);
     buf_release(&b);

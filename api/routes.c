@@ -29,6 +29,10 @@ const struct api_route api_routes[] = {
     {{"GET", "/v1/workloads/{name}", ROLE_VIEWER, 0}, api__workloads_get},
     {{"GET", "/v1/sites", ROLE_VIEWER, 0}, api__sites_list},
     {{"GET", "/v1/sites/{name}", ROLE_VIEWER, 0}, api__sites_get},
+    {{"GET", "/v1/sites/{name}/baseline", ROLE_VIEWER, 0},
+     api__baseline_get},
+    {{"POST", "/v1/sites/{name}/baseline/run", ROLE_ADMIN, 0},
+     api__baseline_run},
     {{"GET", "/v1/prices", ROLE_VIEWER, 0}, api__prices_list},
     {{"GET", "/v1/autoscaler/log", ROLE_VIEWER, 0}, api__autoscaler_log},
     {{"GET", "/v1/reports/usage", ROLE_VIEWER, 0}, api__reports_usage},
@@ -49,6 +53,14 @@ const struct api_route api_routes[] = {
      api__nodes_heartbeat},
     {{"PUT", "/v1/nodes/jobs/{id}/log", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
      api__nodes_log},
+    /* A probe's nodes present the probe's token, which the broker
+     * checks. */
+    {{"PUT", "/v1/probes/{id}/nccl-id", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
+     api__probes_nccl_id_put},
+    {{"GET", "/v1/probes/{id}/nccl-id", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
+     api__probes_nccl_id_get},
+    {{"POST", "/v1/probes/{id}/report", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
+     api__probes_report},
     {{"GET", "/healthz", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__healthz},
     {{"GET", "/metrics", ROLE_VIEWER, 0}, api__metrics},
 };

@@ -154,6 +154,60 @@ find_kind(const struct adapter_ops *const *kinds, const char *kind)
   return NULL;
 }
 
+/* Environment variables a site gives every job (an image's NCCL
+ * settings, say): names as a shell takes them, values capped. */
+#define SITE_ENV_MAX 64
+#define SITE_ENV_VALUE_MAX 4096
+
+static int
+site_job_env(struct site *s, const json_t *env, size_t i, struct err *e)
+{
+  const char *k;
+  const json_t *v;
+
+  if (!json_is_object(env) || json_object_size(env) > SITE_ENV_MAX)
+    return err_set(e, ERR_CONFIG, "field 'sites[%zu].job_env': an object of "
+                   "at most %d variables", i, SITE_ENV_MAX);
+  json_object_foreach((json_t *)env, k, v) {
+    struct buf kv;
+    int rc;
+
+    if (k[0] == '\0' || strlen(k) > 128 || isdigit((unsigned char)k[0]) ||
+        strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                  "0123456789_") != strlen(k) || strncmp(k, "TENBIN_", 7) == 0)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].job_env.%.64s': not a "
+                     "variable name a site may set", i, k);
+    if (!json_is_string(v) || json_string_length(v) > SITE_ENV_VALUE_MAX)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].job_env.%.64s': a "
+                     "string of at most %d bytes", i, k, SITE_ENV_VALUE_MAX);
+    buf_init(&kv, SITE_ENV_VALUE_MAX + 256);
+    rc = buf_addf(&kv, "%s=%s", k, json_string_value(v));
+    if (rc == 0)
+      strv_push(&s->job_env, buf_str(&kv));
+    buf_release(&kv);
+    if (rc < 0)
+      return err_set(e, ERR_CONFIG, "field 'sites[%zu].job_env': too long",
+                     i);
+  }
+  return 0;
+}
+
+void
+broker__site_env(const struct site *site, struct job_spec *spec)
+{
+  for (size_t k = 0; site->job_env != NULL && site->job_env[k] != NULL;
+       k++) {
+    const char *kv = site->job_env[k];
+    size_t n = strcspn(kv, "=");
+    int set = 0;
+
+    for (size_t j = 0; spec->env != NULL && spec->env[j] != NULL; j++)
+      set |= strncmp(spec->env[j], kv, n) == 0 && spec->env[j][n] == '=';
+    if (!set)
+      strv_push(&spec->env, kv);
+  }
+}
+
 static int
 open_sites(struct broker *b, const json_t *sites,
            const struct adapter_ops *const *kinds, struct err *e)
@@ -173,6 +227,7 @@ open_sites(struct broker *b, const json_t *sites,
     const char *kind = jsonx_str(cfg, "kind");
     const json_t *agent = json_object_get(cfg, "agent");
     const json_t *cost = json_object_get(cfg, "cost");
+    const json_t *job_env = json_object_get(cfg, "job_env");
     struct site *s = &b->sites[i];
     struct adapter_env env;
     json_t *adapter_cfg;
@@ -211,6 +266,11 @@ open_sites(struct broker *b, const json_t *sites,
       if (rc < 0)
         return rc;
     }
+    if (job_env != NULL && !json_is_null(job_env)) {
+      rc = site_job_env(s, job_env, i, e);
+      if (rc < 0)
+        return rc;
+    }
     memset(&env, 0, sizeof(env));
     env.loop = b->loop;
     env.site_name = s->name;
@@ -226,6 +286,7 @@ open_sites(struct broker *b, const json_t *sites,
     adapter_cfg = json_copy(cfg);
     json_object_del(adapter_cfg, "agent");
     json_object_del(adapter_cfg, "cost");
+    json_object_del(adapter_cfg, "job_env");
     rc = s->ops->open(&env, adapter_cfg, &s->ctx, e);
     json_decref(adapter_cfg);
     if (rc < 0) {
@@ -288,12 +349,14 @@ static void
 sites_free(struct broker *b)
 {
   broker__autoscaler_free(b);
+  broker__baseline_free(b);
   for (size_t i = 0; i < b->nsites; i++) {
     free(b->sites[i].name);
     free(b->sites[i].kind);
     free(b->sites[i].agent_url);
     free(b->sites[i].agent_token);
     json_decref(b->sites[i].agent_projects);
+    strv_free(b->sites[i].job_env);
     agentc_free(b->sites[i].agent);
     broker__site_cost_release(&b->sites[i].cost);
   }
@@ -461,7 +524,9 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   broker__ledger_init(b);
   broker__prices_init(b);
   broker__autoscaler_start(b);
-  rc = broker__recover(b, e);
+  rc = broker__baseline_open(b, cfg->baseline, e);
+  if (rc == 0)
+    rc = broker__recover(b, e);
   if (rc < 0) {
     /* The handles are live now: close the normal way. */
     broker_close(b, NULL, NULL);

@@ -23,6 +23,7 @@
 
 #include "policies/price.h"
 #include "spec/jobspec.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 struct broker;
@@ -50,6 +51,7 @@ struct broker_config {
                                or an offset such as "+09:00" */
   const json_t *burst;      /* "policy.burst": the autoscaler's tick and
                                overall spend cap, or NULL */
+  const json_t *baseline;   /* the NCCL baseline's block, or NULL */
   /* The site kinds, NULL-terminated, borrowed for the broker's life;
    * NULL: the built-in ones (adapter_find).  Unit tests put a kind of
    * their own in front of the broker here. */
@@ -777,5 +779,43 @@ typedef int (*scale_decision_cb)(const struct scale_decision *d, void *arg);
 int broker_scale_log(struct broker *b, const char *site, int64_t before_id,
                      int64_t limit, scale_decision_cb cb, void *arg,
                      struct err *e) WARN_UNUSED;
+
+/* ---- the NCCL baseline (baseline.c, docs/BASELINE.md) ---- */
+
+/*
+ * Start a probe of site on nodes nodes (admins; the route checks).
+ * *out (new) is {"probe": {...}}.  ERR_UNPROCESSABLE without a baseline
+ * block, or for more than one node at a site other than slurm;
+ * ERR_CONFLICT while a probe of the site still runs.
+ */
+int broker_baseline_run(struct broker *b, const char *site, int64_t nodes,
+                        json_t **out, struct err *e) WARN_UNUSED;
+/*
+ * site's baseline as GET /v1/sites/{name}/baseline shows it (*out new):
+ * its verdict against against (NULL: the reference site), the findings,
+ * its newest probe, the result it is judged on, and the diff.
+ */
+int broker_baseline_view(struct broker *b, const char *site,
+                         const char *against, json_t **out, struct err *e)
+    WARN_UNUSED;
+/* Where tenbind listens ("http://HOST:PORT"): the probes' way back
+ * when the baseline block names no "server".  The daemon tells it once
+ * its server is up. */
+void broker_baseline_set_url(struct broker *b, const char *url);
+/* The baseline's gauges for /metrics, appended to out (nothing when no
+ * baseline is configured). */
+int broker_baseline_metrics(struct broker *b, struct buf *out) WARN_UNUSED;
+/* What a probe's nodes call, each with the probe's token: node 0 puts
+ * its NCCL unique id ({"id": hex, "gpus_per_node": n}), the others get
+ * it (ERR_NOT_FOUND until then); every node reports its document. */
+int broker_probe_nccl_id_put(struct broker *b, const char *token,
+                             int64_t id, const json_t *body, struct err *e)
+    WARN_UNUSED;
+int broker_probe_nccl_id_get(struct broker *b, const char *token,
+                             int64_t id, json_t **out, struct err *e)
+    WARN_UNUSED;
+int broker_probe_report(struct broker *b, const char *token, int64_t id,
+                        const char *text, size_t len, struct err *e)
+    WARN_UNUSED;
 
 #endif

@@ -87,6 +87,9 @@ struct site {
   int prices_asking;              /* an ask is in flight */
   struct scaler *scaler;          /* the autoscaler's state of a site it
                                      grows (autoscaler.c), else NULL */
+  char **job_env;                 /* "KEY=VALUE" the site adds to every
+                                     job's environment (its "job_env"),
+                                     owned strv, may be NULL */
 };
 
 struct stage;
@@ -173,6 +176,9 @@ struct broker {
   int64_t scale_last_ms;
   int64_t scale_pruned_ms;
 
+  /* the NCCL baseline (baseline.c), NULL when none is configured */
+  struct broker_baseline *baseline;
+
   int closing;
   /* Handles and parts closing: one per broker__close_handle and per
    * site or client closed, plus broker_close's own while it runs. */
@@ -206,6 +212,9 @@ int broker__adapter_call(const struct db_job *j,
                          struct site *site, struct err *e) WARN_UNUSED;
 /* The site named name, or NULL. */
 struct site *broker__site(struct broker *b, const char *name);
+/* Add site's job_env to spec's environment, where the job did not set
+ * the variable itself. */
+void broker__site_env(const struct site *site, struct job_spec *spec);
 /* The database (borrowed), for tests that look at the state directly. */
 struct db *broker_db(struct broker *b);
 /* Point v's fields at j's (borrowed: v is valid while j is unchanged;
@@ -214,6 +223,26 @@ void broker__job_view_borrow(struct job_view *v, const struct db_job *j);
 /* uv_close h (its data is b), counted: the broker is freed once every
  * handle closed this way has called back.  Only from broker_close. */
 void broker__close_handle(struct broker *b, uv_handle_t *h);
+
+/* ---- baseline.c ---- */
+
+/* Read the config's "baseline" block (NULL: none) and every site's
+ * result.  The first tick resubmits the probes a stop left
+ * unsubmitted. */
+int broker__baseline_open(struct broker *b, const json_t *cfg,
+                          struct err *e) WARN_UNUSED;
+void broker__baseline_free(struct broker *b);
+/* Start the probes the schedule or a new bundle version asks for
+ * (at most every 10 s; the scheduler calls it after each pass). */
+void broker__baseline_tick(struct broker *b);
+/* Why site (an index of b->sites) is closed to jobs that require the
+ * baseline (borrowed until the next verdict), or NULL when it is not. */
+const char *broker__baseline_bars(const struct broker *b, size_t site);
+int broker__baseline_configured(const struct broker *b);
+/* j ended: its probe, if it runs one and not every node reported,
+ * failed.  Inside the caller's transaction. */
+int broker__baseline_job_ended(struct broker *b, const struct db_job *j,
+                               struct err *e) WARN_UNUSED;
 
 /* ---- submit.c ---- */
 
@@ -243,6 +272,14 @@ void broker__placement_request(const struct job_spec *spec,
  * detail from caps. */
 void broker__snapshot(struct broker *b, struct placement_site *out,
                       struct adapter_capacity *caps);
+
+/* ---- nodes.c ---- */
+
+/* A bearer token only this broker can make: prefix then
+ * HMAC-SHA256(node key, label id) in hex (node and probe tokens). */
+void broker__derive_token(const struct broker *b, const char *label,
+                          int64_t id, const char *prefix, char *out,
+                          size_t outlen);
 
 /* ---- ledger.c ---- */
 

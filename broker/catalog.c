@@ -33,7 +33,7 @@
 static const char *const job_fields[] = {
     "project", "command", "script", "env", "export", "gpus", "gpu_type",
     "nodes", "gpus_per_node", "time_limit", "site", "chdir", "output",
-    "error", "hold", "dataset", NULL};
+    "error", "hold", "dataset", "require_baseline", NULL};
 
 static const struct jsonx_field workload_fields[] = {
     {"name", JX_STRING},          {"description", JX_STRING},
@@ -45,7 +45,8 @@ static const struct jsonx_field workload_fields[] = {
     {"time_limit", JX_STRING_OR_INT}, {"site", JX_STRING},
     {"chdir", JX_STRING},         {"output", JX_STRING},
     {"error", JX_STRING},         {"hold", JX_BOOL},
-    {"dataset", JX_STRING},       {NULL, 0}};
+    {"dataset", JX_STRING},       {"require_baseline", JX_BOOL},
+    {NULL, 0}};
 
 static const struct jsonx_field param_fields[] = {
     {"default", JX_STRING}, {"description", JX_STRING},

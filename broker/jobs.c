@@ -111,6 +111,11 @@ broker__transition(struct broker *b, struct db_job *j, enum job_state to,
                              e);
   if (rc < 0)
     return rc;
+  if (job_state_is_final(to)) {
+    rc = broker__baseline_job_ended(b, j, e);
+    if (rc < 0)
+      return rc;
+  }
   if (to == JOB_SUCCEEDED && j->started_ms > 0)
     broker__runtime_add(b, j->project,
                         j->workload != NULL ? j->workload : j->name,
@@ -426,6 +431,8 @@ broker__adapter_call(const struct db_job *j,
      * site knows already (cancel, adopt) does without. */
     rc = broker__dataset_env(site->broker, j, &spec, e);
   }
+  if (rc == 0 && fn == site->ops->submit)
+    broker__site_env(site, &spec);
   if (rc == 0 && fn == site->ops->submit) {
     char n[16];
 

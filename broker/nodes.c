@@ -66,19 +66,27 @@ out:
   return rc;
 }
 
-static void
-node_token(const struct broker *b, int64_t id, char *out, size_t outlen)
+void
+broker__derive_token(const struct broker *b, const char *label, int64_t id,
+                     const char *prefix, char *out, size_t outlen)
 {
   unsigned char mac[32];
   unsigned int maclen = sizeof(mac);
-  char msg[48], hex[65];
+  char msg[64], hex[65];
 
-  snprintf(msg, sizeof(msg), "tenbin-node:%" PRId64, id);
+  snprintf(msg, sizeof(msg), "%s%" PRId64, label, id);
   HMAC(EVP_sha256(), b->node_key, (int)strlen(b->node_key),
        (const unsigned char *)msg, strlen(msg), mac, &maclen);
   hash_hex(mac, sizeof(mac), hex);
-  snprintf(out, outlen, NODE_TOKEN_PREFIX "%s", hex);
+  snprintf(out, outlen, "%s%s", prefix, hex);
   OPENSSL_cleanse(mac, sizeof(mac));
+}
+
+static void
+node_token(const struct broker *b, int64_t id, char *out, size_t outlen)
+{
+  broker__derive_token(b, "tenbin-node:", id, NODE_TOKEN_PREFIX, out,
+                       outlen);
 }
 
 /* ---- the store the adapters record through (adapter_env.nodes) ---- */

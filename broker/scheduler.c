@@ -530,16 +530,26 @@ decide(struct broker *b, const struct db_job *j, const struct job_spec *spec,
   broker__placement_request(spec, &x->req);
   x->sites = snap;
   x->blocked = broker__budget_blocks_rented(b, j->project);
+  if (x->blocked || spec->require_baseline) {
+    memcpy(x->only, snap, sizeof(x->only[0]) * b->nsites);
+    x->sites = x->only;
+  }
   if (x->blocked) {
     snprintf(x->closed, sizeof(x->closed), "project '%s' spent its hard "
              "budget this month: no rented site until it is raised",
              j->project);
-    memcpy(x->only, snap, sizeof(x->only[0]) * b->nsites);
     for (size_t i = 0; i < b->nsites; i++) {
       if (b->sites[i].cost.kind == SITE_RENTED)
         x->only[i].closed = x->closed;
     }
-    x->sites = x->only;
+  }
+  /* A site that is not at the reference's baseline is waited for, as a
+   * closed one: a probe may bring it back. */
+  for (size_t i = 0; spec->require_baseline && i < b->nsites; i++) {
+    const char *bars = broker__baseline_bars(b, i);
+
+    if (bars != NULL)
+      x->only[i].closed = bars;
   }
   x->costed = b->policy->decide_cost != NULL && pc != NULL;
   if (!x->costed) {
@@ -861,6 +871,7 @@ schedule(struct broker *b)
 fail:
   log_error("scheduler pass failed: %s", err_msg(&e));
 out:
+  broker__baseline_tick(b);
   if (pc != NULL)
     broker__pass_cost_keep(b, pc);
   free(x);

@@ -353,6 +353,12 @@ broker_submit(struct broker *b, const struct principal *p,
                  "'%s'", spec.project);
     goto out;
   }
+  if (spec.require_baseline && !broker__baseline_configured(b)) {
+    rc = err_set(e, ERR_UNPROCESSABLE, "field 'require_baseline': no "
+                 "baseline is configured (the config's 'baseline' block "
+                 "names the reference site)");
+    goto out;
+  }
   if (spec.deadline_ms > 0 && spec.deadline_ms <= now) {
     rc = err_set(e, ERR_UNPROCESSABLE, "field 'deadline': it has passed");
     goto out;

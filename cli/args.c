@@ -581,6 +581,9 @@ enum {
   OPT_HARD,
   OPT_SOFT,
   OPT_COUNTS,
+  OPT_REQUIRE_BASELINE,
+  OPT_AGAINST,
+  OPT_WAIT,
 };
 
 /* One submit option into body (or env/params/key); 0 or ERR_INVALID. */
@@ -630,6 +633,9 @@ submit_option(int c, const char *arg, struct cli_submit *s, json_t **env,
   case OPT_HOLD:
     json_object_set_new(s->body, "hold", json_true());
     return 0;
+  case OPT_REQUIRE_BASELINE:
+    json_object_set_new(s->body, "require_baseline", json_true());
+    return 0;
   case OPT_WORKLOAD:
     return set_str(s->body, "workload", "--workload", arg, e);
   case OPT_PARAM:
@@ -659,6 +665,7 @@ static const struct option submit_opts[] = {
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"error", required_argument, NULL, OPT_ERROR},
     {"hold", no_argument, NULL, OPT_HOLD},
+    {"require-baseline", no_argument, NULL, OPT_REQUIRE_BASELINE},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"param", required_argument, NULL, OPT_PARAM},
     {"dataset", required_argument, NULL, OPT_DATASET},
@@ -1080,6 +1087,80 @@ cli_jobs_path(const struct cli_jobs *o, const char *cursor, struct buf *out)
     rc = cli_url_add_query(out, "limit", o->limit > 0 ? limit : NULL);
   if (rc == 0)
     rc = cli_url_add_query(out, "cursor", cursor);
+  return rc;
+}
+
+static const struct option baseline_opts[] = {
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"against", required_argument, NULL, OPT_AGAINST},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int
+cli_baseline_parse(int argc, char **argv, struct cli_baseline *o,
+                   struct err *e)
+{
+  memset(o, 0, sizeof(*o));
+  o->nodes = 1;
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0)
+    return argc < 2 ? err_set(e, ERR_INVALID, "a subcommand is needed "
+                              "(run, show, diff)")
+                    : CLI_HELP;
+  o->verb = argv[1];
+  if (strcmp(o->verb, "run") != 0 && strcmp(o->verb, "show") != 0 &&
+      strcmp(o->verb, "diff") != 0)
+    return err_set(e, ERR_INVALID, "unknown subcommand '%s'", o->verb);
+  args_reset();
+  for (;;) {
+    int c = getopt_long(argc - 1, argv + 1, ":h", baseline_opts, NULL);
+
+    if (c == -1)
+      break;
+    switch (c) {
+    case 'h':
+      return CLI_HELP;
+    case OPT_NODES:
+      if (strcmp(o->verb, "run") != 0)
+        return err_set(e, ERR_INVALID, "--nodes is for 'baseline run'");
+      if (parse_int("--nodes", optarg, 1, MAX_NODES, &o->nodes, e) < 0)
+        return ERR_INVALID;
+      break;
+    case OPT_WAIT:
+      if (strcmp(o->verb, "run") != 0)
+        return err_set(e, ERR_INVALID, "--wait is for 'baseline run'");
+      o->wait = 1;
+      break;
+    case OPT_AGAINST:
+      if (strcmp(o->verb, "diff") != 0)
+        return err_set(e, ERR_INVALID, "--against is for 'baseline diff'");
+      o->against = optarg;
+      break;
+    default:
+      return opt_error(c, argv + 1, e);
+    }
+  }
+  if (optind + 1 >= argc)
+    return err_set(e, ERR_INVALID, "a site name is needed");
+  o->site = argv[optind + 1];
+  if (optind + 2 < argc)
+    return err_set(e, ERR_INVALID, "unexpected argument '%s'",
+                   argv[optind + 2]);
+  return 0;
+}
+
+int
+cli_baseline_path(const struct cli_baseline *o, struct buf *out)
+{
+  int rc = cli_url_add_segment(out, "/v1/sites/", o->site);
+
+  if (rc == 0)
+    rc = buf_adds(out, strcmp(o->verb, "run") == 0 ? "/baseline/run"
+                                                   : "/baseline");
+  if (rc == 0)
+    rc = cli_url_add_query(out, "against", o->against);
   return rc;
 }
 

@@ -185,6 +185,23 @@ int cli_scale_log_parse(int argc, char **argv, struct cli_scale_log *o,
 int cli_scale_log_path(const struct cli_scale_log *o, struct buf *out)
     WARN_UNUSED;
 
+/* ---- baseline ---- */
+
+struct cli_baseline {
+  const char *verb;    /* "run", "show" or "diff" (borrowed) */
+  const char *site;    /* borrowed */
+  const char *against; /* diff --against, or NULL: the reference */
+  int64_t nodes;       /* run --nodes, 1 by default */
+  int wait;            /* run --wait: until the probe ends */
+};
+
+/* 'baseline VERB [options] SITE' (argv from "baseline"). */
+int cli_baseline_parse(int argc, char **argv, struct cli_baseline *o,
+                       struct err *e) WARN_UNUSED;
+/* "/v1/sites/SITE/baseline[/run][?against=...]" for o, appended. */
+int cli_baseline_path(const struct cli_baseline *o, struct buf *out)
+    WARN_UNUSED;
+
 /* ---- report ---- */
 
 /*

@@ -38,15 +38,6 @@ static const char release_usage[] =
     "usage: tenbin release ID...\n\n"
     "Release held jobs so that they can be placed.\n";
 
-static void
-sleep_ms(long ms)
-{
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
 static int
 is_final_state(const char *s)
 {
@@ -152,7 +143,7 @@ post_job(struct cli *cli, const json_t *body, const char *user_key,
       break;
     cli_message("", err_msg(&e), "; retrying");
     /* 0.5 s, then 1.5 s: long enough for a daemon restart to finish. */
-    sleep_ms(attempt == 1 ? 500 : 1500);
+    cli_sleep_ms(attempt == 1 ? 500 : 1500);
   }
   if (rc == 0)
     rc = cli_response_check(&r, &e);
@@ -719,7 +710,7 @@ cli_cmd_logs(struct cli *cli, int argc, char **argv)
     }
     if (is_final_state(state))
       break;
-    sleep_ms(FOLLOW_INTERVAL_MS);
+    cli_sleep_ms(FOLLOW_INTERVAL_MS);
   }
   cli_response_release(&r);
   return status;

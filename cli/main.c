@@ -5,9 +5,11 @@
  * handler in cmd_*.c, which gets the rest of argv, and to how it reads
  * its words, so that its own are never taken for global options.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -39,6 +41,9 @@ static const struct cmd commands[] = {
     {"workload", cli_cmd_workload, NULL, "add FILE.json | show NAME"},
     {"sites", cli_cmd_sites, NULL, "list sites with their GPUs and jobs"},
     {"site", cli_cmd_site, NULL, "show NAME"},
+    {"baseline", cli_cmd_baseline, NULL,
+     "run|show|diff SITE: the NCCL baseline of a site against the "
+     "reference"},
     {"autoscaler", cli_cmd_autoscaler, NULL,
      "log: what the autoscaler decided for the elastic sites"},
     {"prices", cli_cmd_prices, NULL,
@@ -133,6 +138,15 @@ cli_print_raw(const struct cli_response *r)
   if (b->len == 0 || b->data[b->len - 1] != '\n')
     fputc('\n', stdout);
   return 0;
+}
+
+void
+cli_sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
 }
 
 int

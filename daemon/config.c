@@ -30,7 +30,8 @@ static const struct jsonx_field top_fields[] = {
     {"listen", JX_STRING},   {"auth", JX_OBJECT},     {"sites", JX_ARRAY},
     {"workloads", JX_ARRAY}, {"policy", JX_OBJECT},   {"projects", JX_ARRAY},
     {"log_level", JX_STRING}, {"tick_ms", JX_INT},    {"tls", JX_OBJECT},
-    {"http", JX_OBJECT},      {"time_zone", JX_STRING}, {NULL, 0}};
+    {"http", JX_OBJECT},      {"time_zone", JX_STRING},
+    {"baseline", JX_OBJECT},  {NULL, 0}};
 
 static const struct jsonx_field tls_fields[] = {
     {"cert_file", JX_STRING}, {"key_file", JX_STRING},
@@ -326,6 +327,7 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
   cfg->wait_value = json_object_get(policy, "wait_value");
   cfg->burst = json_object_get(policy, "burst");
   cfg->time_zone = jsonx_str(root, "time_zone");
+  cfg->baseline = json_object_get(root, "baseline");
   cfg->sites = json_object_get(root, "sites");
   if (json_array_size(cfg->sites) == 0)
     return err_set(e, ERR_CONFIG, "field 'sites': at least one site is "

@@ -25,6 +25,7 @@ struct daemon_config {
   const char *placement;       /* borrowed from root */
   const json_t *wait_value;    /* borrowed from root, may be NULL */
   const json_t *burst;         /* "policy.burst", borrowed, may be NULL */
+  const json_t *baseline;      /* the NCCL baseline, borrowed, may be NULL */
   const char *time_zone;       /* borrowed from root, may be NULL */
   const json_t *sites;         /* borrowed from root */
   const json_t *workloads;     /* borrowed from root, may be NULL */

@@ -198,6 +198,24 @@ signal_cb(uv_signal_t *h, int signum)
   http_server_close(d->http, http_closed_cb, d);
 }
 
+/* The probes' way back to tenbind, unless the config names one: the
+ * address it listens on (loopback for a wildcard), with the port the
+ * server got. */
+static void
+tell_own_url(const struct daemon_config *cfg, struct daemon *d)
+{
+  char url[128];
+  const char *h = strcmp(cfg->host, "0.0.0.0") == 0 ? "127.0.0.1"
+                  : strcmp(cfg->host, "::") == 0    ? "::1"
+                                                    : cfg->host;
+
+  snprintf(url, sizeof(url), "%s://%s%s%s:%u",
+           cfg->tls_cert_file != NULL ? "https" : "http",
+           strchr(h, ':') ? "[" : "", h, strchr(h, ':') ? "]" : "",
+           http_server_port(d->http));
+  broker_baseline_set_url(d->broker, url);
+}
+
 static int
 serve(const struct daemon_config *cfg, const char *config_path,
       const char *state)
@@ -233,6 +251,7 @@ serve(const struct daemon_config *cfg, const char *config_path,
   bc.placement = cfg->placement;
   bc.wait_value = cfg->wait_value;
   bc.burst = cfg->burst;
+  bc.baseline = cfg->baseline;
   bc.sites = cfg->sites;
   bc.workloads = cfg->workloads;
   bc.projects = cfg->projects;
@@ -265,6 +284,7 @@ serve(const struct daemon_config *cfg, const char *config_path,
   hc.handler_arg = d.api;
   if (http_server_start(&d.loop, &hc, &d.http, &e) < 0)
     goto fail;
+  tell_own_url(cfg, &d);
 
   uv_signal_init(&d.loop, &d.sigint);
   uv_signal_init(&d.loop, &d.sigterm);

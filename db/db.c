@@ -267,6 +267,7 @@ struct db {
   sqlite3_stmt *pr[DB__PR_MAX];  /* prices.c's */
   sqlite3_stmt *lg[DB__LG_MAX];  /* ledger.c's */
   sqlite3_stmt *nd[DB__ND_MAX];  /* nodes.c's */
+  sqlite3_stmt *pb[DB__PB_MAX];  /* probes.c's */
 };
 
 /* ---- errors ---- */
@@ -567,6 +568,8 @@ db_open(const char *path, struct db **out, struct err *e)
     ret = db__lg_prepare(db, e);
   if (ret == 0)
     ret = db__nd_prepare(db, e);
+  if (ret == 0)
+    ret = db__pb_prepare(db, e);
   if (ret < 0)
     goto out;
   *out = db;
@@ -595,6 +598,8 @@ db_close(struct db *db)
     sqlite3_finalize(db->lg[i]);
   for (i = 0; i < DB__ND_MAX; i++)
     sqlite3_finalize(db->nd[i]);
+  for (i = 0; i < DB__PB_MAX; i++)
+    sqlite3_finalize(db->pb[i]);
   /* An open transaction is rolled back by the close. */
   sqlite3_close(db->h);
   free(db);
@@ -1587,6 +1592,12 @@ sqlite3_stmt **
 db__nd_stmts(struct db *db)
 {
   return db->nd;
+}
+
+sqlite3_stmt **
+db__pb_stmts(struct db *db)
+{
+  return db->pb;
 }
 
 int

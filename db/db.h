@@ -632,4 +632,50 @@ int db_scale_list(struct db *db, const char *site, int64_t before_id,
 int db_scale_prune(struct db *db, int64_t before_ms, struct err *e)
     WARN_UNUSED;
 
+/* ---- the NCCL baseline's probes (012_probes.sql; probes.c) ---- */
+
+/* A probe as stored; rows read are borrowed by the callback. */
+struct db_probe {
+  int64_t id;             /* set by db_probe_add */
+  const char *site;
+  int64_t nodes;
+  const char *state;      /* "pending", "running", "done" or "failed" */
+  const char *why;        /* "manual", "schedule" or "bundle" */
+  int64_t job_id;         /* 0 until its job is stored */
+  const char *bundle;     /* "NAME@VERSION", or NULL */
+  const char *nccl_id;    /* node 0's ncclUniqueId in hex, or NULL */
+  int64_t gpus_per_node;  /* as node 0 reported it, 0 until then */
+  int64_t created_ms;
+  int64_t finished_ms;    /* 0 until done or failed */
+  const char *reason;     /* why it failed, or NULL */
+};
+typedef int (*db_probe_cb)(const struct db_probe *p, void *arg);
+
+/* Store p (every field but id) and set p->id. */
+int db_probe_add(struct db *db, struct db_probe *p, struct err *e)
+    WARN_UNUSED;
+/* Write p's state, job_id, bundle, nccl_id, gpus_per_node, finished_ms
+ * and reason. */
+int db_probe_update(struct db *db, const struct db_probe *p, struct err *e)
+    WARN_UNUSED;
+/* cb with probe id, or the probe job job_id runs (*found says). */
+int db_probe_get(struct db *db, int64_t id, db_probe_cb cb, void *arg,
+                 int *found, struct err *e) WARN_UNUSED;
+int db_probe_by_job(struct db *db, int64_t job_id, db_probe_cb cb,
+                    void *arg, int *found, struct err *e) WARN_UNUSED;
+/* Up to limit probes, newest first, of site and in state (NULL: any). */
+int db_probe_list(struct db *db, const char *site, const char *state,
+                  int64_t limit, db_probe_cb cb, void *arg, struct err *e)
+    WARN_UNUSED;
+/* Store (or replace) node_rank's document of probe_id. */
+int db_probe_report_put(struct db *db, int64_t probe_id, int64_t node_rank,
+                        const char *doc, int64_t at_ms, struct err *e)
+    WARN_UNUSED;
+/* cb(rank, doc, at_ms, arg) for each report of probe_id, by rank; doc
+ * borrowed for the call. */
+typedef int (*db_probe_report_cb)(int64_t node_rank, const char *doc,
+                                  int64_t at_ms, void *arg);
+int db_probe_reports(struct db *db, int64_t probe_id, db_probe_report_cb cb,
+                     void *arg, struct err *e) WARN_UNUSED;
+
 #endif

@@ -96,6 +96,10 @@ int db__lg_prepare(struct db *db, struct err *e) WARN_UNUSED;
 #define DB__ND_MAX 8
 struct sqlite3_stmt **db__nd_stmts(struct db *db);
 int db__nd_prepare(struct db *db, struct err *e) WARN_UNUSED;
+/* And for probes.c. */
+#define DB__PB_MAX 8
+struct sqlite3_stmt **db__pb_stmts(struct db *db);
+int db__pb_prepare(struct db *db, struct err *e) WARN_UNUSED;
 /* db.c's helpers, described there (prepare, fail, step_write, finish,
  * bind_*, col_*, take_for_callbacks, explain). */
 int db__prepare(struct db *db, const char *sql, struct sqlite3_stmt **out,

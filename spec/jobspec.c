@@ -630,6 +630,7 @@ static const struct jsonx_field spec_fields[] = {
   {"hold", JX_BOOL},
   {"deadline", JX_STRING},
   {"dataset", JX_STRING},
+  {"require_baseline", JX_BOOL},
   {"sbatch_extra", JX_ARRAY},
   {NULL, 0},
 };
@@ -734,6 +735,9 @@ from_json(struct job_spec *s, const json_t *obj, json_t *warnings,
   v = field(obj, "hold");
   if (v != NULL)
     s->hold = json_is_true(v);
+  v = field(obj, "require_baseline");
+  if (v != NULL)
+    s->require_baseline = json_is_true(v);
   v = field(obj, "deadline");
   if (v != NULL && time_parse_iso(json_string_value(v), &s->deadline_ms) < 0)
     return err_set(e, ERR_INVALID, "field 'deadline': '%.40s' is not a time "
@@ -885,6 +889,9 @@ jobspec_to_json(const struct job_spec *s)
     json_object_set_new(o, "hold", json_boolean(s->hold));
   if (s->deadline_ms > 0)
     jsonx_set_time(o, "deadline", s->deadline_ms);
+  if (s->require_baseline)
+    json_object_set_new(o, "require_baseline",
+                        json_boolean(s->require_baseline));
   if (s->dataset != NULL)
     jsonx_set_str(o, "dataset", s->dataset);
   if (all || s->sbatch_extra != NULL)

@@ -58,6 +58,8 @@ struct job_spec {
   int64_t deadline_ms; /* latest start it is placed for (wall clock), or
                           0: sites that cannot start it by then are left
                           out while one can */
+  int require_baseline; /* placed only at sites whose NCCL baseline
+                           matches the reference site's (docs/BASELINE.md) */
   char *dataset;       /* "NAME", "NAME@latest" or "NAME@VERSION" as
                           given; the broker stores it resolved to
                           "NAME@VERSION" (docs/SYNC.md); or NULL */
