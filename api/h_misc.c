@@ -216,8 +216,12 @@ api__sites_get(struct api_call *call)
       json_object_set_new(j, "nodes", nodes);
     else
       json_decref(nodes);
+    json_t *baseline = broker_baseline_summary(call->api->broker, v.name);
+
     if (scaler != NULL)
       json_object_set_new(j, "autoscaler", scaler);
+    if (baseline != NULL)
+      json_object_set_new(j, "baseline", baseline);
     api__reply_json(call, 200, j);
   }
   site_view_release(&v);

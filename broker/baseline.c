@@ -1369,3 +1369,27 @@ broker_baseline_metrics(struct broker *b, struct buf *out)
   }
   return rc;
 }
+
+json_t *
+broker_baseline_summary(struct broker *b, const char *site)
+{
+  struct broker_baseline *bl = b->baseline;
+  struct site *s = broker__site(b, site);
+  const struct bl_site *bs;
+  json_t *o;
+
+  if (bl == NULL || s == NULL)
+    return NULL;
+  bs = &bl->sites[s - b->sites];
+  o = json_object();
+  jsonx_set_str(o, "reference", bl->reference);
+  jsonx_set_str(o, "status", bs->ndocs == 0          ? "never_probed"
+                             : bs->verdict.drifted ? "drifted"
+                                                   : "at_baseline");
+  jsonx_set_str(o, "reason", bs->bars[0] != '\0' ? bs->bars : NULL);
+  json_object_set_new(o, "probe_id", bs->probe_id > 0
+                                         ? json_integer(bs->probe_id)
+                                         : json_null());
+  jsonx_set_time(o, "probed", bs->ndocs > 0 ? bs->view.time_ms : 0);
+  return o;
+}

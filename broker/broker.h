@@ -798,6 +798,10 @@ int broker_baseline_run(struct broker *b, const char *site, int64_t nodes,
 int broker_baseline_view(struct broker *b, const char *site,
                          const char *against, json_t **out, struct err *e)
     WARN_UNUSED;
+/* site's verdict in short, for the site view (new): its status, why it
+ * is closed to jobs that require the baseline, the probe it rests on;
+ * NULL without a baseline block or for no such site. */
+json_t *broker_baseline_summary(struct broker *b, const char *site);
 /* Where tenbind listens ("http://HOST:PORT"): the probes' way back
  * when the baseline block names no "server".  The daemon tells it once
  * its server is up. */

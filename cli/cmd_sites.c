@@ -305,12 +305,27 @@ autoscaler_rows(struct cli_table *t, const json_t *a, char *state,
   cli_table_add_kv(t, "last decision", last);
 }
 
+/* The NCCL baseline's verdict in one row (b is the site's "baseline", or
+ * NULL when none is configured). */
+static void
+baseline_row(struct cli_table *t, const json_t *b, char *out, size_t len)
+{
+  const char *reason = jsonx_str(b, "reason");
+
+  if (!json_is_object(b))
+    return;
+  snprintf(out, len, "%s against %s%s%s", jsonx_str(b, "status"),
+           jsonx_str(b, "reference"), reason != NULL ? ": " : "",
+           reason != NULL ? reason : "");
+  cli_table_add_kv(t, "baseline", out);
+}
+
 static int
 show_site(const json_t *site)
 {
   char nodes[64], max_jobs[32], total[64], queued[32], running[32];
   char pending[32];
-  char agent[1024], inputs[512], scaler[256], decided[320];
+  char agent[1024], inputs[512], scaler[256], decided[320], baseline[512];
   const char *detail = jsonx_str(site, "detail");
   struct cli_table t;
   struct buf gpus, prices;
@@ -363,6 +378,8 @@ show_site(const json_t *site)
                                inputs, sizeof(inputs)));
   autoscaler_rows(&t, json_object_get(site, "autoscaler"), scaler,
                   sizeof(scaler), decided, sizeof(decided));
+  baseline_row(&t, json_object_get(site, "baseline"), baseline,
+               sizeof(baseline));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   if (rc == CLI_EXIT_OK && json_is_array(json_object_get(site, "nodes")))
     rc = show_nodes(json_object_get(site, "nodes"));

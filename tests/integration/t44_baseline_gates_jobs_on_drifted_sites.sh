@@ -91,6 +91,11 @@ w=$("$TENBIN" submit --workload allreduce)
 t_expect "a workload may require the baseline" \
   "$(curl -fsS "$T_URL/v1/jobs/$w" | jq -r .spec.require_baseline)" '^true$'
 
+t_expect "tenbin site show gives the verdict in one row" "$("$TENBIN" site show cloudy)" \
+  "baseline: +drifted against onprem: not at the baseline of 'onprem': nccl_env"
+t_expect "and the site view has it" \
+  "$(curl -fsS "$T_URL/v1/sites/twin" | jq -r '.baseline.status + " " + (.baseline.probe_id|tostring)')" \
+  '^at_baseline [0-9]+$'
 metrics=$(curl -fsS "$T_URL/metrics")
 t_expect "the drift gauge is 1 for the drifted site's rule" "$metrics" \
   '^tenbin_baseline_drift\{site="cloudy",rule="nccl_env"\} 1$'
