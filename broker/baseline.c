@@ -93,6 +93,15 @@ static const struct jsonx_field rules_fields[] = {
 
 /* ---- configuration ---- */
 
+/* A field helper's ERR_INVALID, as the mistake in the config it is. */
+static int
+config_error(struct err *e)
+{
+  if (e != NULL)
+    e->code = ERR_CONFIG;
+  return ERR_CONFIG;
+}
+
 static int
 match_level(const json_t *rules, const char *key, enum baseline_match *out,
             struct err *e)
@@ -124,7 +133,7 @@ read_rules(struct broker_baseline *bl, const json_t *rules, struct err *e)
     return 0;
   rc = jsonx_check(rules, rules_fields, "baseline.rules.", e);
   if (rc < 0)
-    return ERR_CONFIG;
+    return config_error(e);
   json_array_foreach(json_object_get(rules, "off"), i, v) {
     int rule = json_is_string(v)
                    ? baseline_rule_from_name(json_string_value(v)) : -1;
@@ -174,7 +183,7 @@ read_rules(struct broker_baseline *bl, const json_t *rules, struct err *e)
     rc = jsonx_int(rules, "max_age_s", 0, INT64_MAX / 1000,
                    r->max_age_ms / 1000, &n, "baseline.rules.", e);
   if (rc < 0)
-    return ERR_CONFIG;
+    return config_error(e);
   r->max_age_ms = n * 1000;
   v = json_object_get(rules, "class_scale");
   if (v != NULL && !json_is_null(v)) {
@@ -321,7 +330,7 @@ broker__baseline_open(struct broker *b, const json_t *cfg, struct err *e)
   bl->sites = xcalloc(b->nsites, sizeof(*bl->sites));
   rc = jsonx_check(bl->cfg, baseline_fields, "baseline.", e);
   if (rc < 0)
-    return ERR_CONFIG;
+    return config_error(e);
   bl->reference = jsonx_str(bl->cfg, "reference");
   ref = bl->reference != NULL ? broker__site(b, bl->reference) : NULL;
   if (ref == NULL)
@@ -363,7 +372,7 @@ broker__baseline_open(struct broker *b, const json_t *cfg, struct err *e)
     rc = jsonx_int(bl->cfg, "time_limit_s", 60, 7LL * 86400, 1800,
                    &bl->time_limit_s, "baseline.", e);
   if (rc < 0)
-    return ERR_CONFIG;
+    return config_error(e);
   bl->every_ms = every_s * 1000;
   rc = read_sites(b, bl, e);
   if (rc == 0)
@@ -795,6 +804,14 @@ probe_submitted(void *arg, int rc, const struct job_view *job,
       strcmp(c.state, "pending") == 0) {
     c.job_id = job->id;
     snprintf(c.state, sizeof(c.state), "running");
+    /* A replayed job may have ended while tenbind was down. */
+    if (job_state_is_final(job->state)) {
+      snprintf(c.state, sizeof(c.state), "failed");
+      snprintf(c.reason, sizeof(c.reason), "its job %" PRId64 " had ended "
+               "(%s) before the probe knew it", job->id,
+               job_state_name(job->state));
+      c.finished_ms = time_now_ms();
+    }
     (void)probe_set(sub->b, &c, &e2);
   }
   if (e2.code != 0)
