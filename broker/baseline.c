@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "broker/broker_internal.h"
+#include "broker/config_fields.h"
 #include "policies/baseline.h"
 #include "spec/probe_doc.h"
 #include "util/alloc.h"
@@ -75,7 +76,7 @@ struct broker_baseline {
                                    stop left unsubmitted */
 };
 
-static const struct jsonx_field baseline_fields[] = {
+const struct jsonx_field broker_baseline_fields[] = {
     {"reference", JX_STRING}, {"probe", JX_STRING},
     {"bundle", JX_STRING},    {"server", JX_STRING},
     {"project", JX_STRING},   {"every_s", JX_INT},
@@ -83,7 +84,7 @@ static const struct jsonx_field baseline_fields[] = {
     {"probe_args", JX_ARRAY}, {"rules", JX_OBJECT},
     {NULL, 0}};
 
-static const struct jsonx_field rules_fields[] = {
+const struct jsonx_field broker_baseline_rules_fields[] = {
     {"off", JX_ARRAY},           {"nccl_version", JX_STRING},
     {"cuda_runtime", JX_STRING}, {"driver_min", JX_STRING},
     {"driver_max", JX_STRING},   {"env_ignore", JX_ARRAY},
@@ -131,7 +132,7 @@ read_rules(struct broker_baseline *bl, const json_t *rules, struct err *e)
   baseline_rules_default(r);
   if (rules == NULL || json_is_null(rules))
     return 0;
-  rc = jsonx_check(rules, rules_fields, "baseline.rules.", e);
+  rc = jsonx_check(rules, broker_baseline_rules_fields, "baseline.rules.", e);
   if (rc < 0)
     return config_error(e);
   json_array_foreach(json_object_get(rules, "off"), i, v) {
@@ -277,6 +278,12 @@ read_args(struct broker_baseline *bl, struct err *e)
 
 static void bl_site_clear(struct bl_site *s);
 
+const char *
+broker__baseline_url(const struct broker *b)
+{
+  return b->baseline != NULL ? b->baseline->server : NULL;
+}
+
 void
 broker_baseline_set_url(struct broker *b, const char *url)
 {
@@ -328,7 +335,7 @@ broker__baseline_open(struct broker *b, const json_t *cfg, struct err *e)
   b->baseline = bl;
   bl->cfg = json_deep_copy(cfg);
   bl->sites = xcalloc(b->nsites, sizeof(*bl->sites));
-  rc = jsonx_check(bl->cfg, baseline_fields, "baseline.", e);
+  rc = jsonx_check(bl->cfg, broker_baseline_fields, "baseline.", e);
   if (rc < 0)
     return config_error(e);
   bl->reference = jsonx_str(bl->cfg, "reference");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "broker/broker_internal.h"
+#include "broker/config_fields.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
@@ -61,6 +62,16 @@ read_token_file(const char *path, const char *where, char **out,
   return 0;
 }
 
+/* A site's fields that are the broker's, not its adapter's: the adapter
+ * never sees them (open_sites). */
+const struct jsonx_field broker_site_fields[] = {
+    {"agent", JX_OBJECT}, {"cost", JX_OBJECT}, {"job_env", JX_OBJECT},
+    {NULL, 0}};
+
+const struct jsonx_field broker_agent_fields[] = {
+    {"url", JX_STRING}, {"token", JX_STRING}, {"token_file", JX_STRING},
+    {"bwlimit", JX_INT}, {"projects", JX_OBJECT}, {NULL, 0}};
+
 /*
  * The site's "agent": {"url", "token" | "token_file"} into s (checked
  * the way the agent client will use them), and "projects", the roots
@@ -71,9 +82,6 @@ static int
 site_agent(struct site *s, const json_t *agent, const json_t *allowed,
            size_t i, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"url", JX_STRING}, {"token", JX_STRING}, {"token_file", JX_STRING},
-      {"bwlimit", JX_INT}, {"projects", JX_OBJECT}, {NULL, 0}};
   const json_t *projects = json_object_get(agent, "projects");
   const char *url = jsonx_str(agent, "url");
   const char *token = jsonx_str(agent, "token");
@@ -88,7 +96,7 @@ site_agent(struct site *s, const json_t *agent, const json_t *allowed,
   if (!json_is_object(agent))
     return err_set(e, ERR_CONFIG, "field 'sites[%zu].agent' must be an "
                    "object {\"url\", \"token\" or \"token_file\"}", i);
-  rc = jsonx_check(agent, fields, where, e);
+  rc = jsonx_check(agent, broker_agent_fields, where, e);
   if (rc < 0)
     goto out;
   if (url == NULL) {
@@ -159,8 +167,9 @@ find_kind(const struct adapter_ops *const *kinds, const char *kind)
 #define SITE_ENV_MAX 64
 #define SITE_ENV_VALUE_MAX 4096
 
-static int
-site_job_env(struct site *s, const json_t *env, size_t i, struct err *e)
+int
+broker__site_job_env(char ***out, const json_t *env, size_t i,
+                     struct err *e)
 {
   const char *k;
   const json_t *v;
@@ -183,7 +192,7 @@ site_job_env(struct site *s, const json_t *env, size_t i, struct err *e)
     buf_init(&kv, SITE_ENV_VALUE_MAX + 256);
     rc = buf_addf(&kv, "%s=%s", k, json_string_value(v));
     if (rc == 0)
-      strv_push(&s->job_env, buf_str(&kv));
+      strv_push(out, buf_str(&kv));
     buf_release(&kv);
     if (rc < 0)
       return err_set(e, ERR_CONFIG, "field 'sites[%zu].job_env': too long",
@@ -249,6 +258,7 @@ open_sites(struct broker *b, const json_t *sites,
       return err_set(e, ERR_CONFIG, "field 'sites[%zu].kind': unknown site "
                      "kind '%.32s'", i, kind);
     s->broker = b;
+    s->config = json_deep_copy(cfg);
     s->name = xstrdup(name);
     s->kind = xstrdup(kind);
     b->nsites++;
@@ -267,7 +277,7 @@ open_sites(struct broker *b, const json_t *sites,
         return rc;
     }
     if (job_env != NULL && !json_is_null(job_env)) {
-      rc = site_job_env(s, job_env, i, e);
+      rc = broker__site_job_env(&s->job_env, job_env, i, e);
       if (rc < 0)
         return rc;
     }
@@ -284,9 +294,9 @@ open_sites(struct broker *b, const json_t *sites,
     /* The agent and the prices are the broker's business: the adapter
      * checks its own fields strictly and never sees them. */
     adapter_cfg = json_copy(cfg);
-    json_object_del(adapter_cfg, "agent");
-    json_object_del(adapter_cfg, "cost");
-    json_object_del(adapter_cfg, "job_env");
+    for (const struct jsonx_field *f = broker_site_fields; f->name != NULL;
+         f++)
+      json_object_del(adapter_cfg, f->name);
     rc = s->ops->open(&env, adapter_cfg, &s->ctx, e);
     json_decref(adapter_cfg);
     if (rc < 0) {
@@ -357,6 +367,7 @@ sites_free(struct broker *b)
     free(b->sites[i].agent_token);
     json_decref(b->sites[i].agent_projects);
     strv_free(b->sites[i].job_env);
+    json_decref(b->sites[i].config);
     agentc_free(b->sites[i].agent);
     broker__site_cost_release(&b->sites[i].cost);
   }
@@ -409,9 +420,9 @@ broker__project_allowed(struct broker *b, const char *project)
  * ("policy": {"wait_value": {"default": D, "PROJECT": V}}, dollars per
  * GPU-hour of waiting).
  */
-static int
-choose_policy(struct broker *b, const struct broker_config *cfg,
-              struct err *e)
+int
+broker__choose_policy(struct broker *b, const struct broker_config *cfg,
+                      struct err *e)
 {
   const char *name = cfg->placement;
   const char *key;
@@ -499,7 +510,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
   if (rc == 0)
     rc = open_sites(b, cfg->sites, cfg->adapters, e);
   if (rc == 0)
-    rc = choose_policy(b, cfg, e);
+    rc = broker__choose_policy(b, cfg, e);
   if (rc == 0)
     rc = broker__prices_sync(b, time_now_ms(), e);
   if (rc == 0)

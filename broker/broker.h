@@ -780,6 +780,19 @@ int broker_scale_log(struct broker *b, const char *site, int64_t before_id,
                      int64_t limit, scale_decision_cb cb, void *arg,
                      struct err *e) WARN_UNUSED;
 
+/* ---- a new configuration (reload.c) ---- */
+
+/*
+ * Apply cfg while running (SIGHUP): each site's cost and job_env, the
+ * placement policy and wait values, the workloads, the baseline block.
+ * Any other change to a site, and adding or removing one, is ERR_CONFIG
+ * naming the field ("... needs a restart").  All or nothing: on an
+ * error nothing changed.  *summary (new string, free()) says what the
+ * reload applied.  cfg's JSON is borrowed for the call only.
+ */
+int broker_reload(struct broker *b, const struct broker_config *cfg,
+                  char **summary, struct err *e) WARN_UNUSED;
+
 /* ---- the NCCL baseline (baseline.c, docs/BASELINE.md) ---- */
 
 /*

@@ -90,6 +90,8 @@ struct site {
   char **job_env;                 /* "KEY=VALUE" the site adds to every
                                      job's environment (its "job_env"),
                                      owned strv, may be NULL */
+  json_t *config;                 /* its config entry as opened, owned:
+                                     what a reload compares with */
 };
 
 struct stage;
@@ -212,6 +214,15 @@ int broker__adapter_call(const struct db_job *j,
                          struct site *site, struct err *e) WARN_UNUSED;
 /* The site named name, or NULL. */
 struct site *broker__site(struct broker *b, const char *name);
+/* sites[i].job_env (an object) as "KEY=VALUE" strings pushed onto *out;
+ * ERR_CONFIG naming the field. */
+int broker__site_job_env(char ***out, const json_t *env, size_t i,
+                         struct err *e) WARN_UNUSED;
+/* Choose the placement policy (cfg->placement, else cost where a site is
+ * priced) and read the wait values into b; ERR_CONFIG naming the
+ * field.  Writes b->policy, b->wait_value_micro and b->wait_values. */
+int broker__choose_policy(struct broker *b, const struct broker_config *cfg,
+                          struct err *e) WARN_UNUSED;
 /* Add site's job_env to spec's environment, where the job did not set
  * the variable itself. */
 void broker__site_env(const struct site *site, struct job_spec *spec);
@@ -239,6 +250,8 @@ void broker__baseline_tick(struct broker *b);
  * baseline (borrowed until the next verdict), or NULL when it is not. */
 const char *broker__baseline_bars(const struct broker *b, size_t site);
 int broker__baseline_configured(const struct broker *b);
+/* The URL the probes reach tenbind at, or NULL (borrowed). */
+const char *broker__baseline_url(const struct broker *b);
 /* j ended: its probe, if it runs one and not every node reported,
  * failed.  Inside the caller's transaction. */
 int broker__baseline_job_ended(struct broker *b, const struct db_job *j,

@@ -26,27 +26,27 @@ const char config_default_json[] =
     "  \"policy\": {\"placement\": \"first-fit\"}\n"
     "}\n";
 
-static const struct jsonx_field top_fields[] = {
+const struct jsonx_field config_top_fields[] = {
     {"listen", JX_STRING},   {"auth", JX_OBJECT},     {"sites", JX_ARRAY},
     {"workloads", JX_ARRAY}, {"policy", JX_OBJECT},   {"projects", JX_ARRAY},
     {"log_level", JX_STRING}, {"tick_ms", JX_INT},    {"tls", JX_OBJECT},
     {"http", JX_OBJECT},      {"time_zone", JX_STRING},
     {"baseline", JX_OBJECT},  {NULL, 0}};
 
-static const struct jsonx_field tls_fields[] = {
+const struct jsonx_field config_tls_fields[] = {
     {"cert_file", JX_STRING}, {"key_file", JX_STRING},
     {"ca_file", JX_STRING},   {"allow_insecure_tokens", JX_BOOL},
     {NULL, 0}};
 
 /* Connection limits: see http/server.h. */
-static const struct jsonx_field http_fields[] = {
+const struct jsonx_field config_http_fields[] = {
     {"max_connections", JX_INT}, {"max_connections_per_address", JX_INT},
     {"header_timeout_s", JX_INT}, {"min_body_rate", JX_INT}, {NULL, 0}};
 
-static const struct jsonx_field auth_fields[] = {{"enabled", JX_BOOL},
-                                                 {NULL, 0}};
+const struct jsonx_field config_auth_fields[] = {{"enabled", JX_BOOL},
+                                                {NULL, 0}};
 
-static const struct jsonx_field policy_fields[] = {
+const struct jsonx_field config_policy_fields[] = {
     {"placement", JX_STRING}, {"wait_value", JX_OBJECT},
     {"burst", JX_OBJECT}, {NULL, 0}};
 
@@ -146,9 +146,9 @@ check_tls_http(struct daemon_config *cfg, struct err *e)
   int rc = 0;
 
   if (json_is_object(tls))
-    rc = jsonx_check(tls, tls_fields, "tls.", e);
+    rc = jsonx_check(tls, config_tls_fields, "tls.", e);
   if (rc == 0 && json_is_object(http))
-    rc = jsonx_check(http, http_fields, "http.", e);
+    rc = jsonx_check(http, config_http_fields, "http.", e);
   if (rc < 0)
     return rc;
   cfg->tls_cert_file = jsonx_str(tls, "cert_file");
@@ -303,11 +303,11 @@ check(struct daemon_config *cfg, const char *listen_override, struct err *e)
   const char *level = jsonx_str(root, "log_level");
   int rc;
 
-  rc = jsonx_check(root, top_fields, "", e);
+  rc = jsonx_check(root, config_top_fields, "", e);
   if (rc == 0 && json_is_object(auth))
-    rc = jsonx_check(auth, auth_fields, "auth.", e);
+    rc = jsonx_check(auth, config_auth_fields, "auth.", e);
   if (rc == 0 && json_is_object(policy))
-    rc = jsonx_check(policy, policy_fields, "policy.", e);
+    rc = jsonx_check(policy, config_policy_fields, "policy.", e);
   if (rc < 0)
     return rc;
   if (listen == NULL)
@@ -411,4 +411,51 @@ config_release(struct daemon_config *cfg)
     return;
   json_decref(cfg->root);
   memset(cfg, 0, sizeof(*cfg));
+}
+
+/* Whether two optional strings differ. */
+static int
+str_differs(const char *a, const char *b)
+{
+  return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
+}
+
+/* Whether two optional JSON values differ (absent and null alike). */
+static int
+json_differs(const json_t *a, const json_t *b)
+{
+  if (a != NULL && json_is_null(a))
+    a = NULL;
+  if (b != NULL && json_is_null(b))
+    b = NULL;
+  return (a == NULL) != (b == NULL) || (a != NULL && !json_equal(a, b));
+}
+
+const char *
+config_restart_field(const struct daemon_config *was,
+                     const struct daemon_config *now)
+{
+  if (strcmp(was->host, now->host) != 0 || was->port != now->port)
+    return "listen";
+  if (was->auth != now->auth)
+    return "auth.enabled";
+  if (str_differs(was->tls_cert_file, now->tls_cert_file) ||
+      str_differs(was->tls_key_file, now->tls_key_file) ||
+      str_differs(was->ca_file, now->ca_file) ||
+      was->allow_insecure_tokens != now->allow_insecure_tokens)
+    return "tls";
+  if (was->max_connections != now->max_connections ||
+      was->max_per_address != now->max_per_address ||
+      was->header_timeout_s != now->header_timeout_s ||
+      was->min_body_rate != now->min_body_rate)
+    return "http";
+  if (was->tick_ms != now->tick_ms)
+    return "tick_ms";
+  if (str_differs(was->time_zone, now->time_zone))
+    return "time_zone";
+  if (json_differs(was->projects, now->projects))
+    return "projects";
+  if (json_differs(was->burst, now->burst))
+    return "policy.burst";
+  return NULL;
 }

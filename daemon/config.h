@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "util/err.h"
+#include "util/jsonx.h"
 #include "util/log.h"
 
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8750"
@@ -43,6 +44,15 @@ struct daemon_config {
   json_t *root;                /* owned: the whole document */
 };
 
+/* The field tables config_load checks the top level, "tls", "http",
+ * "auth" and "policy" with; the configuration reference lists them
+ * (daemon/config_fields.h). */
+extern const struct jsonx_field config_top_fields[];
+extern const struct jsonx_field config_tls_fields[];
+extern const struct jsonx_field config_http_fields[];
+extern const struct jsonx_field config_auth_fields[];
+extern const struct jsonx_field config_policy_fields[];
+
 /* The embedded default configuration (one local site). */
 extern const char config_default_json[];
 
@@ -54,6 +64,15 @@ extern const char config_default_json[];
 int config_load(const char *path, const char *listen_override,
                 struct daemon_config *cfg, struct err *e) WARN_UNUSED;
 void config_release(struct daemon_config *cfg);
+
+/*
+ * The first top-level field whose change needs a restart ("listen",
+ * "auth.enabled", "tls", "http", "tick_ms", "time_zone", "projects",
+ * "policy.burst"), or NULL when now differs from was only in what a
+ * reload applies (broker_reload) and in log_level.
+ */
+const char *config_restart_field(const struct daemon_config *was,
+                                 const struct daemon_config *now);
 
 /* Split "ADDR:PORT" or "[V6]:PORT" into host and port. */
 int config_parse_listen(const char *s, char *host, size_t hostlen,

@@ -5,12 +5,21 @@
  *
  *   tenbind [--listen ADDR:PORT] [--state DIR] [--config FILE]
  *           [--log-level LEVEL]
+ *   tenbind --check-config FILE   (check it as a start would; exit 0/1)
+ *
+ * SIGHUP reads the config file again and applies what may change while
+ * running (broker_reload: prices, job environments, workloads, wait
+ * values, the baseline, the log level); a change that needs a restart
+ * is refused as a whole, naming the field.
  *   tenbind token create --role ROLE [--project P]... [--name N]
  *           [--state DIR]
  *   tenbind --shim JOBDIR        (internal: the local site's job shim)
  */
+/* nftw() */
+#define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
@@ -46,6 +55,11 @@ struct daemon {
   uv_loop_t loop;
   uv_signal_t sigint;
   uv_signal_t sigterm;
+  uv_signal_t sighup;
+  struct daemon_config *cfg;   /* in force; replaced by a reload */
+  const char *config_path;     /* NULL: the embedded default */
+  const char *listen;          /* --listen, or NULL */
+  int level_given;             /* --log-level outranks the file's */
   struct broker *broker;
   struct api *api;
   struct http_server *http;
@@ -60,6 +74,7 @@ usage(FILE *f)
           "[--config FILE] [--log-level LEVEL]\n"
           "       tenbind token create --role admin|submitter|viewer "
           "[--project P]... [--name N] [--state DIR]\n"
+          "       tenbind --check-config FILE\n"
           "\n"
           "  --listen ADDR:PORT  address to serve the REST API on "
           "(default %s)\n"
@@ -67,7 +82,17 @@ usage(FILE *f)
           "(default var)\n"
           "  --config FILE       JSON configuration (default: embedded: "
           "one local site)\n"
-          "  --log-level LEVEL   debug, info, warn or error\n",
+          "  --log-level LEVEL   debug, info, warn or error\n"
+          "  --check-config FILE check FILE as a start would (sites, "
+          "workloads,\n"
+          "                      baseline...) and exit: 0 when tenbind "
+          "would start\n"
+          "\n"
+          "SIGHUP reads the config file again: prices, job_env, "
+          "workloads, wait\n"
+          "values, the baseline and the log level change at once; "
+          "anything else\n"
+          "needs a restart and the reload is refused, naming it.\n",
           CONFIG_DEFAULT_LISTEN);
 }
 
@@ -168,6 +193,7 @@ broker_closed_cb(void *arg)
   d->broker = NULL;
   uv_close((uv_handle_t *)&d->sigint, NULL);
   uv_close((uv_handle_t *)&d->sigterm, NULL);
+  uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
 static void
@@ -216,9 +242,85 @@ tell_own_url(const struct daemon_config *cfg, struct daemon *d)
   broker_baseline_set_url(d->broker, url);
 }
 
+/* The broker's view of cfg; paths borrowed. */
+static void
+broker_config_of(const struct daemon_config *cfg, const char *state,
+                 const char *dbpath, const char *exe,
+                 struct broker_config *bc)
+{
+  memset(bc, 0, sizeof(*bc));
+  bc->state_dir = state;
+  bc->db_path = dbpath;
+  bc->self_exe = exe;
+  bc->placement = cfg->placement;
+  bc->wait_value = cfg->wait_value;
+  bc->burst = cfg->burst;
+  bc->baseline = cfg->baseline;
+  bc->sites = cfg->sites;
+  bc->workloads = cfg->workloads;
+  bc->projects = cfg->projects;
+  bc->tick_ms = cfg->tick_ms;
+  bc->time_zone = cfg->time_zone;
+  bc->ca_file = cfg->ca_file;
+  bc->allow_insecure_tokens = cfg->allow_insecure_tokens;
+}
+
+/* Read the config file again and apply it, or refuse it whole. */
+static void
+reload(struct daemon *d)
+{
+  struct daemon_config next;
+  struct broker_config bc;
+  const char *field;
+  char *summary = NULL;
+  struct err e = {0};
+
+  if (d->config_path == NULL) {
+    log_warn("SIGHUP: tenbind runs on its embedded default, which does "
+             "not change; nothing to reload");
+    return;
+  }
+  if (config_load(d->config_path, d->listen, &next, &e) < 0) {
+    log_error("reload refused, the running configuration stays: %s",
+              err_msg(&e));
+    return;
+  }
+  field = config_restart_field(d->cfg, &next);
+  if (field != NULL) {
+    log_error("reload refused, nothing changed: %s: field '%s' changed, "
+              "which needs a restart", d->config_path, field);
+    config_release(&next);
+    return;
+  }
+  broker_config_of(&next, NULL, NULL, NULL, &bc);
+  if (broker_reload(d->broker, &bc, &summary, &e) < 0) {
+    log_error("reload refused, nothing changed: %s: %s", d->config_path,
+              err_msg(&e));
+    config_release(&next);
+    return;
+  }
+  if (!d->level_given)
+    log_set_level(next.log_level);
+  log_info("reloaded %s: %s", d->config_path, summary);
+  free(summary);
+  /* The broker's new prices and policy live in next's JSON now. */
+  config_release(d->cfg);
+  *d->cfg = next;
+}
+
+static void
+sighup_cb(uv_signal_t *h, int signum)
+{
+  struct daemon *d = h->data;
+
+  (void)signum;
+  if (!d->stopping)
+    reload(d);
+}
+
 static int
-serve(const struct daemon_config *cfg, const char *config_path,
-      const char *state)
+serve(struct daemon_config *cfg, const char *config_path,
+      const char *listen, int level_given, const char *state)
 {
   struct daemon d;
   struct broker_config bc;
@@ -244,21 +346,11 @@ serve(const struct daemon_config *cfg, const char *config_path,
   db_path_of(state, dbpath, sizeof(dbpath));
   uv_loop_init(&d.loop);
 
-  memset(&bc, 0, sizeof(bc));
-  bc.state_dir = state;
-  bc.db_path = dbpath;
-  bc.self_exe = exe;
-  bc.placement = cfg->placement;
-  bc.wait_value = cfg->wait_value;
-  bc.burst = cfg->burst;
-  bc.baseline = cfg->baseline;
-  bc.sites = cfg->sites;
-  bc.workloads = cfg->workloads;
-  bc.projects = cfg->projects;
-  bc.tick_ms = cfg->tick_ms;
-  bc.time_zone = cfg->time_zone;
-  bc.ca_file = cfg->ca_file;
-  bc.allow_insecure_tokens = cfg->allow_insecure_tokens;
+  d.cfg = cfg;
+  d.config_path = config_path;
+  d.listen = listen;
+  d.level_given = level_given;
+  broker_config_of(cfg, state, dbpath, exe, &bc);
   if (broker_new(&d.loop, &bc, &d.broker, &e) < 0)
     goto fail;
 
@@ -292,6 +384,9 @@ serve(const struct daemon_config *cfg, const char *config_path,
   d.sigterm.data = &d;
   uv_signal_start(&d.sigint, signal_cb, SIGINT);
   uv_signal_start(&d.sigterm, signal_cb, SIGTERM);
+  uv_signal_init(&d.loop, &d.sighup);
+  d.sighup.data = &d;
+  uv_signal_start(&d.sighup, sighup_cb, SIGHUP);
 
   for (size_t i = 0; i < json_array_size(cfg->sites); i++) {
     const char *nm = json_string_value(
@@ -348,6 +443,67 @@ fail_early:
   return 1;
 }
 
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path) < 0 ? -1 : 0;
+}
+
+static void
+closed_cb(void *arg)
+{
+  *(int *)arg = 1;
+}
+
+/*
+ * --check-config: open everything a start opens (the sites' adapters,
+ * the workloads, the policy, the baseline) on a scratch state directory
+ * and database, then close it without running the loop's work: the
+ * same checks as a start, no job touched, no site called.
+ */
+static int
+check_config(struct daemon_config *cfg, const char *path)
+{
+  char dir[] = "/tmp/tenbind-check-XXXXXX";
+  char dbpath[PATH_MAX], exe[PATH_MAX];
+  struct broker_config bc;
+  struct broker *b = NULL;
+  struct err e = {0};
+  uv_loop_t loop;
+  ssize_t n;
+  int closed = 0, rc;
+
+  n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n < 0 || mkdtemp(dir) == NULL) {
+    fprintf(stderr, "tenbind: --check-config: %s\n", strerror(errno));
+    return 1;
+  }
+  exe[n] = '\0';
+  db_path_of(dir, dbpath, sizeof(dbpath));
+  uv_loop_init(&loop);
+  broker_config_of(cfg, dir, dbpath, exe, &bc);
+  rc = broker_new(&loop, &bc, &b, &e);
+  if (rc == 0)
+    broker_close(b, closed_cb, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  (void)uv_loop_close(&loop);
+  (void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (rc < 0) {
+    fprintf(stderr, "tenbind: %s: %s\n", path, err_msg(&e));
+    return 1;
+  }
+  printf("%s: OK: %zu site%s, %zu workload%s%s\n", path,
+         json_array_size(cfg->sites),
+         json_array_size(cfg->sites) == 1 ? "" : "s",
+         json_array_size(cfg->workloads),
+         json_array_size(cfg->workloads) == 1 ? "" : "s",
+         cfg->baseline != NULL ? ", a baseline" : "");
+  return closed ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -356,6 +512,7 @@ main(int argc, char **argv)
       {"state", required_argument, NULL, 's'},
       {"config", required_argument, NULL, 'c'},
       {"log-level", required_argument, NULL, 'L'},
+      {"check-config", required_argument, NULL, 'C'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -363,6 +520,7 @@ main(int argc, char **argv)
   const char *state = "var";
   const char *config_path = NULL;
   const char *level = NULL;
+  const char *check = NULL;
   struct daemon_config cfg;
   struct err e = {0};
   enum log_level lvl;
@@ -387,6 +545,10 @@ main(int argc, char **argv)
     case 'L':
       level = optarg;
       break;
+    case 'C':
+      check = optarg;
+      config_path = optarg;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -406,7 +568,7 @@ main(int argc, char **argv)
   (void)mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
   if (config_load(config_path, listen, &cfg, &e) < 0) {
     fprintf(stderr, "tenbind: %s\n", err_msg(&e));
-    return 2;
+    return check != NULL ? 1 : 2;
   }
   log_set_level(cfg.log_level);
   if (level != NULL) {
@@ -425,7 +587,8 @@ main(int argc, char **argv)
     config_release(&cfg);
     return 1;
   }
-  rc = serve(&cfg, config_path, state);
+  rc = check != NULL ? check_config(&cfg, check)
+                     : serve(&cfg, config_path, listen, level != NULL, state);
   config_release(&cfg);
   curl_global_cleanup();
   return rc;
