@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapters/config_fields.h"
 #include "cloud_int.h"
 #include "local.h"
 #include "slurm.h"
@@ -52,16 +53,17 @@ adapter_fleet_release(struct adapter_fleet *f)
   f->nnodes = 0;
 }
 
+const struct jsonx_field adapter_burst_fields[] = {
+    {"billing_s", JX_INT},          {"release_margin_s", JX_INT},
+    {"cooldown_s", JX_INT},         {"boot_s", JX_INT},
+    {"spend_cap_per_hour", JX_NUMBER}, {"forecast", JX_BOOL},
+    {NULL, 0}};
+
 /* The autoscaler's settings of an elastic site, read by every elastic
  * adapter with the rest of its config. */
 int
 adapter_burst_read(const json_t *b, struct adapter_burst *out, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"billing_s", JX_INT},          {"release_margin_s", JX_INT},
-      {"cooldown_s", JX_INT},         {"boot_s", JX_INT},
-      {"spend_cap_per_hour", JX_NUMBER}, {"forecast", JX_BOOL},
-      {NULL, 0}};
   int64_t billing_s, margin_s, cooldown_s, boot_s;
   const json_t *cap;
   double dollars = 0;
@@ -71,7 +73,7 @@ adapter_burst_read(const json_t *b, struct adapter_burst *out, struct err *e)
     return err_set(e, ERR_CONFIG, "field 'burst': must be an object");
   if (b == NULL || json_is_null(b))
     b = NULL;
-  rc = b != NULL ? jsonx_check(b, fields, "burst.", e) : 0;
+  rc = b != NULL ? jsonx_check(b, adapter_burst_fields, "burst.", e) : 0;
   /* Per-second billing with a minute's minimum is the three clouds'
    * rule for these VMs (research/placement-burst.md). */
   if (rc == 0)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "adapters/cloud_int.h"
+#include "adapters/config_fields.h"
 #include "adapters/update_queue.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -1543,10 +1544,17 @@ out:
 
 /* ---- open and close ---- */
 
-static const char *const pool_fields[] = {
-    "name", "kind", "zones", "shapes", "min_nodes", "max_nodes",
-    "idle_timeout_s", "boot_timeout_s", "lost_after_s", "orphan_grace_s",
-    "backoff_s", "reconcile_s", "heartbeat_ms", "node_agent", "burst", NULL};
+/* Each field's type is its reader's to check (they name the field
+ * the way its meaning says); check_fields() looks at names only. */
+const struct jsonx_field adapter_cloud_pool_fields[] = {
+    {"name", JX_STRING},          {"kind", JX_STRING},
+    {"zones", JX_ARRAY},          {"shapes", JX_ARRAY},
+    {"min_nodes", JX_INT},        {"max_nodes", JX_INT},
+    {"idle_timeout_s", JX_INT},   {"boot_timeout_s", JX_INT},
+    {"lost_after_s", JX_INT},     {"orphan_grace_s", JX_INT},
+    {"backoff_s", JX_INT},        {"reconcile_s", JX_INT},
+    {"heartbeat_ms", JX_INT},     {"node_agent", JX_OBJECT},
+    {"burst", JX_OBJECT},         {NULL, 0}};
 
 /* Every key of config is the pool's or the provider's. */
 static int
@@ -1559,10 +1567,11 @@ check_fields(const struct cloud_provider *prov, const json_t *config,
   json_object_foreach((json_t *)config, key, v) {
     int known = 0;
 
-    for (size_t i = 0; pool_fields[i] != NULL && !known; i++)
-      known = strcmp(pool_fields[i], key) == 0;
-    for (size_t i = 0; prov->fields[i] != NULL && !known; i++)
-      known = strcmp(prov->fields[i], key) == 0;
+    for (size_t i = 0; adapter_cloud_pool_fields[i].name != NULL && !known;
+         i++)
+      known = strcmp(adapter_cloud_pool_fields[i].name, key) == 0;
+    for (size_t i = 0; prov->fields[i].name != NULL && !known; i++)
+      known = strcmp(prov->fields[i].name, key) == 0;
     if (!known)
       return err_set(e, ERR_CONFIG,
                      "field '%.64s': not a field of %s sites", key,
@@ -1582,13 +1591,14 @@ script_safe(const char *s)
   return 1;
 }
 
+const struct jsonx_field adapter_cloud_shape_fields[] = {
+    {"name", JX_STRING}, {"type", JX_STRING},   {"gpu_type", JX_STRING},
+    {"gpus", JX_INT},    {"market", JX_STRING}, {"accelerator", JX_ANY},
+    {NULL, 0}};
+
 static int
 read_shapes(struct pool *p, const json_t *config, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"name", JX_STRING}, {"type", JX_STRING},   {"gpu_type", JX_STRING},
-      {"gpus", JX_INT},    {"market", JX_STRING}, {"accelerator", JX_ANY},
-      {NULL, 0}};
   const json_t *shapes = json_object_get(config, "shapes");
   size_t i;
   json_t *v;
@@ -1607,7 +1617,7 @@ read_shapes(struct pool *p, const json_t *config, struct err *e)
     if (!json_is_object(v))
       return err_set(e, ERR_CONFIG, "field 'shapes[%zu]' must be an object",
                      i);
-    rc = jsonx_check(v, fields, where, e);
+    rc = jsonx_check(v, adapter_cloud_shape_fields, where, e);
     if (rc < 0)
       return ERR_CONFIG;
     type = jsonx_str(v, "type");
@@ -1681,18 +1691,19 @@ read_zones(struct pool *p, const json_t *config, struct err *e)
   return 0;
 }
 
+const struct jsonx_field adapter_cloud_node_agent_fields[] = {
+    {"path", JX_STRING}, {"server", JX_STRING}, {NULL, 0}};
+
 static int
 read_agent(struct pool *p, const json_t *config, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"path", JX_STRING}, {"server", JX_STRING}, {NULL, 0}};
   const json_t *a = json_object_get(config, "node_agent");
   const char *path, *server;
 
   if (!json_is_object(a))
     return err_set(e, ERR_CONFIG, "field 'node_agent': an object with the "
                    "'server' URL the nodes dial is needed");
-  if (jsonx_check(a, fields, "node_agent.", e) < 0)
+  if (jsonx_check(a, adapter_cloud_node_agent_fields, "node_agent.", e) < 0)
     return ERR_CONFIG;
   path = jsonx_str(a, "path");
   server = jsonx_str(a, "server");

@@ -30,6 +30,7 @@
 
 #include "adapters/aws_ec2.h"
 #include "adapters/cloud_call.h"
+#include "adapters/config_fields.h"
 #include "adapters/cloud_int.h"
 #include "adapters/price_feed.h"
 #include "adapters/sigv4.h"
@@ -88,10 +89,18 @@ struct op {
 
 /* ---- config ---- */
 
-static const char *const aws_fields[] = {
-    "region", "endpoint", "credentials", "image", "subnet", "subnets",
-    "security_groups", "iam_instance_profile", "key_name", "tags",
-    "ca_file", NULL};
+const struct jsonx_field adapter_aws_fields[] = {
+    {"region", JX_STRING},          {"endpoint", JX_STRING},
+    {"credentials", JX_OBJECT},     {"image", JX_STRING},
+    {"subnet", JX_STRING},          {"subnets", JX_OBJECT},
+    {"security_groups", JX_ARRAY},  {"iam_instance_profile", JX_STRING},
+    {"key_name", JX_STRING},        {"tags", JX_OBJECT},
+    {"ca_file", JX_STRING},         {NULL, 0}};
+
+const struct jsonx_field adapter_aws_credentials_fields[] = {
+    {"access_key_id", JX_STRING}, {"secret_access_key_file", JX_STRING},
+    {"session_token_file", JX_STRING}, {"profile", JX_STRING},
+    {"file", JX_STRING}, {NULL, 0}};
 
 /* The value of key in the [profile] section of an INI text, new, or
  * NULL. */
@@ -136,10 +145,6 @@ ini_get(const char *text, const char *profile, const char *key)
 static int
 read_credentials(struct aws *a, const json_t *config, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"access_key_id", JX_STRING}, {"secret_access_key_file", JX_STRING},
-      {"session_token_file", JX_STRING}, {"profile", JX_STRING},
-      {"file", JX_STRING}, {NULL, 0}};
   const json_t *c = json_object_get(config, "credentials");
   const char *id = NULL, *secret_file = NULL, *profile = NULL, *file = NULL;
   char *text = NULL, *path = NULL;
@@ -148,7 +153,7 @@ read_credentials(struct aws *a, const json_t *config, struct err *e)
   if (c != NULL && !json_is_null(c)) {
     if (!json_is_object(c))
       return err_set(e, ERR_CONFIG, "field 'credentials' must be an object");
-    if (jsonx_check(c, fields, "credentials.", e) < 0)
+    if (jsonx_check(c, adapter_aws_credentials_fields, "credentials.", e) < 0)
       return ERR_CONFIG;
     id = jsonx_str(c, "access_key_id");
     secret_file = jsonx_str(c, "secret_access_key_file");
@@ -1000,7 +1005,7 @@ aws_close(void *pctx, void (*cb)(void *arg), void *arg)
 
 const struct cloud_provider cloud_aws_provider = {
     .kind = "aws",
-    .fields = aws_fields,
+    .fields = adapter_aws_fields,
     .open = aws_open,
     .launch = aws_launch,
     .list = aws_list,

@@ -45,6 +45,7 @@
 #include "adapters/azure_arm.h"
 #include "adapters/azure_auth.h"
 #include "adapters/cloud_call.h"
+#include "adapters/config_fields.h"
 #include "adapters/cloud_int.h"
 #include "adapters/oauth.h"
 #include "adapters/price_feed.h"
@@ -145,11 +146,19 @@ struct op {
 
 /* ---- config ---- */
 
-static const char *const azure_fields[] = {
-    "subscription", "resource_group", "location", "credentials",
-    "endpoint", "login_endpoint", "image", "subnet_id", "nic_id",
-    "admin_user", "ssh_public_key", "tags", "ca_file", "prices_endpoint",
-    NULL};
+const struct jsonx_field adapter_azure_fields[] = {
+    {"subscription", JX_STRING},    {"resource_group", JX_STRING},
+    {"location", JX_STRING},        {"credentials", JX_OBJECT},
+    {"endpoint", JX_STRING},        {"login_endpoint", JX_STRING},
+    {"image", JX_STRING},           {"subnet_id", JX_STRING},
+    {"nic_id", JX_STRING},          {"admin_user", JX_STRING},
+    {"ssh_public_key", JX_STRING},  {"tags", JX_OBJECT},
+    {"ca_file", JX_STRING},         {"prices_endpoint", JX_STRING},
+    {NULL, 0}};
+
+const struct jsonx_field adapter_azure_credentials_fields[] = {
+    {"tenant", JX_STRING}, {"client_id", JX_STRING},
+    {"client_secret_file", JX_STRING}, {NULL, 0}};
 
 /* Wipe a buffer that held a secret before it goes. */
 static void
@@ -202,16 +211,14 @@ static int
 read_credentials(struct azure *a, const json_t *config, const char **tenant,
                  struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"tenant", JX_STRING}, {"client_id", JX_STRING},
-      {"client_secret_file", JX_STRING}, {NULL, 0}};
   const json_t *c = json_object_get(config, "credentials");
   const char *id, *file;
 
   if (c != NULL && !json_is_null(c)) {
     if (!json_is_object(c))
       return err_set(e, ERR_CONFIG, "field 'credentials' must be an object");
-    if (jsonx_check(c, fields, "credentials.", e) < 0)
+    if (jsonx_check(c, adapter_azure_credentials_fields, "credentials.",
+                    e) < 0)
       return ERR_CONFIG;
     *tenant = jsonx_str(c, "tenant");
     id = jsonx_str(c, "client_id");
@@ -1383,7 +1390,7 @@ azure_close(void *pctx, void (*cb)(void *arg), void *arg)
 
 const struct cloud_provider cloud_azure_provider = {
     .kind = "azure",
-    .fields = azure_fields,
+    .fields = adapter_azure_fields,
     .open = azure_open,
     .launch = azure_launch,
     .list = azure_list,

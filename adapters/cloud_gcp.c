@@ -46,6 +46,7 @@
 #include <strings.h>
 
 #include "adapters/cloud_call.h"
+#include "adapters/config_fields.h"
 #include "adapters/cloud_int.h"
 #include "adapters/gce.h"
 #include "adapters/gcp_auth.h"
@@ -132,10 +133,18 @@ struct op {
 
 /* ---- config ---- */
 
-static const char *const gcp_fields[] = {
-    "project", "region", "credentials_file", "endpoint", "image", "network",
-    "subnetwork", "disk_size_gb", "disk_type", "service_account", "labels",
-    "external_ip", "ca_file", "billing_endpoint", "gpu_skus", NULL};
+const struct jsonx_field adapter_gcp_fields[] = {
+    {"project", JX_STRING},         {"region", JX_STRING},
+    {"credentials_file", JX_STRING}, {"endpoint", JX_STRING},
+    {"image", JX_STRING},           {"network", JX_STRING},
+    {"subnetwork", JX_STRING},      {"disk_size_gb", JX_INT},
+    {"disk_type", JX_STRING},       {"service_account", JX_STRING},
+    {"labels", JX_OBJECT},          {"external_ip", JX_BOOL},
+    {"ca_file", JX_STRING},         {"billing_endpoint", JX_STRING},
+    {"gpu_skus", JX_OBJECT},        {NULL, 0}};
+
+const struct jsonx_field adapter_gcp_accelerator_fields[] = {
+    {"type", JX_STRING}, {"count", JX_INT}, {NULL, 0}};
 
 /* e's message, now an ERR_CONFIG (site config errors are). */
 static int
@@ -286,8 +295,6 @@ read_zones(struct gcp *g, const json_t *config, const char *region,
 static int
 read_accelerator(struct gcp *g, size_t i, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"type", JX_STRING}, {"count", JX_INT}, {NULL, 0}};
   const struct cloud_shape *s = &g->shapes[i];
   const json_t *a = json_object_get(s->config, "accelerator");
   const char *type;
@@ -311,7 +318,7 @@ read_accelerator(struct gcp *g, size_t i, struct err *e)
                    "field 'shapes[%zu].accelerator' must be "
                    "an object",
                    i);
-  if (jsonx_check(a, fields, where, e) < 0)
+  if (jsonx_check(a, adapter_gcp_accelerator_fields, where, e) < 0)
     return config_error(e);
   type = jsonx_str(a, "type");
   if (!word_ok(type, CLOUD_NAME_LEN - 1))
@@ -1254,7 +1261,7 @@ gcp_close(void *pctx, void (*cb)(void *arg), void *arg)
 
 const struct cloud_provider cloud_gcp_provider = {
     .kind = "gcp",
-    .fields = gcp_fields,
+    .fields = adapter_gcp_fields,
     .open = gcp_open,
     .launch = gcp_launch,
     .list = gcp_list,

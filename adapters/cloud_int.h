@@ -17,6 +17,7 @@
 #include "adapters/adapter.h"
 #include "adapters/cloud_vm.h"
 #include "util/err.h"
+#include "util/jsonx.h"
 
 #define CLOUD_MAX_SHAPES 8
 #define CLOUD_MAX_ZONES 16
@@ -108,8 +109,8 @@ struct cloud_env {
 struct cloud_provider {
   const char *kind;                   /* "aws", "gcp", "azure" */
   /* The config fields this provider reads (besides the pool's), for the
-   * site's one check of unknown fields. */
-  const char *const *fields;
+   * site's one check of unknown fields; NULL name ends it. */
+  const struct jsonx_field *fields;
   /* Read the provider's part of the site config (credentials, region,
    * endpoint, image, network) and the shapes' provider fields; *pctx is
    * new.  Errors are ERR_CONFIG naming the field. */

@@ -15,6 +15,7 @@
  * for a job whose submit() has not returned yet.
  */
 #include "adapters/adapter.h"
+#include "adapters/config_fields.h"
 #include "adapters/local.h"
 #include "adapters/update_queue.h"
 #include "local_int.h"
@@ -436,14 +437,15 @@ free_site(struct local *l)
   free(l);
 }
 
+const struct jsonx_field adapter_local_fields[] = {
+    {"name", JX_STRING},      {"kind", JX_STRING},
+    {"gpus", JX_ANY},         {"max_jobs", JX_INT},
+    {"cancel_grace_s", JX_INT}, {"first_gpu", JX_INT}, {NULL, 0}};
+
 static int
 local_open(const struct adapter_env *env, const json_t *config, void **ctx,
            struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"name", JX_STRING},      {"kind", JX_STRING},
-      {"gpus", JX_ANY},         {"max_jobs", JX_INT},
-      {"cancel_grace_s", JX_INT}, {"first_gpu", JX_INT}, {NULL, 0}};
   struct local *l = NULL;
   char *state = NULL;
   int64_t first_gpu = 0;
@@ -469,7 +471,7 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
   }
   adapter_local__inventory_init(&l->inv);
   if (config != NULL) {
-    rc = jsonx_check(config, fields, "", e);
+    rc = jsonx_check(config, adapter_local_fields, "", e);
     if (rc == 0)
       rc = jsonx_int(config, "max_jobs", 0, 1000000, 0, &l->max_jobs, "", e);
     if (rc == 0)

@@ -35,6 +35,7 @@
  * jobs listing to slurm_cloud.c, which bills the cluster's VMs.
  */
 #include "adapters/adapter.h"
+#include "adapters/config_fields.h"
 #include "adapters/slurm.h"
 #include "adapters/slurm_cloud.h"
 #include "adapters/slurm_schema.h"
@@ -1260,7 +1261,7 @@ slurm_capacity(void *ctx, struct adapter_capacity *out)
 
 /* ---- open and close ---- */
 
-static const struct jsonx_field fields[] = {
+const struct jsonx_field adapter_slurm_fields[] = {
     {"name", JX_STRING},
     {"kind", JX_STRING},
     {"url", JX_STRING},
@@ -1290,7 +1291,7 @@ static const struct jsonx_field fields[] = {
 
 /* The "elastic" block: what tenbin plans with for nodes that Slurm's
  * power saving starts. */
-static const struct jsonx_field elastic_fields[] = {
+const struct jsonx_field adapter_slurm_elastic_fields[] = {
     {"boot_s", JX_INT},
     {NULL, 0},
 };
@@ -1340,7 +1341,7 @@ configure_elastic(struct slurm_site *s, const json_t *config, struct err *e)
   s->boot_ms = -1;
   if (el == NULL || json_is_null(el))
     return 0;
-  rc = jsonx_check(el, elastic_fields, "elastic.", e);
+  rc = jsonx_check(el, adapter_slurm_elastic_fields, "elastic.", e);
   if (rc == 0)
     rc = jsonx_int(el, "boot_s", 0, MAX_BOOT_S, -1, &s->boot_ms,
                    "elastic.", e);
@@ -1356,7 +1357,7 @@ configure(struct slurm_site *s, const json_t *config, struct err *e)
   int64_t conns;
   int rc;
 
-  rc = jsonx_check(config, fields, "", e);
+  rc = jsonx_check(config, adapter_slurm_fields, "", e);
   if (rc == 0)
     rc = config_string(config, "url", 1, &s->url, e);
   if (rc == 0 && strncmp(s->url, "http://", 7) != 0 &&

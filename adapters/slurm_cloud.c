@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "adapters/cloud_int.h"
+#include "adapters/config_fields.h"
 #include "adapters/gce.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
@@ -126,16 +127,16 @@ struct slurm_cloud {
       {"reconcile_s", JX_INT}, {"endpoint", JX_STRING},                  \
       {"ca_file", JX_STRING}
 
-static const struct jsonx_field aws_fields[] = {
+const struct jsonx_field adapter_slurm_cloud_aws_fields[] = {
     BLOCK_FIELDS, {"region", JX_STRING}, {"credentials", JX_OBJECT},
     {NULL, 0}};
 
-static const struct jsonx_field gcp_fields[] = {
+const struct jsonx_field adapter_slurm_cloud_gcp_fields[] = {
     BLOCK_FIELDS,           {"project", JX_STRING},
     {"region", JX_STRING},  {"zones", JX_ARRAY},
     {"credentials_file", JX_STRING}, {NULL, 0}};
 
-static const struct jsonx_field azure_fields[] = {
+const struct jsonx_field adapter_slurm_cloud_azure_fields[] = {
     BLOCK_FIELDS, {"subscription", JX_STRING},
     {"resource_group", JX_STRING}, {"credentials", JX_OBJECT},
     {"login_endpoint", JX_STRING}, {NULL, 0}};
@@ -173,14 +174,14 @@ struct block_kind {
 };
 
 static const struct block_kind kinds[] = {
-    {"aws", aws_fields, aws_tag_ok, "no control characters",
+    {"aws", adapter_slurm_cloud_aws_fields, aws_tag_ok, "no control characters",
      "no control characters", &cloud_aws_provider},
-    {"gcp", gcp_fields, gce_label_ok,
+    {"gcp", adapter_slurm_cloud_gcp_fields, gce_label_ok,
      "a GCE label key: 1-63 of a-z, 0-9, '_' and '-', starting with a "
      "lowercase letter",
      "a GCE label value: 0-63 of a-z, 0-9, '_' and '-' (lowercase)",
      &cloud_gcp_provider},
-    {"azure", azure_fields, azure_tag_ok,
+    {"azure", adapter_slurm_cloud_azure_fields, azure_tag_ok,
      "an Azure tag name: none of < > % & \\ ? / or control characters",
      "no control characters", &cloud_azure_provider},
 };
@@ -196,7 +197,7 @@ kind_of(const char *kind)
   return NULL;
 }
 
-static const struct jsonx_field tag_fields[] = {
+const struct jsonx_field adapter_slurm_cloud_tag_fields[] = {
     {"key", JX_STRING}, {"value", JX_STRING}, {NULL, 0}};
 
 /* ---- the store ---- */
@@ -749,7 +750,7 @@ configure(struct slurm_cloud *c, const struct block_kind *k,
     rc = err_set(e, ERR_CONFIG, "field 'cloud.tag': required, the "
                  "cluster's tag {\"key\": K, \"value\": V}");
   if (rc == 0)
-    rc = jsonx_check(tag, tag_fields, "cloud.tag.", e);
+    rc = jsonx_check(tag, adapter_slurm_cloud_tag_fields, "cloud.tag.", e);
   if (rc == 0)
     rc = tag_string(k, jsonx_str(tag, "key"), "tag.key", 1, TAG_KEY_MAX,
                     &c->key, e);

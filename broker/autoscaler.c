@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "broker/broker_internal.h"
+#include "broker/config_fields.h"
 #include "util/alloc.h"
 #include "util/grow.h"
 #include "util/jsonx.h"
@@ -697,11 +698,12 @@ scale_timer_cb(uv_timer_t *t)
 
 /* ---- setup ---- */
 
+const struct jsonx_field broker_policy_burst_fields[] = {
+    {"tick_s", JX_INT}, {"spend_cap_per_hour", JX_NUMBER}, {NULL, 0}};
+
 int
 broker__autoscaler_open(struct broker *b, const json_t *cfg, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"tick_s", JX_INT}, {"spend_cap_per_hour", JX_NUMBER}, {NULL, 0}};
   const json_t *cap = NULL;
   int64_t tick_s;
   int rc;
@@ -710,7 +712,7 @@ broker__autoscaler_open(struct broker *b, const json_t *cfg, struct err *e)
     cfg = NULL;
   if (cfg != NULL && !json_is_object(cfg))
     return err_set(e, ERR_CONFIG, "field 'policy.burst': must be an object");
-  rc = cfg != NULL ? jsonx_check(cfg, fields, "policy.burst.", e) : 0;
+  rc = cfg != NULL ? jsonx_check(cfg, broker_policy_burst_fields, "policy.burst.", e) : 0;
   if (rc == 0)
     rc = jsonx_int(cfg, "tick_s", 1, 3600, SCALE_TICK_MS / 1000, &tick_s,
                    "policy.burst.", e);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "broker/broker_internal.h"
+#include "broker/config_fields.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
@@ -35,7 +36,7 @@ static const char *const job_fields[] = {
     "nodes", "gpus_per_node", "time_limit", "site", "chdir", "output",
     "error", "hold", "dataset", "require_baseline", NULL};
 
-static const struct jsonx_field workload_fields[] = {
+const struct jsonx_field broker_workload_fields[] = {
     {"name", JX_STRING},          {"description", JX_STRING},
     {"params", JX_OBJECT},        {"project", JX_STRING},
     {"command", JX_ARRAY},        {"script", JX_STRING},
@@ -48,7 +49,7 @@ static const struct jsonx_field workload_fields[] = {
     {"dataset", JX_STRING},       {"require_baseline", JX_BOOL},
     {NULL, 0}};
 
-static const struct jsonx_field param_fields[] = {
+const struct jsonx_field broker_workload_param_fields[] = {
     {"default", JX_STRING}, {"description", JX_STRING},
     {"required", JX_BOOL},  {NULL, 0}};
 
@@ -266,7 +267,7 @@ broker__workload_validate(const json_t *def, struct err *e)
   int rc;
 
   jobspec_init(&spec);
-  rc = jsonx_check(def, workload_fields, "", e);
+  rc = jsonx_check(def, broker_workload_fields, "", e);
   if (rc < 0)
     goto out;
   name = jsonx_str(def, "name");
@@ -300,7 +301,7 @@ broker__workload_validate(const json_t *def, struct err *e)
                    "are letters, digits and _", k);
       goto out;
     }
-    rc = jsonx_check(p, param_fields, where, e);
+    rc = jsonx_check(p, broker_workload_param_fields, where, e);
     if (rc < 0)
       goto out;
     dflt = jsonx_str(p, "default");

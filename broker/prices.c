@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "broker/broker_internal.h"
+#include "broker/config_fields.h"
 #include "policies/price.h"
 #include "spec/jobspec.h"
 #include "util/alloc.h"
@@ -59,21 +60,22 @@ number(const json_t *obj, const char *key, double dflt, double *out,
   return 0;
 }
 
+const struct jsonx_field broker_cost_owned_fields[] = {
+    {"capex_per_node", JX_NUMBER}, {"nodes", JX_INT},
+    {"years", JX_NUMBER},          {"support_per_year", JX_NUMBER},
+    {"power_kw_busy", JX_NUMBER},  {"power_kw_idle", JX_NUMBER},
+    {"pue", JX_NUMBER},            {"dollars_per_kwh", JX_NUMBER},
+    {"staff_per_year", JX_NUMBER}, {"gpus_per_node", JX_INT},
+    {NULL, 0}};
+
 static int
 owned(struct site_cost *c, const json_t *o, const char *where, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"capex_per_node", JX_NUMBER}, {"nodes", JX_INT},
-      {"years", JX_NUMBER},          {"support_per_year", JX_NUMBER},
-      {"power_kw_busy", JX_NUMBER},  {"power_kw_idle", JX_NUMBER},
-      {"pue", JX_NUMBER},            {"dollars_per_kwh", JX_NUMBER},
-      {"staff_per_year", JX_NUMBER}, {"gpus_per_node", JX_INT},
-      {NULL, 0}};
   struct price_owned *in = &c->owned;
   const char *why;
   int rc;
 
-  rc = jsonx_check(o, fields, where, e);
+  rc = jsonx_check(o, broker_cost_owned_fields, where, e);
   if (rc == 0 && json_object_get(o, "nodes") == NULL)
     rc = err_set(e, ERR_CONFIG, "field '%snodes': required", where);
   if (rc == 0)
@@ -150,14 +152,15 @@ dollars(const json_t *v, int64_t *out, const char *where, const char *key,
   return 0;
 }
 
+const struct jsonx_field broker_cost_rented_fields[] = {
+    {"per_gpu_hour", JX_OBJECT},     {"spot_per_gpu_hour", JX_OBJECT},
+    {"min_billed_seconds", JX_INT},  {"egress_per_gb", JX_NUMBER},
+    {"egress_to_sites_per_gb", JX_OBJECT}, {"price_refresh_s", JX_INT},
+    {NULL, 0}};
+
 static int
 rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"per_gpu_hour", JX_OBJECT},     {"spot_per_gpu_hour", JX_OBJECT},
-      {"min_billed_seconds", JX_INT},  {"egress_per_gb", JX_NUMBER},
-      {"egress_to_sites_per_gb", JX_OBJECT}, {"price_refresh_s", JX_INT},
-      {NULL, 0}};
   const json_t *to = json_object_get(r, "egress_to_sites_per_gb");
   const json_t *od = json_object_get(r, "per_gpu_hour");
   const json_t *spot = json_object_get(r, "spot_per_gpu_hour");
@@ -166,7 +169,7 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   json_t *v;
   int rc;
 
-  rc = jsonx_check(r, fields, where, e);
+  rc = jsonx_check(r, broker_cost_rented_fields, where, e);
   if (rc < 0)
     return ERR_CONFIG;
   if (od == NULL || json_object_size(od) == 0)
@@ -240,12 +243,13 @@ rented(struct site_cost *c, const json_t *r, const char *where, struct err *e)
   return 0;
 }
 
+const struct jsonx_field broker_cost_fields[] = {
+    {"owned", JX_OBJECT}, {"rented", JX_OBJECT}, {NULL, 0}};
+
 int
 broker__site_cost(struct site_cost *c, const json_t *cost, size_t i,
                   struct err *e)
 {
-  static const struct jsonx_field fields[] = {
-      {"owned", JX_OBJECT}, {"rented", JX_OBJECT}, {NULL, 0}};
   const json_t *o = json_object_get(cost, "owned");
   const json_t *r = json_object_get(cost, "rented");
   char where[64];
@@ -256,7 +260,7 @@ broker__site_cost(struct site_cost *c, const json_t *cost, size_t i,
   if (!json_is_object(cost))
     return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost' must be an "
                    "object: {\"owned\": {...}} or {\"rented\": {...}}", i);
-  if (jsonx_check(cost, fields, where, e) < 0)
+  if (jsonx_check(cost, broker_cost_fields, where, e) < 0)
     return ERR_CONFIG;
   if ((o == NULL) == (r == NULL))
     return err_set(e, ERR_CONFIG, "field 'sites[%zu].cost': give exactly "

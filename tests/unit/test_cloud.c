@@ -324,7 +324,8 @@ struct fprov {
   void *close_arg;
 };
 
-static const char *const fake_fields[] = {"region", NULL};
+static const struct jsonx_field fake_fields[] = {{"region", JX_STRING},
+                                                {NULL, 0}};
 
 static int
 fake_open(const struct cloud_env *env, const json_t *config, void **pctx,
