@@ -130,6 +130,10 @@ void api__baseline_run(struct api_call *call);
 void api__probes_nccl_id_put(struct api_call *call);
 void api__probes_nccl_id_get(struct api_call *call);
 void api__probes_report(struct api_call *call);
+/* h_ui.c: the dashboard's files (ui/ui.h) */
+void api__ui_redirect(struct api_call *call);
+void api__ui_index(struct api_call *call);
+void api__ui_file(struct api_call *call);
 void api__healthz(struct api_call *call);
 void api__metrics(struct api_call *call);
 

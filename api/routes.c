@@ -62,6 +62,11 @@ const struct api_route api_routes[] = {
     {{"POST", "/v1/probes/{id}/report", ROLE_VIEWER, HTTP_ROUTE_PUBLIC},
      api__probes_report},
     {{"GET", "/healthz", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__healthz},
+    /* The dashboard's files hold no data: its API calls carry the
+     * token. */
+    {{"GET", "/ui", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__ui_redirect},
+    {{"GET", "/ui/", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__ui_index},
+    {{"GET", "/ui/{file}", ROLE_VIEWER, HTTP_ROUTE_PUBLIC}, api__ui_file},
     {{"GET", "/metrics", ROLE_VIEWER, 0}, api__metrics},
 };
 
