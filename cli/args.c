@@ -962,6 +962,13 @@ cli_is_job_state(const char *name)
   return 0;
 }
 
+const char *
+cli_job_state(size_t i)
+{
+  return i < sizeof(job_states) / sizeof(job_states[0]) ? job_states[i]
+                                                          : NULL;
+}
+
 static const struct option jobs_opts[] = {
     {"state", required_argument, NULL, OPT_STATE},
     {"project", required_argument, NULL, OPT_PROJECT},
@@ -1224,19 +1231,19 @@ cli_report_parse(int argc, char **argv, int *csv, struct buf *path,
   return 0;
 }
 
+static const struct option logs_opts[] = {
+    {"follow", no_argument, NULL, 'f'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_logs_parse(int argc, char **argv, struct cli_logs *o, struct err *e)
 {
-  static const struct option opts[] = {
-      {"follow", no_argument, NULL, 'f'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-
   memset(o, 0, sizeof(*o));
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":fh", opts, NULL);
+    int c = getopt_long(argc, argv, ":fh", logs_opts, NULL);
 
     if (c == -1)
       break;
@@ -1291,16 +1298,17 @@ dataset_name_error(const char *name, struct err *e)
                  name, CLI_DATASET_NAME_MAX);
 }
 
+static const struct option dataset_add_opts[] = {
+    {"site", required_argument, NULL, OPT_SITE},
+    {"path", required_argument, NULL, OPT_PATH},
+    {"project", required_argument, NULL, OPT_PROJECT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
 {
-  static const struct option opts[] = {
-      {"site", required_argument, NULL, OPT_SITE},
-      {"path", required_argument, NULL, OPT_PATH},
-      {"project", required_argument, NULL, OPT_PROJECT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   const char *site = NULL;
   const char *path = NULL;
   const char *project = NULL;
@@ -1311,7 +1319,7 @@ cli_dataset_add_parse(int argc, char **argv, json_t **body, struct err *e)
   *body = NULL;
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    int c = getopt_long(argc, argv, ":h", dataset_add_opts, NULL);
 
     if (c == -1)
       break;
@@ -1438,24 +1446,25 @@ bad:
                  s);
 }
 
+static const struct option dataset_sync_opts[] = {
+    {"site", required_argument, NULL, OPT_SITE},
+    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_dataset_sync_parse(int argc, char **argv, struct cli_dataset_sync *o,
                        struct err *e)
 {
-  static const struct option opts[] = {
-      {"site", required_argument, NULL, OPT_SITE},
-      {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-      {"timeout", required_argument, NULL, OPT_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   json_t *site;
 
   memset(o, 0, sizeof(*o));
   o->wait = 1;
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    int c = getopt_long(argc, argv, ":h", dataset_sync_opts, NULL);
 
     if (c == -1)
       break;
@@ -1499,20 +1508,21 @@ cli_dataset_sync_body(const struct cli_dataset_sync *o, const char *version)
   return body;
 }
 
+static const struct option help_opts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_args_positional(int argc, char **argv, int min, int max, int *first,
                     struct err *e)
 {
-  static const struct option opts[] = {
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   int c;
   int n;
 
   /* Any option but --help is an error, so the first one decides. */
   args_reset();
-  c = getopt_long(argc, argv, ":h", opts, NULL);
+  c = getopt_long(argc, argv, ":h", help_opts, NULL);
   if (c == 'h')
     return CLI_HELP;
   if (c != -1)
@@ -1581,17 +1591,18 @@ sole_operand(int argc, char **argv, const char *what, const char **out,
   return 0;
 }
 
+static const struct option prices_set_opts[] = {
+    {"gpu-type", required_argument, NULL, OPT_GPU_TYPE},
+    {"per-gpu-hour", required_argument, NULL, OPT_PER_GPU_HOUR},
+    {"spot", required_argument, NULL, OPT_SPOT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_prices_set_parse(int argc, char **argv, const char **site,
                      const char **gpu_type, json_t **body, struct err *e)
 {
-  static const struct option opts[] = {
-      {"gpu-type", required_argument, NULL, OPT_GPU_TYPE},
-      {"per-gpu-hour", required_argument, NULL, OPT_PER_GPU_HOUR},
-      {"spot", required_argument, NULL, OPT_SPOT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   json_t *b = json_object();
   int rc = 0;
 
@@ -1599,7 +1610,7 @@ cli_prices_set_parse(int argc, char **argv, const char **site,
   *gpu_type = NULL;
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    int c = getopt_long(argc, argv, ":h", prices_set_opts, NULL);
 
     if (c == -1)
       break;
@@ -1639,25 +1650,26 @@ out:
   return rc;
 }
 
+static const struct option budget_set_opts[] = {
+    {"monthly", required_argument, NULL, OPT_MONTHLY},
+    {"hard", no_argument, NULL, OPT_HARD},
+    {"soft", no_argument, NULL, OPT_SOFT},
+    {"counts", required_argument, NULL, OPT_COUNTS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int
 cli_budget_set_parse(int argc, char **argv, const char **project,
                      json_t **body, struct err *e)
 {
-  static const struct option opts[] = {
-      {"monthly", required_argument, NULL, OPT_MONTHLY},
-      {"hard", no_argument, NULL, OPT_HARD},
-      {"soft", no_argument, NULL, OPT_SOFT},
-      {"counts", required_argument, NULL, OPT_COUNTS},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   json_t *b = json_object();
   int rc = 0;
 
   *body = NULL;
   args_reset();
   for (;;) {
-    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    int c = getopt_long(argc, argv, ":h", budget_set_opts, NULL);
 
     if (c == -1)
       break;
@@ -1695,4 +1707,75 @@ cli_budget_set_parse(int argc, char **argv, const char **project,
 out:
   json_decref(b);
   return rc;
+}
+
+const char *
+cli_global_option(size_t i, int *has_arg)
+{
+  if (i >= NGLOBAL)
+    return NULL;
+  *has_arg = global_opts[i].arg != NULL;
+  return global_opts[i].name;
+}
+
+/*
+ * The parsers' own tables, per command and subcommand, for the
+ * completion script.  A command whose parser is cli_args_positional
+ * takes help_opts; baseline's verbs share one table, as its parser does.
+ */
+const struct cli_comp_spec cli_comp_specs[] = {
+    {"submit", NULL, submit_opts, CLI_COMP_NONE},
+    {"sbatch", NULL, sbatch_own_opts, CLI_COMP_FILE},
+    {"jobs", NULL, jobs_opts, CLI_COMP_NONE},
+    {"show", NULL, help_opts, CLI_COMP_JOB},
+    {"events", NULL, help_opts, CLI_COMP_JOB},
+    {"explain", NULL, help_opts, CLI_COMP_JOB},
+    {"logs", NULL, logs_opts, CLI_COMP_JOB},
+    {"cancel", NULL, help_opts, CLI_COMP_JOB},
+    {"release", NULL, help_opts, CLI_COMP_JOB},
+    {"workloads", NULL, help_opts, CLI_COMP_NONE},
+    {"workload", "add", help_opts, CLI_COMP_FILE},
+    {"workload", "show", help_opts, CLI_COMP_WORKLOAD},
+    {"sites", NULL, help_opts, CLI_COMP_NONE},
+    {"site", "show", help_opts, CLI_COMP_SITE},
+    {"baseline", "run", baseline_opts, CLI_COMP_SITE},
+    {"baseline", "show", baseline_opts, CLI_COMP_SITE},
+    {"baseline", "diff", baseline_opts, CLI_COMP_SITE},
+    {"autoscaler", "log", scale_log_opts, CLI_COMP_NONE},
+    {"prices", NULL, help_opts, CLI_COMP_NONE},
+    {"prices", "set", prices_set_opts, CLI_COMP_SITE},
+    {"report", NULL, report_opts, CLI_COMP_NONE},
+    {"budgets", NULL, help_opts, CLI_COMP_NONE},
+    {"budget", "set", budget_set_opts, CLI_COMP_PROJECT},
+    {"datasets", NULL, help_opts, CLI_COMP_NONE},
+    {"dataset", "add", dataset_add_opts, CLI_COMP_NONE},
+    {"dataset", "publish", help_opts, CLI_COMP_DATASET},
+    {"dataset", "sync", dataset_sync_opts, CLI_COMP_DATASET},
+    {"dataset", "ls", help_opts, CLI_COMP_NONE},
+    {"dataset", "show", help_opts, CLI_COMP_DATASET},
+    {"completion", NULL, help_opts, CLI_COMP_SHELL},
+    {"help", NULL, help_opts, CLI_COMP_COMMAND},
+};
+
+const size_t cli_comp_nspecs = sizeof(cli_comp_specs) /
+                               sizeof(cli_comp_specs[0]);
+
+enum cli_comp_value
+cli_comp_option_value(const char *name)
+{
+  static const struct {
+    const char *name;
+    enum cli_comp_value value;
+  } values[] = {
+      {"site", CLI_COMP_SITE},         {"against", CLI_COMP_SITE},
+      {"workload", CLI_COMP_WORKLOAD}, {"dataset", CLI_COMP_DATASET},
+      {"project", CLI_COMP_PROJECT},   {"state", CLI_COMP_STATE},
+      {"output", CLI_COMP_FILE},       {"error", CLI_COMP_FILE},
+      {"chdir", CLI_COMP_FILE},        {"cacert", CLI_COMP_FILE},
+  };
+
+  for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+    if (strcmp(values[i].name, name) == 0)
+      return values[i].value;
+  return CLI_COMP_NONE;
 }

@@ -13,7 +13,9 @@
 #ifndef TENBIN_CLI_ARGS_H
 #define TENBIN_CLI_ARGS_H
 
+#include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -314,5 +316,46 @@ int cli_parse_job_id(const char *s, int64_t *out, struct err *e)
 int cli_usage_error(const char *usage, const struct err *e);
 /* The job states a --state filter accepts; 1 when name is one. */
 int cli_is_job_state(const char *name);
+/* The i-th of those states, or NULL past the last. */
+const char *cli_job_state(size_t i);
+
+/* ---- what the completion script is generated from ---- */
+
+/* What a word completes to: an operand of a command or an option's
+ * value.  The server's kinds are asked for with 'tenbin __complete'. */
+enum cli_comp_value {
+  CLI_COMP_NONE,     /* free text: nothing to offer */
+  CLI_COMP_FILE,     /* a file name */
+  CLI_COMP_JOB,      /* a job id (server) */
+  CLI_COMP_SITE,     /* a site name (server) */
+  CLI_COMP_WORKLOAD, /* a workload name (server) */
+  CLI_COMP_DATASET,  /* a dataset name (server) */
+  CLI_COMP_PROJECT,  /* a project name (server) */
+  CLI_COMP_STATE,    /* a job state (cli_job_state) */
+  CLI_COMP_SHELL,    /* bash or zsh */
+  CLI_COMP_COMMAND,  /* a tenbin command */
+};
+
+/*
+ * One command (sub NULL) or subcommand and the getopt_long table its
+ * parser uses (borrowed, static, ending in a zero entry), so that a new
+ * option is completed without a word more.  A command with subcommands
+ * has one entry per subcommand and none of its own.
+ */
+struct cli_comp_spec {
+  const char *cmd;
+  const char *sub;
+  const struct option *opts;
+  enum cli_comp_value operand; /* what its operands complete to */
+};
+
+/* Every command's and subcommand's entry ("help" included). */
+extern const struct cli_comp_spec cli_comp_specs[];
+extern const size_t cli_comp_nspecs;
+/* What the value of the long option name ("site") completes to. */
+enum cli_comp_value cli_comp_option_value(const char *name);
+/* The i-th global option's name ("server") and *has_arg, or NULL past
+ * the last. */
+const char *cli_global_option(size_t i, int *has_arg);
 
 #endif

@@ -49,6 +49,12 @@ int cli_cmd_budget(struct cli *cli, int argc, char **argv);
 int cli_cmd_datasets(struct cli *cli, int argc, char **argv);
 int cli_cmd_dataset(struct cli *cli, int argc, char **argv);
 
+/* cmd_complete.c: 'completion bash|zsh' prints the script; the hidden
+ * '__complete KIND' prints the server's values for it, one a line, and
+ * nothing at all when the server cannot be asked. */
+int cli_cmd_completion(struct cli *cli, int argc, char **argv);
+int cli_cmd_complete(struct cli *cli, int argc, char **argv);
+
 /* main.c: print "tenbin: MSG" on stderr; returns CLI_EXIT_FAIL. */
 int cli_fail(const struct err *e);
 /*

@@ -35,7 +35,7 @@ print_log(const json_t *reply)
   cli_table_set_right(&t, 6);
   cli_table_set_max(&t, 7, 90);
   json_array_foreach(json_object_get(reply, "decisions"), i, d) {
-    char nodes[48], demand[32], rate[40];
+    char nodes[48], demand[32], rate[40], at[CLI_FMT_SIZE];
     const char *row[8];
 
     snprintf(nodes, sizeof(nodes), "%lld->%lld",
@@ -48,7 +48,7 @@ print_log(const json_t *reply)
     cli_fmt_micro_dollars(json_integer_value(
                               json_object_get(d, "spend_micro_per_hour")),
                           rate, sizeof(rate));
-    row[0] = jsonx_str(d, "at");
+    row[0] = cli_fmt_iso(jsonx_str(d, "at"), at, sizeof(at));
     row[1] = jsonx_str(d, "site");
     row[2] = jsonx_str(d, "action");
     row[3] = jsonx_str(d, "reason");

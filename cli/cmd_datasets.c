@@ -350,13 +350,14 @@ print_versions(const json_t *versions)
     char id[SHORT_ID + 1];
     char files[32];
     char bytes[CLI_FMT_SIZE];
+    char created[CLI_FMT_SIZE];
     const char *row[4];
 
     snprintf(files, sizeof(files), "%lld", (long long)int_of(v, "files"));
     row[0] = short_id(jsonx_str(v, "version"), id, sizeof(id));
     row[1] = files;
     row[2] = human(v, "bytes", bytes, sizeof(bytes));
-    row[3] = jsonx_str(v, "created");
+    row[3] = cli_fmt_iso(jsonx_str(v, "created"), created, sizeof(created));
     cli_table_add(&t, row);
   }
   rc = cli_table_print(&t, stdout);
@@ -408,6 +409,7 @@ show_dataset(const json_t *d)
   const json_t *versions = json_object_get(d, "versions");
   const json_t *replicas = json_object_get(d, "replicas");
   char count[32];
+  char created[CLI_FMT_TIME_SIZE];
   struct cli_table t;
   int rc;
 
@@ -421,7 +423,9 @@ show_dataset(const json_t *d)
   cli_table_add_kv(&t, "path", jsonx_str(d, "path"));
   cli_table_add_kv(&t, "latest", jsonx_str(d, "latest"));
   cli_table_add_kv(&t, "versions", count);
-  cli_table_add_kv(&t, "created", jsonx_str(d, "created"));
+  cli_table_add_kv(&t, "created",
+                   cli_fmt_iso_ago(jsonx_str(d, "created"), time_now_ms(),
+                                   created, sizeof(created)));
   rc = cli_table_print(&t, stdout);
   cli_table_release(&t);
   /* The tables' headers tell them apart; an empty one is left out. */
@@ -705,6 +709,7 @@ show_waiting(struct watch *w, const json_t *rep)
   char line[LINE_SIZE];
   char key[LINE_SIZE];
   char when[CLI_FMT_SIZE];
+  char at[CLI_FMT_SIZE];
   int64_t next;
   int64_t left;
 
@@ -721,8 +726,9 @@ show_waiting(struct watch *w, const json_t *rep)
     left = next - time_now_ms();
     cli_fmt_duration(left > 0 ? (left + 999) / 1000 : 0, when,
                      sizeof(when));
+    cli_fmt_time(next, at, sizeof(at));
     snprintf(line, sizeof(line), "%s: waiting: %s; next try in %s (%s)",
-             w->label, error, when, next_try);
+             w->label, error, when, at);
   } else {
     snprintf(line, sizeof(line), "%s: waiting: %s", w->label, error);
   }

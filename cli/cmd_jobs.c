@@ -83,9 +83,8 @@ print_forecast(const json_t *job)
       (expected == 0 && json_is_integer(upper) &&
        json_integer_value(upper) == 0 && left == NULL))
     return;
-  time_format_duration(
-      json_integer_value(json_object_get(f, "runtime_ms")) / 1000, runtime,
-      sizeof(runtime));
+  cli_fmt_duration(json_integer_value(json_object_get(f, "runtime_ms")) / 1000,
+                   runtime, sizeof(runtime));
   cli_fmt_micro_dollars(expected, exp, sizeof(exp));
   if (json_is_integer(upper))
     cli_fmt_micro_dollars(json_integer_value(upper), up, sizeof(up));
@@ -401,24 +400,6 @@ job_path(int argc, char **argv, const char *usage, const char *suffix,
   return 1;
 }
 
-/* "2026-11-21T14:00:00.123Z (5m ago)", or NULL when t is absent. */
-static const char *
-when(const json_t *job, const char *key, int64_t now, char *out,
-     size_t outlen)
-{
-  const char *iso = jsonx_str(job, key);
-  char ago[CLI_FMT_SIZE];
-  int64_t ms;
-
-  if (iso == NULL)
-    return NULL;
-  if (time_parse_iso(iso, &ms) < 0)
-    return iso;
-  cli_fmt_duration((now - ms) / 1000, ago, sizeof(ago));
-  snprintf(out, outlen, "%s (%s ago)", iso, ago);
-  return out;
-}
-
 /* The job's batch script, or NULL when it runs a command. */
 static const char *
 job_script(const json_t *job)
@@ -488,7 +469,8 @@ show_job(const json_t *job)
 {
   char cost[256], starts[CLI_FMT_SIZE + 8];
   char id[32], gpus[CLI_FMT_SIZE], elapsed[CLI_FMT_SIZE];
-  char created[96], started[96], ended[96], exit_code[32], sig[48];
+  char created[CLI_FMT_TIME_SIZE], started[CLI_FMT_TIME_SIZE];
+  char ended[CLI_FMT_TIME_SIZE], exit_code[32], sig[48];
   const json_t *spec = json_object_get(job, "spec");
   const json_t *v;
   const char *log = jsonx_str(job, "log_path");
@@ -520,16 +502,19 @@ show_job(const json_t *job)
   cli_table_add_kv(&t, "gpus", gpus);
   cli_table_add_kv(&t, "alloc", jsonx_str(job, "alloc"));
   cli_table_add_kv(&t, "created",
-                   when(job, "created_at", now, created, sizeof(created)));
+                   cli_fmt_iso_ago(jsonx_str(job, "created_at"), now,
+                                   created, sizeof(created)));
   cli_table_add_kv(&t, "started",
-                   when(job, "started_at", now, started, sizeof(started)));
+                   cli_fmt_iso_ago(jsonx_str(job, "started_at"), now,
+                                   started, sizeof(started)));
   cli_table_add_kv(&t, "ended",
-                   when(job, "ended_at", now, ended, sizeof(ended)));
+                   cli_fmt_iso_ago(jsonx_str(job, "ended_at"), now,
+                                   ended, sizeof(ended)));
   if (time_parse_iso(jsonx_str(job, "started_at"), &from) == 0) {
     if (time_parse_iso(jsonx_str(job, "ended_at"), &to) < 0)
       to = now;
-    time_format_duration(to > from ? (to - from) / 1000 : 0, elapsed,
-                         sizeof(elapsed));
+    cli_fmt_duration(to > from ? (to - from) / 1000 : 0, elapsed,
+                     sizeof(elapsed));
     cli_table_add_kv(&t, "elapsed", elapsed);
   }
   v = json_object_get(job, "exit_code");
@@ -619,12 +604,13 @@ cli_cmd_events(struct cli *cli, int argc, char **argv)
   }
   json_array_foreach(json_object_get(reply, "events"), i, ev) {
     const char *from = jsonx_str(ev, "from");
+    char at[CLI_FMT_SIZE];
     const char *row[5];
 
     snprintf(id, sizeof(id), "%lld",
              (long long)json_integer_value(json_object_get(ev, "id")));
     row[0] = id;
-    row[1] = jsonx_str(ev, "at");
+    row[1] = cli_fmt_iso(jsonx_str(ev, "at"), at, sizeof(at));
     row[2] = from != NULL ? from : "-";
     row[3] = jsonx_str(ev, "to");
     row[4] = jsonx_str(ev, "detail");
@@ -812,6 +798,8 @@ print_placement(const json_t *p)
                                      "REASON"};
   struct cli_table t;
   const json_t *c;
+  const char *decided;
+  char at[CLI_FMT_SIZE];
   int64_t start;
   size_t i;
   int rc;
@@ -848,11 +836,12 @@ print_placement(const json_t *p)
     row[9] = jsonx_str(c, "reason");
     cli_table_add(&t, row);
   }
+  decided = cli_fmt_iso(jsonx_str(p, "at"), at, sizeof(at));
   printf("job %lld: %s%s%s (decided %s)\n",
          (long long)json_integer_value(json_object_get(p, "job")),
          jsonx_str(p, "verdict"), jsonx_str(p, "site") ? " at " : "",
          jsonx_str(p, "site") ? jsonx_str(p, "site") : "",
-         jsonx_str(p, "at") ? jsonx_str(p, "at") : "-");
+         decided != NULL ? decided : "-");
   if (jsonx_str(p, "reason") != NULL)
     printf("%s\n", jsonx_str(p, "reason"));
   rc = cli_table_print(&t, stdout) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;

@@ -40,6 +40,7 @@ print_prices(const json_t *reply)
     long long micro = (long long)json_integer_value(
         json_object_get(p, "per_gpu_hour_micro"));
     char rate[40];
+    char since[CLI_FMT_SIZE];
     const char *row[6];
 
     cli_fmt_micro_dollars(micro, rate, sizeof(rate));
@@ -47,7 +48,7 @@ print_prices(const json_t *reply)
     row[1] = jsonx_str(p, "gpu_type");
     row[2] = jsonx_str(p, "kind");
     row[3] = rate;
-    row[4] = jsonx_str(p, "since");
+    row[4] = cli_fmt_iso(jsonx_str(p, "since"), since, sizeof(since));
     row[5] = jsonx_str(p, "source");
     cli_table_add(&t, row);
   }

@@ -12,6 +12,7 @@
 #include "cli/format.h"
 #include "cli/table.h"
 #include "util/jsonx.h"
+#include "util/timeutil.h"
 
 static const char sites_usage[] =
     "usage: tenbin sites\n\nList sites, their GPUs (in use/total) and "
@@ -34,13 +35,15 @@ agent_word(const json_t *site)
   return s != NULL ? s : "-";
 }
 
-/* "down since 2026-01-02T03:04:05Z: agent http://...: connection
- * refused", "up since ...", or NULL without an agent. */
+/* "down since 2026-01-02 03:04:05 (5m ago): agent http://...:
+ * connection refused", "up since ...", or NULL without an agent. */
 static void
 agent_text(const json_t *site, char *out, size_t outlen)
 {
   const json_t *a = json_object_get(site, "agent_state");
-  const char *since = jsonx_str(a, "since");
+  char at[CLI_FMT_TIME_SIZE];
+  const char *since = cli_fmt_iso_ago(jsonx_str(a, "since"), time_now_ms(),
+                                      at, sizeof(at));
   const char *error = jsonx_str(a, "error");
 
   snprintf(out, outlen, "%s%s%s%s%s", agent_word(site),

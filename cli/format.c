@@ -34,6 +34,33 @@ cli_fmt_cents(int64_t micro, char *out, size_t len)
 void
 cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
 {
+  static const struct {
+    long long secs;
+    const char *name;
+  } units[] = {{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}};
+  long long s = seconds < 0 ? 0 : (long long)seconds;
+  size_t i = 0;
+  long long big;
+  long long small;
+
+  while (i + 1 < sizeof(units) / sizeof(units[0]) && s < units[i].secs)
+    i++;
+  big = s / units[i].secs;
+  if (i + 1 == sizeof(units) / sizeof(units[0])) {
+    snprintf(out, outlen, "%llds", big);
+    return;
+  }
+  small = s % units[i].secs / units[i + 1].secs;
+  if (small == 0)
+    snprintf(out, outlen, "%lld%s", big, units[i].name);
+  else
+    snprintf(out, outlen, "%lld%s %lld%s", big, units[i].name, small,
+             units[i + 1].name);
+}
+
+void
+cli_fmt_duration_compact(int64_t seconds, char *out, size_t outlen)
+{
   long long s = seconds < 0 ? 0 : (long long)seconds;
 
   if (s < 60)
@@ -44,6 +71,51 @@ cli_fmt_duration(int64_t seconds, char *out, size_t outlen)
     snprintf(out, outlen, "%lldh%02lldm", s / 3600, s % 3600 / 60);
   else
     snprintf(out, outlen, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+}
+
+void
+cli_fmt_time(int64_t ms, char *out, size_t outlen)
+{
+  /* Floor to whole seconds, also before 1970. */
+  time_t secs = (time_t)(ms >= 0 ? ms / 1000 : -((999 - ms) / 1000));
+  struct tm tm;
+
+  /* localtime_r reads TZ without tzset(); a year strftime cannot write
+   * falls back to the UTC form, which is never wrong. */
+  if (localtime_r(&secs, &tm) == NULL ||
+      strftime(out, outlen, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+    time_format_iso(ms, out, outlen);
+}
+
+const char *
+cli_fmt_iso(const char *iso, char *out, size_t outlen)
+{
+  int64_t ms;
+
+  if (iso == NULL)
+    return NULL;
+  if (time_parse_iso(iso, &ms) < 0)
+    return iso;
+  cli_fmt_time(ms, out, outlen);
+  return out;
+}
+
+const char *
+cli_fmt_iso_ago(const char *iso, int64_t now_ms, char *out, size_t outlen)
+{
+  char at[CLI_FMT_SIZE];
+  char d[CLI_FMT_SIZE];
+  int64_t ms;
+
+  if (iso == NULL)
+    return NULL;
+  if (time_parse_iso(iso, &ms) < 0)
+    return iso;
+  cli_fmt_time(ms, at, sizeof(at));
+  cli_fmt_duration((ms > now_ms ? ms - now_ms : now_ms - ms) / 1000, d,
+                   sizeof(d));
+  snprintf(out, outlen, ms > now_ms ? "%s (in %s)" : "%s (%s ago)", at, d);
+  return out;
 }
 
 void

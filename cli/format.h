@@ -15,12 +15,39 @@
 
 /* Enough for every cell these functions write. */
 #define CLI_FMT_SIZE 64
+/* Enough for a time with its distance from now (cli_fmt_iso_ago). */
+#define CLI_FMT_TIME_SIZE 96
 
 /*
- * A compact duration for tables: "42s", "5m07s", "3h05m", "2d04h";
- * negative values (clock skew) print as "0s".
+ * A duration for people, in its two largest units: "42s", "3m 20s",
+ * "2h 5m", "4d 3h"; a zero second unit is left out ("10m", "1h").
+ * Negative values (clock skew) print as "0s".
  */
 void cli_fmt_duration(int64_t seconds, char *out, size_t outlen);
+/*
+ * The same in at most five characters, "42s", "5m07s", "3h05m", "2d04h":
+ * for the fixed-width fields of a progress bar, which must not jump as
+ * the numbers change.
+ */
+void cli_fmt_duration_compact(int64_t seconds, char *out, size_t outlen);
+/*
+ * A time (milliseconds since the epoch) in the local time zone (TZ, else
+ * /etc/localtime): "2026-11-27 14:03:12".  Every table and view of
+ * tenbin shows times this way; --json keeps the server's ISO UTC.
+ */
+void cli_fmt_time(int64_t ms, char *out, size_t outlen);
+/*
+ * A time as tenbind writes it (ISO 8601 UTC) shown as cli_fmt_time does,
+ * in out; returns out, or iso itself when it does not parse (shown as
+ * sent), or NULL when iso is NULL: a table cell either way.
+ */
+const char *cli_fmt_iso(const char *iso, char *out, size_t outlen);
+/*
+ * As cli_fmt_iso, with how long ago it was (or how far ahead) by now_ms:
+ * "2026-11-27 14:03:12 (5m 3s ago)", "... (in 2h 5m)".
+ */
+const char *cli_fmt_iso_ago(const char *iso, int64_t now_ms, char *out,
+                            size_t outlen);
 /* Micro-dollars as dollars with all six decimals: "1.905817" (money is
  * integer micro-dollars end to end; the CLI neither rounds nor adds). */
 void cli_fmt_micro_dollars(int64_t micro, char *out, size_t outlen);

@@ -1,9 +1,10 @@
 /*
  * tenbin: the command-line client of tenbind.  Global options come
  * before the command or after it (as git, gh and kubectl users type
- * them); the command table below (git's commands[]) maps a name to its
- * handler in cmd_*.c, which gets the rest of argv, and to how it reads
- * its words, so that its own are never taken for global options.
+ * them); the command table (cli/commands.h, git's commands[]) maps a
+ * name to its handler in cmd_*.c, which gets the rest of argv, and to
+ * how it reads its words, so that its own are never taken for global
+ * options.  "__complete" is the completion script's hidden helper.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 
 #ifndef TENBIN_VERSION
 #define TENBIN_VERSION "0.1.0"
@@ -24,37 +26,9 @@ struct cmd {
   const char *help;   /* one line for 'tenbin --help' */
 };
 
-static const struct cmd commands[] = {
-    {"submit", cli_cmd_submit, cli_submit_arity,
-     "submit a command or a workload as a job"},
-    {"sbatch", cli_cmd_sbatch, cli_sbatch_arity,
-     "submit a batch script with #SBATCH lines"},
-    {"jobs", cli_cmd_jobs, cli_jobs_arity, "list jobs"},
-    {"show", cli_cmd_show, NULL, "show one job"},
-    {"events", cli_cmd_events, NULL, "list a job's state transitions"},
-    {"explain", cli_cmd_explain, NULL,
-     "why a job is where it is: every site's terms"},
-    {"logs", cli_cmd_logs, NULL, "print a job's output (-f follows it)"},
-    {"cancel", cli_cmd_cancel, NULL, "cancel jobs"},
-    {"release", cli_cmd_release, NULL, "release held jobs"},
-    {"workloads", cli_cmd_workloads, NULL, "list the workload catalog"},
-    {"workload", cli_cmd_workload, NULL, "add FILE.json | show NAME"},
-    {"sites", cli_cmd_sites, NULL, "list sites with their GPUs and jobs"},
-    {"site", cli_cmd_site, NULL, "show NAME"},
-    {"baseline", cli_cmd_baseline, NULL,
-     "run|show|diff SITE: the NCCL baseline of a site against the "
-     "reference"},
-    {"autoscaler", cli_cmd_autoscaler, NULL,
-     "log: what the autoscaler decided for the elastic sites"},
-    {"prices", cli_cmd_prices, NULL,
-     "list the rates in force | set SITE (admin)"},
-    {"report", cli_cmd_report, cli_report_arity,
-     "GPU-hours and cost by project, site, GPU type, day"},
-    {"budgets", cli_cmd_budgets, NULL, "list monthly budgets and spending"},
-    {"budget", cli_cmd_budget, NULL, "set PROJECT --monthly X (admin)"},
-    {"datasets", cli_cmd_datasets, NULL, "list datasets"},
-    {"dataset", cli_cmd_dataset, NULL, "add | publish | sync | ls | show"},
-};
+#define CLI_COMMAND_ENTRY(name, fn, arity, help) {name, fn, arity, help},
+static const struct cmd commands[] = {CLI_COMMANDS(CLI_COMMAND_ENTRY)};
+#undef CLI_COMMAND_ENTRY
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -73,12 +47,18 @@ usage(FILE *f)
              "never options.\n");
 }
 
+/* The completion script's helper: not listed, not for people. */
+static const struct cmd hidden_complete = {"__complete", cli_cmd_complete,
+                                           NULL, NULL};
+
 static const struct cmd *
 find_command(const char *name)
 {
   for (size_t i = 0; i < NCOMMANDS; i++)
     if (strcmp(commands[i].name, name) == 0)
       return &commands[i];
+  if (strcmp(name, hidden_complete.name) == 0)
+    return &hidden_complete;
   return NULL;
 }
 

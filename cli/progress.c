@@ -124,7 +124,7 @@ cli_progress_eta(int64_t remaining, double rate, char *out, size_t outlen)
   int64_t s;
 
   if (remaining <= 0) {
-    cli_fmt_duration(0, out, outlen);
+    cli_fmt_duration_compact(0, out, outlen);
     return;
   }
   if (!(rate > 0)) {
@@ -140,7 +140,7 @@ cli_progress_eta(int64_t remaining, double rate, char *out, size_t outlen)
   s = (int64_t)secs;
   if ((double)s < secs)
     s++;
-  cli_fmt_duration(s, out, outlen);
+  cli_fmt_duration_compact(s, out, outlen);
 }
 
 /*
@@ -241,7 +241,7 @@ fields_make(const struct cli_progress *p, int tty, struct fields *f)
   snprintf(f->text[F_RATE], FIELD_SIZE, "%*s", pad ? RATE_SLOT : 0, t);
   if (known && p->bytes_done >= p->bytes_total) {
     if (p->elapsed_ms > 0) {
-      cli_fmt_duration(p->elapsed_ms / 1000, done, sizeof(done));
+      cli_fmt_duration_compact(p->elapsed_ms / 1000, done, sizeof(done));
       snprintf(f->text[F_ETA], FIELD_SIZE, "in %s", done);
       f->on[F_ETA] = 1;
     }

@@ -63,7 +63,7 @@ t_expect "the 201 shows the forecast: at most 60 s of a GPU at \$6.88, and the b
   "$(jq -c '.forecast | [.upper_micro, .budget_left_micro, .runtime_basis]' <<<"$reply")" '^\[114666,200000,"time limit"\]$'
 out=$("$TENBIN" submit --project vision --gpus 1 --time 1 -- sleep 1 2>&1 >/dev/null)
 t_expect "tenbin submit shows the forecast and the budget left" \
-  "$out" 'forecast: about 00:01:00 \(time limit\), \$0\.114666 expected, at most \$0\.114666; budget left \$0\.200000'
+  "$out" 'forecast: about 1m \(time limit\), \$0\.114666 expected, at most \$0\.114666; budget left \$0\.200000'
 c=$("$TENBIN" submit --project vision --gpus 1 --time 1 --hold -- true 2>/dev/null)
 for id in "$a"; do t_wait_state "$id" succeeded >/dev/null || t_fail "job $id succeeded"; done
 t_wait_state "$((a + 1))" succeeded >/dev/null || t_fail "the second job succeeded"

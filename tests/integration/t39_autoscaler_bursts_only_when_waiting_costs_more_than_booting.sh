@@ -82,7 +82,7 @@ t_expect "the release is logged as idle" \
   "$(curl -fsS "$T_URL/v1/autoscaler/log?site=aws" | jq -r '[.decisions[] | select(.action == "release")][0] | [.reason, .released] | map(tostring) | join(" ")')" \
   '^idle 1$'
 t_expect "tenbin autoscaler log lists both, newest first" \
-  "$("$TENBIN" autoscaler log --site aws | awk 'NR > 1 {print $3, $4}' | grep -E '^(launch|release) ' | tr '\n' '|')" \
+  "$("$TENBIN" autoscaler log --site aws | awk 'NR > 1 {print $4, $5}' | grep -E '^(launch|release) ' | tr '\n' '|')" \
   '^release idle\|launch demand\|$'
 t_expect "tenbin site show has the autoscaler's state and last decision" \
   "$("$TENBIN" site show aws | grep -E '^(autoscaler|last decision)' | tr -s ' ' | tr '\n' '|')" \

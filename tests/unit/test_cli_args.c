@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cli/args.h"
+#include "cli/complete.h"
 #include "cli/format.h"
 #include "cli/table.h"
 #include "spec/jobspec.h"
@@ -1528,16 +1529,17 @@ test_table_key_value_rows_skip_absent_values(void **state)
 /* ---- formatting ---- */
 
 static void
-test_durations_are_compact(void **state)
+test_durations_read_in_their_two_largest_units(void **state)
 {
   static const struct {
     int64_t s;
     const char *want;
   } cases[] = {
       {-5, "0s"},        {0, "0s"},          {59, "59s"},
-      {60, "1m00s"},     {3599, "59m59s"},   {3600, "1h00m"},
-      {3725, "1h02m"},   {86399, "23h59m"},  {86400, "1d00h"},
-      {200000, "2d07h"},
+      {60, "1m"},        {200, "3m 20s"},    {3599, "59m 59s"},
+      {3600, "1h"},      {7500, "2h 5m"},    {86399, "23h 59m"},
+      {86400, "1d"},     {356400, "4d 3h"},  {200000, "2d 7h"},
+      {INT64_MAX, "106751991167300d 15h"},
   };
   char out[CLI_FMT_SIZE];
 
@@ -1586,11 +1588,11 @@ test_job_time_is_age_until_started_then_elapsed(void **state)
 
   (void)state;
   cli_fmt_job_time(queued, now, out, sizeof(out));
-  assert_string_equal(out, "10m00s");
+  assert_string_equal(out, "10m");
   cli_fmt_job_time(running, now, out, sizeof(out));
-  assert_string_equal(out, "2m00s");
+  assert_string_equal(out, "2m");
   cli_fmt_job_time(ended, now, out, sizeof(out));
-  assert_string_equal(out, "1h01m");
+  assert_string_equal(out, "1h 1m");
   cli_fmt_job_time(none, now, out, sizeof(out));
   assert_string_equal(out, "-");
   json_decref(queued);
@@ -1689,6 +1691,229 @@ test_command_lines_are_shell_quoted(void **state)
   json_decref(argv);
 }
 
+/* ---- the completion scripts ---- */
+
+/*
+ * The words of the script's line that starts with prefix, between the
+ * quotes that follow it, as " w1 w2 ... " in out (so " --site " finds a
+ * word); fails the test when there is no such line.
+ */
+static void
+script_words(const char *script, const char *prefix, char *out, size_t len)
+{
+  const char *p = script;
+  const char *q;
+  const char *end;
+
+  for (;;) {
+    assert_non_null(p);
+    if (strncmp(p, prefix, strlen(prefix)) == 0)
+      break;
+    p = strchr(p, '\n');
+    if (p != NULL)
+      p++;
+  }
+  q = strchr(p, '\'');
+  assert_non_null(q);
+  end = strchr(q + 1, '\'');
+  assert_non_null(end);
+  assert_true((size_t)(end - q) + 2 < len);
+  snprintf(out, len, " %.*s ", (int)(end - q - 1), q + 1);
+}
+
+static int
+has_word(const char *words, const char *dashes, const char *word)
+{
+  char w[160];
+
+  snprintf(w, sizeof(w), " %s%s ", dashes, word);
+  return strstr(words, w) != NULL;
+}
+
+static void
+check_script_names_everything(const char *shell)
+{
+  struct buf out;
+  struct err e = {0};
+  char words[4096];
+  char prefix[128];
+  const char *name;
+  int has_arg;
+
+  buf_init(&out, 1 << 20);
+  assert_int_equal(cli_complete_script(shell, &out, &e), 0);
+  script_words(buf_str(&out), "_tenbin_commands=", words, sizeof(words));
+  for (size_t i = 0; i < cli_ncommand_names; i++)
+    assert_true(has_word(words, "", cli_command_names[i]));
+  assert_false(has_word(words, "", "__complete"));
+  script_words(buf_str(&out), "_tenbin_after=", words, sizeof(words));
+  for (size_t i = 0; (name = cli_global_option(i, &has_arg)) != NULL; i++)
+    assert_true(has_word(words, "--", name));
+  for (size_t i = 0; i < cli_comp_nspecs; i++) {
+    const struct cli_comp_spec *sp = &cli_comp_specs[i];
+
+    snprintf(prefix, sizeof(prefix), "    %s/%s) echo '", sp->cmd,
+             sp->sub != NULL ? sp->sub : "");
+    script_words(buf_str(&out), prefix, words, sizeof(words));
+    for (size_t k = 0; sp->opts[k].name != NULL; k++)
+      assert_true(has_word(words, "--", sp->opts[k].name));
+    if (sp->sub != NULL) {
+      snprintf(prefix, sizeof(prefix), "    %s) echo '", sp->cmd);
+      script_words(buf_str(&out), prefix, words, sizeof(words));
+      assert_true(has_word(words, "", sp->sub));
+    }
+  }
+  buf_release(&out);
+}
+
+static void
+test_completion_scripts_name_every_command_and_option(void **state)
+{
+  (void)state;
+  check_script_names_everything("bash");
+  check_script_names_everything("zsh");
+}
+
+/* A command without an entry would complete none of its options. */
+static void
+test_every_command_has_its_option_table_for_completion(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < cli_ncommand_names; i++) {
+    int found = 0;
+
+    for (size_t j = 0; j < cli_comp_nspecs; j++)
+      found |= strcmp(cli_comp_specs[j].cmd, cli_command_names[i]) == 0;
+    if (!found)
+      fail_msg("command '%s' has no completion entry", cli_command_names[i]);
+  }
+  for (size_t j = 0; j < cli_comp_nspecs; j++) {
+    int found = 0;
+
+    for (size_t i = 0; i < cli_ncommand_names; i++)
+      found |= strcmp(cli_comp_specs[j].cmd, cli_command_names[i]) == 0;
+    assert_true(found);
+  }
+}
+
+/* The script reads an option's value by its name alone, so a name takes
+ * a value in every table or in none. */
+static void
+test_an_option_takes_a_value_everywhere_or_nowhere(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < cli_comp_nspecs; i++) {
+    const struct option *a = cli_comp_specs[i].opts;
+
+    for (size_t k = 0; a[k].name != NULL; k++) {
+      if (cli_comp_option_value(a[k].name) != CLI_COMP_NONE)
+        assert_int_equal(a[k].has_arg, required_argument);
+      for (size_t j = 0; j < cli_comp_nspecs; j++) {
+        const struct option *b = cli_comp_specs[j].opts;
+
+        for (size_t m = 0; b[m].name != NULL; m++)
+          if (strcmp(a[k].name, b[m].name) == 0 &&
+              (a[k].has_arg != no_argument) != (b[m].has_arg != no_argument))
+            fail_msg("option '--%s' takes a value in one table only",
+                     a[k].name);
+      }
+    }
+  }
+}
+
+static void
+test_completion_for_another_shell_is_a_usage_error(void **state)
+{
+  struct buf out;
+  struct err e = {0};
+
+  (void)state;
+  buf_init(&out, 1 << 20);
+  assert_int_equal(cli_complete_script("fish", &out, &e), ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'fish'"));
+  buf_release(&out);
+  buf_init(&out, 64);
+  assert_int_equal(cli_complete_script("bash", &out, &e), ERR_TOO_LARGE);
+  buf_release(&out);
+}
+
+static void
+test_complete_values_put_unfinished_jobs_first(void **state)
+{
+  const struct cli_complete_source *src;
+  json_t *reply = json_pack(
+      "{s:[{s:i, s:s}, {s:i, s:s}, {s:i, s:s}, {s:s, s:s}, {s:i}]}", "jobs",
+      "id", 9, "state", "succeeded", "id", 8, "state", "running", "id", 7,
+      "state", "queued", "id", "6", "state", "queued", "id", -1);
+  struct buf out;
+
+  (void)state;
+  buf_init(&out, 1 << 20);
+  assert_int_equal(cli_complete_sources("jobs", &src), 1);
+  assert_int_equal(cli_complete_values(src, reply, &out), 0);
+  assert_string_equal(buf_str(&out), "8\n7\n9\n");
+  assert_int_equal(cli_complete_sources("nodes", &src), 0);
+  assert_null(src);
+  buf_release(&out);
+  json_decref(reply);
+}
+
+/* Names are the server's: one a shell would split or expand is left out,
+ * and projects read from two replies come once. */
+static void
+test_complete_values_drop_odd_words_and_repeats(void **state)
+{
+  const struct cli_complete_source *src;
+  char long_name[CLI_COMPLETE_MAX_VALUE + 2];
+  json_t *budgets;
+  json_t *jobs;
+  struct buf out;
+
+  (void)state;
+  memset(long_name, 'a', sizeof(long_name) - 1);
+  long_name[sizeof(long_name) - 1] = '\0';
+  budgets = json_pack("{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:i}, {}]}",
+                      "budgets", "project", "alpha", "project", "a b",
+                      "project", "$(reboot)", "project", long_name,
+                      "project", 3);
+  jobs = json_pack("{s:[{s:s}, {s:s}, {s:s}]}", "jobs", "project", "beta",
+                   "project", "alpha", "project", "");
+  buf_init(&out, 1 << 20);
+  assert_int_equal(cli_complete_sources("projects", &src), 2);
+  assert_int_equal(cli_complete_values(&src[0], budgets, &out), 0);
+  assert_int_equal(cli_complete_values(&src[1], jobs, &out), 0);
+  assert_string_equal(buf_str(&out), "alpha\nbeta\n");
+  buf_release(&out);
+  json_decref(budgets);
+  json_decref(jobs);
+}
+
+static void
+test_complete_values_stop_at_the_cap(void **state)
+{
+  const struct cli_complete_source *src;
+  json_t *sites = json_array();
+  json_t *reply = json_pack("{s:o}", "sites", sites);
+  struct buf out;
+  size_t lines = 0;
+
+  (void)state;
+  for (int i = 0; i < CLI_COMPLETE_MAX_VALUES + 10; i++) {
+    char name[32];
+
+    snprintf(name, sizeof(name), "s%d", i);
+    json_array_append_new(sites, json_pack("{s:s}", "name", name));
+  }
+  buf_init(&out, 1 << 20);
+  assert_int_equal(cli_complete_sources("sites", &src), 1);
+  assert_int_equal(cli_complete_values(src, reply, &out), 0);
+  for (const char *p = buf_str(&out); *p != '\0'; p++)
+    lines += *p == '\n';
+  assert_int_equal(lines, CLI_COMPLETE_MAX_VALUES);
+  buf_release(&out);
+  json_decref(reply);
+}
+
 int
 main(void)
 {
@@ -1759,13 +1984,20 @@ main(void)
       cmocka_unit_test(test_table_counts_utf8_characters_not_bytes),
       cmocka_unit_test(test_table_replaces_control_characters),
       cmocka_unit_test(test_table_key_value_rows_skip_absent_values),
-      cmocka_unit_test(test_durations_are_compact),
+      cmocka_unit_test(test_durations_read_in_their_two_largest_units),
       cmocka_unit_test(test_micro_dollars_print_with_all_six_decimals),
       cmocka_unit_test(test_job_time_is_age_until_started_then_elapsed),
       cmocka_unit_test(test_gpus_and_exit_cells),
       cmocka_unit_test(test_time_limits_print_in_slurm_form),
       cmocka_unit_test(test_site_gpus_show_use_per_type),
       cmocka_unit_test(test_command_lines_are_shell_quoted),
+      cmocka_unit_test(test_completion_scripts_name_every_command_and_option),
+      cmocka_unit_test(test_every_command_has_its_option_table_for_completion),
+      cmocka_unit_test(test_an_option_takes_a_value_everywhere_or_nowhere),
+      cmocka_unit_test(test_completion_for_another_shell_is_a_usage_error),
+      cmocka_unit_test(test_complete_values_put_unfinished_jobs_first),
+      cmocka_unit_test(test_complete_values_drop_odd_words_and_repeats),
+      cmocka_unit_test(test_complete_values_stop_at_the_cap),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
