@@ -374,14 +374,14 @@ sites_free(struct broker *b)
   free(b->sites);
 }
 
-/* Config workloads are upserted at every start: the file is the source
- * of truth for the entries it names; others stay as the API left them. */
-static int
-load_workloads(struct broker *b, const json_t *workloads, struct err *e)
+int
+broker__workloads_load(struct broker *b, const json_t *workloads, size_t *n,
+                       struct err *e)
 {
   size_t i;
   json_t *w;
 
+  *n = 0;
   if (workloads == NULL || json_is_null(workloads))
     return 0;
   if (!json_is_array(workloads))
@@ -395,6 +395,7 @@ load_workloads(struct broker *b, const json_t *workloads, struct err *e)
       err_prefix(e, "workloads[%zu]", i);
       return ERR_CONFIG;
     }
+    (*n)++;
   }
   return 0;
 }
@@ -483,6 +484,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
            struct broker **out, struct err *e)
 {
   struct broker *b = xcalloc(1, sizeof(*b));
+  size_t nworkloads;
   int rc;
 
   b->tag = BROKER_TAG;
@@ -517,7 +519,7 @@ broker_new(uv_loop_t *loop, const struct broker_config *cfg,
     rc = broker__autoscaler_open(b, cfg->burst, e);
   if (rc < 0)
     goto fail;
-  rc = load_workloads(b, cfg->workloads, e);
+  rc = broker__workloads_load(b, cfg->workloads, &nworkloads, e);
   if (rc == 0)
     rc = ledger_catch_up(b, e);
   if (rc == 0)

@@ -218,6 +218,11 @@ struct site *broker__site(struct broker *b, const char *name);
  * ERR_CONFIG naming the field. */
 int broker__site_job_env(char ***out, const json_t *env, size_t i,
                          struct err *e) WARN_UNUSED;
+/* Upsert the config's workloads (at every start and reload: the file is
+ * the source of truth for the entries it names; others stay as the API
+ * left them); *n counts them.  ERR_CONFIG naming the entry. */
+int broker__workloads_load(struct broker *b, const json_t *workloads,
+                           size_t *n, struct err *e) WARN_UNUSED;
 /* Choose the placement policy (cfg->placement, else cost where a site is
  * priced) and read the wait values into b; ERR_CONFIG naming the
  * field.  Writes b->policy, b->wait_value_micro and b->wait_values. */

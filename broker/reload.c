@@ -174,32 +174,6 @@ parse_policy(struct broker *b, const struct broker_config *cfg,
   return rc;
 }
 
-static int
-put_workloads(struct broker *b, const json_t *workloads, size_t *n,
-              struct err *e)
-{
-  const json_t *w;
-  size_t i;
-
-  *n = 0;
-  if (workloads == NULL || json_is_null(workloads))
-    return 0;
-  if (!json_is_array(workloads))
-    return err_set(e, ERR_CONFIG, "field 'workloads' must be an array");
-  json_array_foreach(workloads, i, w) {
-    int rc = broker_workload_put(b, w, NULL, e);
-
-    if (rc < 0) {
-      if (e != NULL)
-        e->code = ERR_CONFIG;
-      err_prefix(e, "workloads[%zu]", i);
-      return ERR_CONFIG;
-    }
-    (*n)++;
-  }
-  return 0;
-}
-
 /* What changed, for the log ("cost of onprem, job_env of cloud, 3
  * workloads"), from the sites' running config and the new one. */
 static int
@@ -268,7 +242,7 @@ broker_reload(struct broker *b, const struct broker_config *cfg,
   if (rc == 0)
     rc = broker__prices_sync(b, time_now_ms(), e);
   if (rc == 0)
-    rc = put_workloads(b, cfg->workloads, &nworkloads, e);
+    rc = broker__workloads_load(b, cfg->workloads, &nworkloads, e);
   if (rc == 0)
     rc = db_commit(b->db, e);
   if (rc < 0) {

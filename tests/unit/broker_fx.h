@@ -1,8 +1,9 @@
 /*
  * What the unit tests that drive a whole broker in one loop share
- * (test_broker.c, test_autoscaler.c): parsing test JSON, running the
- * loop until a condition holds (bounded by GUARD_NS, a failure, never a
- * measurement), a job's state, and removing the state directory.
+ * (test_broker.c, test_autoscaler.c, test_broker_baseline.c): parsing
+ * test JSON, running the loop until a condition holds (bounded by
+ * GUARD_NS, a failure, never a measurement), a job's state, submitting
+ * as an admin, and removing the state directory.
  *
  * Include after <cmocka.h>, once the including file has defined
  * GUARD_NS and its struct fx, which must have the members
@@ -18,6 +19,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -168,6 +170,70 @@ wait_state(struct fx *f, int64_t id, enum job_state state)
   if (!run_until(f, job_is, &w))
     fail_msg("job %lld is %s, never became %s", (long long)id,
              job_state_name(state_of(f, id)), job_state_name(state));
+}
+
+/* ---- submitting as an admin ---- */
+
+/* A submission's answer, as its callback gave it. */
+struct fx_answer {
+  int called;
+  int rc;
+  int64_t id;  /* -1 when refused */
+};
+
+static inline void
+fx_on_submitted(void *arg, int rc, const struct job_view *job,
+                char *const *warnings, int replayed, const struct err *e)
+{
+  struct fx_answer *a = arg;
+
+  (void)warnings;
+  (void)replayed;
+  (void)e;
+  a->called++;
+  a->rc = rc;
+  a->id = job != NULL ? job->id : -1;
+}
+
+static inline int
+fx_answered(struct fx *f, const void *arg)
+{
+  (void)f;
+  return ((const struct fx_answer *)arg)->called > 0;
+}
+
+/* Submit body_text as an admin; its answer comes into *a later. */
+static inline void
+fx_submit(struct fx *f, const char *body_text, struct fx_answer *a)
+{
+  json_t *body = parse(body_text);
+  struct err e = {0};
+
+  memset(a, 0, sizeof(*a));
+  if (broker_submit(f->b, &admin, body, NULL, NULL, fx_on_submitted, a,
+                    &e) < 0)
+    fail_msg("'%s' refused: %s", body_text, e.msg);
+  json_decref(body);
+}
+
+/* Wait for a's answer, which must be a job: its id. */
+static inline int64_t
+fx_answer_id(struct fx *f, struct fx_answer *a)
+{
+  assert_true(run_until(f, fx_answered, a));
+  assert_int_equal(a->rc, 0);
+  assert_true(a->id > 0);
+  return a->id;
+}
+
+/* Submit and wait: the job's id. */
+static inline int64_t
+fx_submit_ok(struct fx *f, const char *body_text)
+{
+  struct fx_answer a;
+
+  fx_submit(f, body_text, &a);
+  return fx_answer_id(f, &a);
 }
 
 #endif

@@ -756,65 +756,6 @@ wait_scales(struct fx *f, int n)
 
 /* ---- jobs ---- */
 
-struct answer {
-  int called;
-  int rc;
-  int64_t id;
-};
-
-static void
-on_submitted(void *arg, int rc, const struct job_view *job,
-             char *const *warnings, int replayed, const struct err *e)
-{
-  struct answer *a = arg;
-
-  (void)warnings;
-  (void)replayed;
-  (void)e;
-  a->called++;
-  a->rc = rc;
-  a->id = job != NULL ? job->id : -1;
-}
-
-static void
-submit(struct fx *f, const char *body_text, struct answer *a)
-{
-  json_t *body = parse(body_text);
-  struct err e = {0};
-
-  memset(a, 0, sizeof(*a));
-  if (broker_submit(f->b, &admin, body, NULL, NULL, on_submitted, a, &e) < 0)
-    fail_msg("'%s' refused: %s", body_text, e.msg);
-  json_decref(body);
-}
-
-static int
-answered(struct fx *f, const void *arg)
-{
-  const struct answer *a = arg;
-
-  (void)f;
-  return a->called > 0;
-}
-
-static int64_t
-answer_id(struct fx *f, struct answer *a)
-{
-  assert_true(run_until(f, answered, a));
-  assert_int_equal(a->rc, 0);
-  assert_true(a->id > 0);
-  return a->id;
-}
-
-static int64_t
-submit_ok(struct fx *f, const char *body_text)
-{
-  struct answer a;
-
-  submit(f, body_text, &a);
-  return answer_id(f, &a);
-}
-
 /* The job's remote id ("node-N"), into out. */
 static void
 remote_of(struct fx *f, int64_t id, char *out, size_t len)
@@ -840,7 +781,7 @@ occupy_owned(struct fx *f, int minutes)
            " \"time_limit\": %d, \"command\": [\"/bin/sh\", \"-c\","
            " \"while [ ! -e %s ]; do sleep 0.02; done\"]}",
            minutes, minutes, f->go);
-  f->owned = submit_ok(f, body);
+  f->owned = fx_submit_ok(f, body);
   wait_state(f, f->owned, JOB_RUNNING);
 }
 
@@ -945,7 +886,7 @@ test_waiting_jobs_beyond_the_owned_site_launch_nodes_in_the_same_pass(
     void **state)
 {
   struct fx *f = *state;
-  struct answer a[3];
+  struct fx_answer a[3];
   struct rows rs;
 
   start(f, SITES, BURST);
@@ -953,9 +894,9 @@ test_waiting_jobs_beyond_the_owned_site_launch_nodes_in_the_same_pass(
   passes_tick(f);
   /* One loop turn: one commit, so the next pass sees all three. */
   for (int i = 0; i < 3; i++)
-    submit(f, JOB8, &a[i]);
+    fx_submit(f, JOB8, &a[i]);
   for (int i = 0; i < 3; i++)
-    answer_id(f, &a[i]);
+    fx_answer_id(f, &a[i]);
   wait_scales(f, 1);
   /* The timer ticks once an hour: the pass that saw them did it. */
   assert_int_equal(fake->scales, 1);
@@ -993,7 +934,7 @@ test_no_launch_while_the_owned_wait_is_shorter_than_the_boot(void **state)
   /* Busy for a minute; a node boots in five. */
   occupy_owned(f, 1);
   passes_tick(f);
-  id = submit_ok(f, "{\"gpus\": 2, \"gpu_type\": \"h100\", \"time_limit\": "
+  id = fx_submit_ok(f, "{\"gpus\": 2, \"gpu_type\": \"h100\", \"time_limit\": "
                     "1, \"command\": [\"true\"]}");
   placement_of(f, id, &p, &start_ms);
   assert_string_equal(p.verdict, "wait");
@@ -1022,7 +963,7 @@ test_a_launched_node_takes_the_waiting_job_on_the_next_pass(void **state)
 
   start(f, SITES, BURST);
   passes_tick(f);
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   wait_scales(f, 1);
   assert_int_equal(fake->last_launch[0], 1);
   /* The launch kicks a pass: the job goes to the launching node. */
@@ -1053,7 +994,7 @@ one_job_on_one_node(struct fx *f, int64_t boot_ms)
   int64_t id;
 
   passes_tick(f);
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   wait_scales(f, 1);
   quiet(f);
   wait_state(f, id, JOB_SUBMITTED);
@@ -1141,7 +1082,7 @@ test_a_learned_boot_delay_moves_the_cloud_start(void **state)
 
   start(f, SITES, BURST);
   passes_tick(f);
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   wait_scales(f, 1);
   quiet(f);
   wait_state(f, id, JOB_SUBMITTED);
@@ -1154,7 +1095,7 @@ test_a_learned_boot_delay_moves_the_cloud_start(void **state)
   /* The next job needs a node too: it starts a second from the pass,
    * not boot_s (300 s) from it.  The pass began before its decision
    * was stored, and within the guard of it. */
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   placement_of(f, id, &p, &start_ms);
   assert_string_equal(p.verdict, "wait");
   assert_string_equal(p.site, "cloud");
@@ -1181,7 +1122,7 @@ test_a_decision_is_logged_once_until_it_changes(void **state)
   assert_string_equal(rs.r[0].action, "none");
   assert_string_equal(rs.r[0].detail, "nothing to do");
   /* A job the cap keeps waiting: held, every tick the same. */
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   assert_true(run_until(f, placed_once, &id));
   for (int i = 0; i < 5; i++)
     fire_tick(f);
@@ -1309,7 +1250,7 @@ test_a_site_backing_off_is_sent_no_launch_and_wants_none(void **state)
   start(f, SITES, BURST);
   quiet(f);
   fake->backing_off = 1;
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   assert_true(run_until(f, placed_once, &id));
   fire_tick(f);
   assert_int_equal(fake->scales, 0);
@@ -1333,7 +1274,7 @@ test_the_site_spend_cap_holds_launches_and_says_so(void **state)
   /* A node costs $55.04/h, over the site's $50/h. */
   start(f, CLOUD_WITH(P5, ", \"spend_cap_per_hour\": 50", RENTED), BURST);
   quiet(f);
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   assert_true(run_until(f, placed_once, &id));
   fire_tick(f);
   assert_int_equal(fake->scales, 0);
@@ -1362,7 +1303,7 @@ test_the_overall_cap_of_policy_burst_holds_launches(void **state)
 
   start(f, SITES, "{\"tick_s\": 3600, \"spend_cap_per_hour\": 50}");
   quiet(f);
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   assert_true(run_until(f, placed_once, &id));
   fire_tick(f);
   assert_int_equal(fake->scales, 0);
@@ -1393,7 +1334,7 @@ test_a_project_over_its_hard_budget_creates_no_demand(void **state)
   occupy_owned(f, 60);
   quiet(f);
   /* Held until its project has a budget of $0, hard: spent. */
-  alpha = submit_ok(f, "{\"project\": \"alpha\", \"gpus\": 2, \"gpu_type\":"
+  alpha = fx_submit_ok(f, "{\"project\": \"alpha\", \"gpus\": 2, \"gpu_type\":"
                        " \"h100\", \"time_limit\": 10, \"hold\": true,"
                        " \"command\": [\"true\"]}");
   assert_int_equal(broker_budget_set(f->b, &admin, "alpha", 0, 1, NULL, &e),
@@ -1412,7 +1353,7 @@ test_a_project_over_its_hard_budget_creates_no_demand(void **state)
   /* The same job of a project with no budget is demand; alpha's still
    * is not. */
   passes_tick(f);
-  submit_ok(f, "{\"project\": \"beta\", \"gpus\": 2, \"gpu_type\":"
+  fx_submit_ok(f, "{\"project\": \"beta\", \"gpus\": 2, \"gpu_type\":"
                " \"h100\", \"time_limit\": 10, \"command\": [\"true\"]}");
   wait_scales(f, 1);
   scale_log(f, &rs);
@@ -1466,7 +1407,7 @@ test_a_bad_policy_burst_is_refused_naming_the_field(void **state)
 static int64_t
 submit_deadline(struct fx *f, int gpus)
 {
-  struct answer a;
+  struct fx_answer a;
   char body[256], deadline[40];
 
   time_format_iso(time_now_ms() + 10 * 60000, deadline, sizeof(deadline));
@@ -1475,8 +1416,8 @@ submit_deadline(struct fx *f, int gpus)
            " \"deadline\": \"%s\", \"command\": [\"true\"]}",
            gpus, deadline);
   passes_tick(f);
-  submit(f, body, &a);
-  return answer_id(f, &a);
+  fx_submit(f, body, &a);
+  return fx_answer_id(f, &a);
 }
 
 /* The cloud candidate's compute $ in job id's stored decision. */
@@ -1511,7 +1452,7 @@ test_a_job_that_may_take_spot_is_priced_at_the_spot_nodes_it_would_get(
   /* 10 minutes of a whole 8-GPU node at $2.50 a GPU-hour and the
    * interruptions expected (the prior, 15 % of nodes a month, over a
    * restart of 15 minutes: x 1.00005): $3.33, not $9.17 on demand. */
-  id = submit_ok(f, JOB8);
+  id = fx_submit_ok(f, JOB8);
   micro = cloud_compute(f, id);
   assert_true(micro >= 8 * 2500000 / 6 && micro < 8 * 2510000 / 6);
   /* A deadline job is priced on demand. */
@@ -1533,7 +1474,7 @@ test_a_deadline_job_that_cannot_absorb_an_interruption_goes_to_an_on_demand_node
         BURST);
   /* A job with no deadline: a spot node, the cheapest. */
   passes_tick(f);
-  first = submit_ok(f, JOB8);
+  first = fx_submit_ok(f, JOB8);
   wait_scales(f, 1);
   assert_int_equal(fake->last_launch[0], 1);
   assert_int_equal(fake->last_launch[1], 0);
@@ -1569,7 +1510,7 @@ test_a_deadline_job_refused_by_a_spot_node_with_room_grows_an_on_demand_one(
   /* Four GPUs (more than the owned site has) on a spot node: four are
    * left free there. */
   passes_tick(f);
-  first = submit_ok(f, "{\"gpus\": 4, \"gpu_type\": \"h100\", "
+  first = fx_submit_ok(f, "{\"gpus\": 4, \"gpu_type\": \"h100\", "
                        "\"time_limit\": 10, \"command\": [\"true\"]}");
   wait_scales(f, 1);
   wait_state(f, first, JOB_SUBMITTED);

@@ -770,49 +770,6 @@ assert_drift(struct fx *f, const char *site, size_t idx, const char *name,
 
 /* ---- jobs ---- */
 
-struct answer {
-  int called;
-  int rc;
-  int64_t id;
-};
-
-static void
-on_submitted(void *arg, int rc, const struct job_view *job,
-             char *const *warnings, int replayed, const struct err *e)
-{
-  struct answer *a = arg;
-
-  (void)warnings;
-  (void)replayed;
-  (void)e;
-  a->called++;
-  a->rc = rc;
-  a->id = job != NULL ? job->id : -1;
-}
-
-static int
-answered(struct fx *f, const void *arg)
-{
-  (void)f;
-  return ((const struct answer *)arg)->called > 0;
-}
-
-static int64_t
-submit_ok(struct fx *f, const char *body_text)
-{
-  json_t *body = parse(body_text);
-  struct answer a = {0};
-  struct err e = {0};
-
-  if (broker_submit(f->b, &admin, body, NULL, NULL, on_submitted, &a, &e) <
-      0)
-    fail_msg("'%s' refused: %s", body_text, e.msg);
-  json_decref(body);
-  assert_true(run_until(f, answered, &a));
-  assert_int_equal(a.rc, 0);
-  return a.id;
-}
-
 static int
 placed_once(struct fx *f, const void *arg)
 {
@@ -1138,7 +1095,7 @@ test_a_job_requiring_the_baseline_runs_only_at_a_site_at_it(void **state)
   probe_site(f, "cloud", "older-nccl.json");
   cloud_jobs = fake_at("cloud")->njobs;
 
-  id = submit_ok(f, NEEDS_BASELINE);
+  id = fx_submit_ok(f, NEEDS_BASELINE);
   wait_state(f, id, JOB_RUNNING);
   site = site_of(f, id);
   assert_string_equal(site, "ref");
@@ -1148,7 +1105,7 @@ test_a_job_requiring_the_baseline_runs_only_at_a_site_at_it(void **state)
 
   /* Without the requirement first-fit takes the first site: the one
    * above went to ref for the baseline, not by order. */
-  plain = submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"command\":"
+  plain = fx_submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"command\":"
                        " [\"true\"]}");
   wait_state(f, plain, JOB_RUNNING);
   site = site_of(f, plain);
@@ -1169,7 +1126,7 @@ test_a_job_pinned_to_a_drifted_site_stays_queued_naming_the_rule(
   probe_site(f, "ref", "ref-h100.json");
   probe_site(f, "cloud", "older-nccl.json");
 
-  id = submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"site\": "
+  id = fx_submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"site\": "
                     "\"cloud\", \"require_baseline\": true, \"command\": "
                     "[\"true\"]}");
   assert_true(run_until(f, placed_once, &id));
@@ -1197,7 +1154,7 @@ test_a_site_probed_back_to_the_baseline_takes_the_waiting_job(void **state)
   start(f, BASELINE);
   probe_site(f, "ref", "ref-h100.json");
   probe_site(f, "cloud", "older-nccl.json");
-  id = submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"site\": "
+  id = fx_submit_ok(f, "{\"project\": \"demo\", \"gpus\": 1, \"site\": "
                     "\"cloud\", \"require_baseline\": true, \"command\": "
                     "[\"true\"]}");
   assert_true(run_until(f, placed_once, &id));
@@ -1217,13 +1174,13 @@ test_without_a_baseline_block_require_baseline_is_unprocessable(
 {
   struct fx *f = *state;
   json_t *body = parse(NEEDS_BASELINE), *out = NULL;
-  struct answer a = {0};
+  struct fx_answer a = {0};
   struct err e = {0};
   char *m;
 
   start(f, NULL);
   assert_int_equal(broker_submit(f->b, &admin, body, NULL, NULL,
-                                 on_submitted, &a, &e),
+                                 fx_on_submitted, &a, &e),
                    ERR_UNPROCESSABLE);
   assert_non_null(strstr(e.msg, "require_baseline"));
   json_decref(body);
