@@ -145,6 +145,13 @@ try {
     check('the sites page shows every site', ['onprem', 'cloud', 'lab'].every((s) => sites.includes(s)),
       sites.join(','));
     check('capacity is shown by GPU type', (await text('.card[data-site="lab"]')).includes('a10g'));
+    await page.locator('.card[data-site="lab"] table').first().waitFor({timeout: T});
+    const lab = await text('.card[data-site="lab"]');
+    check('a drifted site shows its baseline finding', lab.includes('drifted') &&
+      lab.includes('nccl_env') && lab.includes('NCCL_ALGO'), lab);
+    check('the reference is at its baseline',
+      (await text('.card[data-site="onprem"]')).includes('at_baseline'));
+    check('a site never probed says so', (await text('.card[data-site="cloud"]')).includes('never_probed'));
     await shot('sites');
   });
 

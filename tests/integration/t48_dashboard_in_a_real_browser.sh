@@ -31,13 +31,20 @@ cat >"$T_DIR/config.json" <<'JSON'
   {"name": "cloud", "kind": "local", "gpus": {"h100": 4}, "first_gpu": 2,
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88},
             "min_billed_seconds": 60, "egress_per_gb": 0.09}}},
-  {"name": "lab", "kind": "local", "gpus": {"a10g": 1}, "first_gpu": 6}]}
+  {"name": "lab", "kind": "local", "gpus": {"a10g": 1}, "first_gpu": 6,
+   "job_env": {"NCCL_ALGO": "Ring"}}],
+ "baseline": {"reference": "onprem", "project": "vision", "every_s": 0,
+              "sites": []}}
 JSON
 admin=$("$TENBIND" token create --role admin --name ops --state "$T_STATE")
 viewer=$("$TENBIND" token create --role viewer --name watcher --state "$T_STATE")
 export TENBIN_TOKEN=$admin
 t_start --config "$T_DIR/config.json"
 
+# The sites page shows each site's baseline: the reference at it, lab
+# drifted (its jobs get NCCL_ALGO), cloud never probed.
+"$TENBIN" baseline run onprem --wait >/dev/null
+"$TENBIN" baseline run lab --wait >/dev/null
 submit() { "$TENBIN" submit "$@"; }
 # Money: a GPU job on the owned site and one on the rented site, ended
 # before the page is read, so the ledger stands still while it is
