@@ -161,6 +161,10 @@ try {
     await page.waitForFunction(() => document.getElementById('datasets').childElementCount > 0,
       null, {timeout: T});
     check('the datasets page loads', true);
+    const ds = await text('#datasets');
+    check('a dataset shows its version and its replica at cloud, complete',
+      ds.includes('train') && /cloud\s*[0-9a-f]{12}\s*complete/.test(ds), ds);
+    check('with the bytes it moved', /cloud\s*[0-9a-f]{12}\s*complete\s*293\.0 KiB \/ 293\.0 KiB\s*[1-9][0-9.]* KiB/.test(ds), ds);
     await shot('datasets');
   });
 

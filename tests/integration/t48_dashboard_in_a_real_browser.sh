@@ -5,7 +5,9 @@
 # the jobs list to a job and watches its log grow, cancels a job as an
 # admin, finds the cost page's totals equal to `tenbin report`'s, shows
 # a job whose name, command and log are HTML as text with no script run,
-# and shows a viewer the API's 403 when it tries to cancel.  Screenshots
+# and shows a viewer the API's 403 when it tries to cancel.  The sites
+# page shows each site's NCCL baseline, and the datasets page a dataset
+# replicated between two real agents.  Screenshots
 # of every page go to $TENBIN_ARTIFACTS (default: artifacts/ui/ in the
 # build directory).
 . "$(dirname "$0")/lib.sh"
@@ -19,16 +21,23 @@ command -v node >/dev/null || { t_fail "node is installed (run scripts/setup)"; 
 ARTIFACTS=${TENBIN_ARTIFACTS:-$TENBIN_BIN/../artifacts/ui}
 mkdir -p "$ARTIFACTS"
 
-cat >"$T_DIR/config.json" <<'JSON'
+# Two agents, for a dataset replicated from onprem to cloud.
+t_agent_start ONPREM "$T_DIR/onprem"
+t_agent_start CLOUD "$T_DIR/cloud"
+mkdir -p "$T_DIR/onprem/train"
+head -c 300000 /dev/urandom >"$T_DIR/onprem/train/shard.bin"
+cat >"$T_DIR/config.json" <<JSON
 {"auth": {"enabled": true},
  "projects": ["vision", "nlp"],
  "sites": [
   {"name": "onprem", "kind": "local", "gpus": {"h100": 2},
+   "agent": {"url": "$AGENT_URL_ONPREM", "token_file": "$T_DIR/agent-ONPREM.token"},
    "cost": {"owned": {"capex_per_node": 350000, "nodes": 12, "years": 4,
             "support_per_year": 0.10, "power_kw_busy": 7.0,
             "power_kw_idle": 2.0, "pue": 1.4, "dollars_per_kwh": 0.09,
             "staff_per_year": 40000}}},
   {"name": "cloud", "kind": "local", "gpus": {"h100": 4}, "first_gpu": 2,
+   "agent": {"url": "$AGENT_URL_CLOUD", "token_file": "$T_DIR/agent-CLOUD.token"},
    "cost": {"rented": {"per_gpu_hour": {"h100": 6.88},
             "min_billed_seconds": 60, "egress_per_gb": 0.09}}},
   {"name": "lab", "kind": "local", "gpus": {"a10g": 1}, "first_gpu": 6,
@@ -41,6 +50,9 @@ viewer=$("$TENBIND" token create --role viewer --name watcher --state "$T_STATE"
 export TENBIN_TOKEN=$admin
 t_start --config "$T_DIR/config.json"
 
+"$TENBIN" dataset add train --site onprem --path train --project vision >/dev/null
+"$TENBIN" dataset publish train >/dev/null
+"$TENBIN" dataset sync train --site cloud >/dev/null
 # The sites page shows each site's baseline: the reference at it, lab
 # drifted (its jobs get NCCL_ALGO), cloud never probed.
 "$TENBIN" baseline run onprem --wait >/dev/null
