@@ -10,7 +10,7 @@
 #include "daemon/config.h"
 
 static const struct config_block blocks[] = {
-    {"", config_top_fields, "the top level of the file"},
+    {"(top level)", config_top_fields, "the top level of the file"},
     {"tls", config_tls_fields, "HTTPS for the API, and the CAs of agents"},
     {"http", config_http_fields, "the API server's connection limits"},
     {"auth", config_auth_fields, "bearer tokens for the API"},

@@ -16,7 +16,7 @@
 #include "util/jsonx.h"
 
 struct config_block {
-  /* Where the block is: "" is the top level, "sites[]" each site,
+  /* Where the block is: "(top level)" is the file itself, "sites[]" each site,
    * "sites[kind=slurm].cloud[kind=aws]" a slurm site's cloud block of
    * kind aws, "workloads[].params.*" each parameter of a workload. */
   const char *path;
