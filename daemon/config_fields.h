@@ -16,9 +16,10 @@
 #include "util/jsonx.h"
 
 struct config_block {
-  /* Where the block is: "(top level)" is the file itself, "sites[]" each site,
-   * "sites[kind=slurm].cloud[kind=aws]" a slurm site's cloud block of
-   * kind aws, "workloads[].params.*" each parameter of a workload. */
+  /* Where the block is: "(top level)" is the file itself, "sites[]"
+   * each site, "sites[kind=slurm].cloud[kind=aws]" a slurm site's cloud
+   * block of kind aws, "workloads[].params.*" each parameter of a
+   * workload. */
   const char *path;
   const struct jsonx_field *fields; /* the parser's own table */
   const char *about;                /* one line */
