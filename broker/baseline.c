@@ -636,6 +636,28 @@ probe_token(const struct broker *b, int64_t id, char *out, size_t outlen)
                        outlen);
 }
 
+int
+broker__baseline_job_env(struct broker *b, const struct db_job *j,
+                         struct job_spec *spec, struct err *e)
+{
+  struct probe_copy c = {0};
+  char token[PROBE_TOKEN_LEN];
+  int found = 0;
+  int rc;
+
+  if (b->baseline == NULL || strcmp(j->project, b->baseline->project) != 0)
+    return 0;
+  /* Only the job a probe row names gets its token: a job merely named
+   * like a probe in the same project gets nothing. */
+  rc = db_probe_by_job(b->db, j->id, probe_copy_cb, &c, &found, e);
+  if (rc < 0 || !found)
+    return rc;
+  probe_token(b, c.id, token, sizeof(token));
+  broker__env_set(&spec->env, "TENBIN_PROBE_TOKEN", token);
+  OPENSSL_cleanse(token, sizeof(token));
+  return 0;
+}
+
 /* s quoted for sh, appended to out. */
 static int
 add_quoted(struct buf *out, const char *s)
@@ -700,7 +722,7 @@ probe_body(struct broker *b, const struct site *s, int64_t id,
            int64_t nodes, const char *bundle, json_t **out, struct err *e)
 {
   struct broker_baseline *bl = b->baseline;
-  char token[PROBE_TOKEN_LEN], name[64];
+  char name[64];
   int64_t gpn = node_gpus(s);
   struct buf url, script;
   json_t *body, *env;
@@ -719,10 +741,10 @@ probe_body(struct broker *b, const struct site *s, int64_t id,
                  "too long");
     goto out;
   }
-  probe_token(b, id, token, sizeof(token));
   snprintf(name, sizeof(name), "baseline-probe-%" PRId64, id);
-  env = json_pack("{s:s, s:s}", "TENBIN_PROBE_URL", buf_str(&url),
-                  "TENBIN_PROBE_TOKEN", token);
+  /* The token is not in the stored spec (job views show it): it joins
+   * the environment at dispatch (broker__baseline_job_env). */
+  env = json_pack("{s:s}", "TENBIN_PROBE_URL", buf_str(&url));
   body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "name", name,
                    "project", bl->project, "site", s->name, "script",
                    buf_str(&script), "nodes", (json_int_t)nodes, "gpus",
@@ -732,7 +754,6 @@ probe_body(struct broker *b, const struct site *s, int64_t id,
     json_object_set_new(body, "gpus_per_node", json_integer(gpn));
   if (bundle != NULL)
     json_object_set_new(body, "dataset", json_string(bundle));
-  OPENSSL_cleanse(token, sizeof(token));
   *out = body;
 out:
   buf_release(&url);

@@ -257,6 +257,11 @@ const char *broker__baseline_bars(const struct broker *b, size_t site);
 int broker__baseline_configured(const struct broker *b);
 /* The URL the probes reach tenbind at, or NULL (borrowed). */
 const char *broker__baseline_url(const struct broker *b);
+/* Add the probe's token to the environment j is submitted with, when j
+ * is a probe's job (it is never stored in the job's spec). */
+int broker__baseline_job_env(struct broker *b, const struct db_job *j,
+                             struct job_spec *spec, struct err *e)
+    WARN_UNUSED;
 /* j ended: its probe, if it runs one and not every node reported,
  * failed.  Inside the caller's transaction. */
 int broker__baseline_job_ended(struct broker *b, const struct db_job *j,

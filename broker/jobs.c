@@ -431,8 +431,10 @@ broker__adapter_call(const struct db_job *j,
      * site knows already (cancel, adopt) does without. */
     rc = broker__dataset_env(site->broker, j, &spec, e);
   }
-  if (rc == 0 && fn == site->ops->submit)
+  if (rc == 0 && fn == site->ops->submit) {
     broker__site_env(site, &spec);
+    rc = broker__baseline_job_env(site->broker, j, &spec, e);
+  }
   if (rc == 0 && fn == site->ops->submit) {
     char n[16];
 

@@ -43,6 +43,9 @@ t_expect "baseline run --wait ends with the reference at its baseline" "$out" 's
 t_expect "the probe reports its fingerprint: NCCL's version" "$out" 'nccl\.version +[0-9]+\.[0-9]+'
 t_expect "and the site's GPUs it was given" "$out" 'env\.CUDA_VISIBLE_DEVICES +0,1'
 t_expect "and why it measured nothing here" "$out" 'measurement: skipped: '
+pjob=$(curl -fsS "$T_URL/v1/sites/onprem/baseline" | jq -r .latest_probe.job_id)
+t_expect "the probe's token is not in its job's spec, which viewers see" \
+  "$(curl -fsS "$T_URL/v1/jobs/$pjob" | jq -c '.spec.env')" '^\{"TENBIN_PROBE_URL":"[^"]*"\}$'
 t_expect "the job it ran as succeeded" \
   "$(curl -fsS "$T_URL/v1/jobs?project=baseline" | jq -r '[.jobs[] | .state] | join(",")')" '^succeeded$'
 t_expect "the waiting job runs once the reference is probed" \
