@@ -85,10 +85,8 @@ adapter_burst_read(const json_t *b, struct adapter_burst *out, struct err *e)
     rc = jsonx_int(b, "cooldown_s", 0, 86400, 300, &cooldown_s, "burst.", e);
   if (rc == 0)
     rc = jsonx_int(b, "boot_s", 0, 86400, 300, &boot_s, "burst.", e);
-  if (rc < 0) {
-    e->code = ERR_CONFIG;
-    return ERR_CONFIG;
-  }
+  if (rc < 0)
+    return err_recode(e, ERR_CONFIG);
   cap = b != NULL ? json_object_get(b, "spend_cap_per_hour") : NULL;
   if (cap != NULL && !json_is_null(cap)) {
     dollars = json_number_value(cap);

@@ -1750,10 +1750,8 @@ read_limits(struct pool *p, const json_t *c, struct err *e)
   if (rc == 0)
     rc = jsonx_int(c, "heartbeat_ms", 100, 60000, 1000, &p->heartbeat_ms, "",
                    e);
-  if (rc < 0) {
-    e->code = ERR_CONFIG;
-    return ERR_CONFIG;
-  }
+  if (rc < 0)
+    return err_recode(e, ERR_CONFIG);
   if (p->min_nodes > p->max_nodes)
     return err_set(e, ERR_CONFIG, "field 'min_nodes': %" PRId64 " is more "
                    "than max_nodes (%" PRId64 ")", p->min_nodes, p->max_nodes);

@@ -174,9 +174,9 @@ read_credentials(struct aws *a, const json_t *config, struct err *e)
                             e);
     if (rc < 0) {
       err_prefix(e, "field 'credentials'");
-      e->code = ERR_CONFIG;
+      return err_recode(e, ERR_CONFIG);
     }
-    return rc < 0 ? ERR_CONFIG : 0;
+    return 0;
   }
   if (profile == NULL && file == NULL && getenv("AWS_ACCESS_KEY_ID") &&
       getenv("AWS_SECRET_ACCESS_KEY")) {
@@ -208,7 +208,7 @@ read_credentials(struct aws *a, const json_t *config, struct err *e)
   rc = secret_read_file(path, 0, &text, NULL, e);
   if (rc < 0) {
     err_prefix(e, "field 'credentials'");
-    rc = e->code = ERR_CONFIG;
+    rc = err_recode(e, ERR_CONFIG);
     goto out;
   }
   a->access_key = ini_get(text, profile, "aws_access_key_id");

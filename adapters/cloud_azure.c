@@ -228,8 +228,7 @@ read_credentials(struct azure *a, const json_t *config, const char **tenant,
                      "and client_secret_file go together");
     if (secret_read_file(file, SECRET_FIRST_LINE, &a->secret, NULL, e) < 0) {
       err_prefix(e, "field 'credentials.client_secret_file'");
-      e->code = ERR_CONFIG;
-      return ERR_CONFIG;
+      return err_recode(e, ERR_CONFIG);
     }
   } else {
     *tenant = getenv("AZURE_TENANT_ID");
@@ -508,7 +507,7 @@ connection:
   a = NULL;
 out:
   if (rc < 0)
-    e->code = ERR_CONFIG;
+    rc = err_recode(e, ERR_CONFIG);
   buf_release(&b);
   free(login);
   if (a != NULL)

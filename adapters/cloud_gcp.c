@@ -146,15 +146,6 @@ const struct jsonx_field adapter_gcp_fields[] = {
 const struct jsonx_field adapter_gcp_accelerator_fields[] = {
     {"type", JX_STRING}, {"count", JX_INT}, {NULL, 0}};
 
-/* e's message, now an ERR_CONFIG (site config errors are). */
-static int
-config_error(struct err *e)
-{
-  if (e != NULL)
-    e->code = ERR_CONFIG;
-  return ERR_CONFIG;
-}
-
 /* 1..max characters of [a-z0-9-]: regions, zones, disk types. */
 static int
 word_ok(const char *s, size_t max)
@@ -257,7 +248,7 @@ read_key(struct gcp *g, const json_t *config, struct err *e)
     rc = gcp_key_load(text, len, &g->key, e);
   if (rc < 0) {
     err_prefix(e, "field 'credentials_file'");
-    rc = config_error(e);
+    rc = err_recode(e, ERR_CONFIG);
   }
   secret_free(text);
   return rc;
@@ -319,7 +310,7 @@ read_accelerator(struct gcp *g, size_t i, struct err *e)
                    "an object",
                    i);
   if (jsonx_check(a, adapter_gcp_accelerator_fields, where, e) < 0)
-    return config_error(e);
+    return err_recode(e, ERR_CONFIG);
   type = jsonx_str(a, "type");
   if (!word_ok(type, CLOUD_NAME_LEN - 1))
     return err_set(e, ERR_CONFIG,
@@ -429,7 +420,7 @@ check_inserts(struct gcp *g, struct err *e)
     rc = gce_insert_body(&l, &body, e);
     if (rc < 0) {
       err_prefix(e, "shape '%s'", g->shapes[i].name);
-      rc = config_error(e);
+      rc = err_recode(e, ERR_CONFIG);
     }
     buf_reset(&body);
   }

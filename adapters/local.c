@@ -419,14 +419,6 @@ start_watch(struct local *l)
 
 /* ---- open ---- */
 
-static int
-config_error(struct err *e, int rc)
-{
-  if (e != NULL)
-    e->code = ERR_CONFIG;
-  return rc < 0 ? ERR_CONFIG : rc;
-}
-
 static void
 free_site(struct local *l)
 {
@@ -480,7 +472,7 @@ local_open(const struct adapter_env *env, const json_t *config, void **ctx,
     if (rc == 0)
       rc = jsonx_int(config, "first_gpu", 0, 65535, 0, &first_gpu, "", e);
     if (rc < 0) {
-      rc = config_error(e, rc);
+      rc = err_recode(e, ERR_CONFIG);
       goto out;
     }
   } else {

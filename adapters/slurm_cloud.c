@@ -763,10 +763,8 @@ configure(struct slurm_cloud *c, const struct block_kind *k,
   if (rc == 0)
     rc = jsonx_int(block, "reconcile_s", 1, MAX_RECONCILE_S,
                    DEFAULT_RECONCILE_S, &c->reconcile_ms, "cloud.", e);
-  if (rc < 0 && e != NULL)
-    e->code = ERR_CONFIG;
   if (rc < 0)
-    return ERR_CONFIG;
+    return err_recode(e, ERR_CONFIG);
   c->reconcile_ms *= 1000;
   return 0;
 }
@@ -827,7 +825,7 @@ slurm_cloud_open_with(const struct cloud_provider *prov,
   rc = prov->open(&ce, block, &c->pctx, e);
   if (rc < 0) {
     err_prefix(e, "cloud (%s)", prov->kind);
-    rc = e != NULL ? (e->code = ERR_CONFIG) : ERR_CONFIG;
+    rc = err_recode(e, ERR_CONFIG);
     goto fail;
   }
   rc = c->store->list(c->store_arg, take_node, c, e);

@@ -716,10 +716,8 @@ broker__autoscaler_open(struct broker *b, const json_t *cfg, struct err *e)
   if (rc == 0)
     rc = jsonx_int(cfg, "tick_s", 1, 3600, SCALE_TICK_MS / 1000, &tick_s,
                    "policy.burst.", e);
-  if (rc < 0) {
-    e->code = ERR_CONFIG;
-    return ERR_CONFIG;
-  }
+  if (rc < 0)
+    return err_recode(e, ERR_CONFIG);
   cap = cfg != NULL ? json_object_get(cfg, "spend_cap_per_hour") : NULL;
   if (cap != NULL && !json_is_null(cap) &&
       price_dollars_to_micro(json_number_value(cap), PRICE_MAX_MICRO * 1000,

@@ -94,15 +94,6 @@ const struct jsonx_field broker_baseline_rules_fields[] = {
 
 /* ---- configuration ---- */
 
-/* A field helper's ERR_INVALID, as the mistake in the config it is. */
-static int
-config_error(struct err *e)
-{
-  if (e != NULL)
-    e->code = ERR_CONFIG;
-  return ERR_CONFIG;
-}
-
 static int
 match_level(const json_t *rules, const char *key, enum baseline_match *out,
             struct err *e)
@@ -134,7 +125,7 @@ read_rules(struct broker_baseline *bl, const json_t *rules, struct err *e)
     return 0;
   rc = jsonx_check(rules, broker_baseline_rules_fields, "baseline.rules.", e);
   if (rc < 0)
-    return config_error(e);
+    return err_recode(e, ERR_CONFIG);
   json_array_foreach(json_object_get(rules, "off"), i, v) {
     int rule = json_is_string(v)
                    ? baseline_rule_from_name(json_string_value(v)) : -1;
@@ -184,7 +175,7 @@ read_rules(struct broker_baseline *bl, const json_t *rules, struct err *e)
     rc = jsonx_int(rules, "max_age_s", 0, INT64_MAX / 1000,
                    r->max_age_ms / 1000, &n, "baseline.rules.", e);
   if (rc < 0)
-    return config_error(e);
+    return err_recode(e, ERR_CONFIG);
   r->max_age_ms = n * 1000;
   v = json_object_get(rules, "class_scale");
   if (v != NULL && !json_is_null(v)) {
@@ -337,7 +328,7 @@ broker__baseline_open(struct broker *b, const json_t *cfg, struct err *e)
   bl->sites = xcalloc(b->nsites, sizeof(*bl->sites));
   rc = jsonx_check(bl->cfg, broker_baseline_fields, "baseline.", e);
   if (rc < 0)
-    return config_error(e);
+    return err_recode(e, ERR_CONFIG);
   bl->reference = jsonx_str(bl->cfg, "reference");
   ref = bl->reference != NULL ? broker__site(b, bl->reference) : NULL;
   if (ref == NULL)
@@ -379,7 +370,7 @@ broker__baseline_open(struct broker *b, const json_t *cfg, struct err *e)
     rc = jsonx_int(bl->cfg, "time_limit_s", 60, 7LL * 86400, 1800,
                    &bl->time_limit_s, "baseline.", e);
   if (rc < 0)
-    return config_error(e);
+    return err_recode(e, ERR_CONFIG);
   bl->every_ms = every_s * 1000;
   rc = read_sites(b, bl, e);
   if (rc == 0)

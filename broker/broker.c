@@ -144,9 +144,7 @@ site_agent(struct site *s, const json_t *agent, const json_t *allowed,
 out:
   agentc_free(check);
   free(tok);
-  if (rc < 0 && e != NULL)
-    e->code = ERR_CONFIG;
-  return rc < 0 ? ERR_CONFIG : 0;
+  return rc < 0 ? err_recode(e, ERR_CONFIG) : 0;
 }
 
 /* The adapter of kind: from kinds (the config's, for tests) when given,
@@ -303,9 +301,7 @@ open_sites(struct broker *b, const json_t *sites,
       s->ctx = NULL;
       err_prefix(e, "sites[%zu]", i);
       /* Whatever the adapter says, it is a mistake in the config. */
-      if (e != NULL)
-        e->code = ERR_CONFIG;
-      return ERR_CONFIG;
+      return err_recode(e, ERR_CONFIG);
     }
   }
   /* Egress to named sites names sites that exist. */
@@ -390,10 +386,8 @@ broker__workloads_load(struct broker *b, const json_t *workloads, size_t *n,
     int rc = broker_workload_put(b, w, NULL, e);
 
     if (rc < 0) {
-      if (e != NULL)
-        e->code = ERR_CONFIG;
       err_prefix(e, "workloads[%zu]", i);
-      return ERR_CONFIG;
+      return err_recode(e, ERR_CONFIG);
     }
     (*n)++;
   }

@@ -225,8 +225,8 @@ broker_reload(struct broker *b, const struct broker_config *cfg,
                      i < json_array_size(cfg->workloads); i++) {
     rc = broker__workload_validate(json_array_get(cfg->workloads, i), e);
     if (rc < 0) {
-      e->code = ERR_CONFIG;
       err_prefix(e, "workloads[%zu]", i);
+      rc = err_recode(e, ERR_CONFIG);
     }
   }
   if (rc == 0)

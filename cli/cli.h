@@ -75,8 +75,6 @@ int cli_parsed(int rc, const char *usage, const struct err *e, int *status);
 int cli_request(struct cli *cli, const char *method, const char *path,
                 const struct buf *body, struct cli_response *r,
                 json_t **out, struct err *e) WARN_UNUSED;
-/* main.c: sleep ms, whatever signals arrive. */
-void cli_sleep_ms(long ms);
 /* main.c: write r's body to stdout verbatim, ending in a newline. */
 int cli_print_raw(const struct cli_response *r);
 /* main.c: cli_request, then the reply verbatim with --json, else as

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/table.h"
 #include "util/jsonx.h"
+#include "util/timeutil.h"
 
 static const char baseline_usage[] =
     "usage: tenbin baseline run SITE [--nodes N] [--wait]\n"
@@ -246,7 +247,7 @@ wait_probe(struct cli *cli, const struct cli_baseline *o, int64_t id)
     }
     json_decref(reply);
     cli_response_release(&r);
-    cli_sleep_ms(1000);
+    time_sleep_ms(1000);
   }
   buf_release(&path);
   return status;

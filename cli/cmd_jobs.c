@@ -142,7 +142,7 @@ post_job(struct cli *cli, const json_t *body, const char *user_key,
       break;
     cli_message("", err_msg(&e), "; retrying");
     /* 0.5 s, then 1.5 s: long enough for a daemon restart to finish. */
-    cli_sleep_ms(attempt == 1 ? 500 : 1500);
+    time_sleep_ms(attempt == 1 ? 500 : 1500);
   }
   if (rc == 0)
     rc = cli_response_check(&r, &e);
@@ -696,7 +696,7 @@ cli_cmd_logs(struct cli *cli, int argc, char **argv)
     }
     if (is_final_state(state))
       break;
-    cli_sleep_ms(FOLLOW_INTERVAL_MS);
+    time_sleep_ms(FOLLOW_INTERVAL_MS);
   }
   cli_response_release(&r);
   return status;

@@ -6,11 +6,9 @@
  * how it reads its words, so that its own are never taken for global
  * options.  "__complete" is the completion script's hidden helper.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/commands.h"
@@ -118,15 +116,6 @@ cli_print_raw(const struct cli_response *r)
   if (b->len == 0 || b->data[b->len - 1] != '\n')
     fputc('\n', stdout);
   return 0;
-}
-
-void
-cli_sleep_ms(long ms)
-{
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
 }
 
 int

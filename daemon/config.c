@@ -395,8 +395,7 @@ config_load(const char *path, const char *listen_override,
 out:
   free(text);
   if (rc < 0) {
-    if (e != NULL)
-      e->code = ERR_CONFIG;
+    err_recode(e, ERR_CONFIG);
     err_prefix(e, "%s", path ? path : "embedded default");
     config_release(cfg);
     return ERR_CONFIG;

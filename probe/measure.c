@@ -21,16 +21,15 @@
  * were found (TENBIN_PROBE_NCCL).
  */
 #include <cuda_runtime_api.h>
-#include <errno.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "probe/probe.h"
 #include "util/alloc.h"
 #include "util/jsonx.h"
+#include "util/timeutil.h"
 
 /* The host staging buffer, and the windows a sampled check reads. */
 #define STAGE_BYTES (8LL << 20)
@@ -79,24 +78,6 @@ nccl_ok(struct run *r, ncclResult_t nr, const char *call)
   if (r->why[0] == '\0')
     snprintf(r->why, sizeof(r->why), "%s: %s", call, ncclGetErrorString(nr));
   return -1;
-}
-
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void
-sleep_ms(long ms)
-{
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-    ;
 }
 
 /* ---- versions ---- */
@@ -167,7 +148,7 @@ put_id(struct run *r, const ncclUniqueId *id)
   json_t *body = json_object();
   char *text;
   int64_t deadline =
-      mono_ns() + (int64_t)r->o->rendezvous_timeout_s * 1000000000;
+      time_mono_ns() + (int64_t)r->o->rendezvous_timeout_s * 1000000000;
   struct err e = {0};
   long status = 0;
   int rc = -1;
@@ -195,13 +176,13 @@ put_id(struct run *r, const ncclUniqueId *id)
       snprintf(r->why, sizeof(r->why), "rendezvous: %s", err_msg(&e));
       break;
     }
-    if (mono_ns() > deadline) {
+    if (time_mono_ns() > deadline) {
       snprintf(r->why, sizeof(r->why), "rendezvous: could not PUT the NCCL "
                "id within %d s (%s)", r->o->rendezvous_timeout_s,
                hrc < 0 ? err_msg(&e) : "tenbind answered 5xx");
       break;
     }
-    sleep_ms(RENDEZVOUS_POLL_MS);
+    time_sleep_ms(RENDEZVOUS_POLL_MS);
   }
   free(text);
   return rc;
@@ -270,7 +251,7 @@ static int
 get_id(struct run *r, ncclUniqueId *id)
 {
   int64_t deadline =
-      mono_ns() + (int64_t)r->o->rendezvous_timeout_s * 1000000000;
+      time_mono_ns() + (int64_t)r->o->rendezvous_timeout_s * 1000000000;
   struct err e = {0};
 
   for (;;) {
@@ -296,12 +277,12 @@ get_id(struct run *r, ncclUniqueId *id)
       snprintf(r->why, sizeof(r->why), "rendezvous: %s", err_msg(&e));
       return -1;
     }
-    if (mono_ns() > deadline) {
+    if (time_mono_ns() > deadline) {
       snprintf(r->why, sizeof(r->why), "rendezvous: no NCCL id from node 0 "
                "within %d s", r->o->rendezvous_timeout_s);
       return -1;
     }
-    sleep_ms(RENDEZVOUS_POLL_MS);
+    time_sleep_ms(RENDEZVOUS_POLL_MS);
   }
 }
 
@@ -361,7 +342,7 @@ init_comms(struct run *r, const ncclUniqueId *id)
 static int
 wait_all(struct run *r)
 {
-  int64_t deadline = mono_ns() + WAIT_TIMEOUT_NS;
+  int64_t deadline = time_mono_ns() + WAIT_TIMEOUT_NS;
 
   for (int i = 0; i < r->ngpus; i++) {
     for (;;) {
@@ -379,7 +360,7 @@ wait_all(struct run *r)
             nccl_ok(r, ae, "NCCL (asynchronous error)") < 0)
           return -1;
       }
-      if (mono_ns() > deadline) {
+      if (time_mono_ns() > deadline) {
         snprintf(r->why, sizeof(r->why), "a collective did not finish "
                  "within %lld s", WAIT_TIMEOUT_NS / 1000000000);
         return -1;
@@ -617,13 +598,13 @@ measure_one(struct run *r, enum probe_coll c, size_t count, json_t *results)
       return -1;
   if (wait_all(r) < 0 || check(r, c, count, nrecv, &sampled, &correct) < 0)
     return -1;
-  t0 = mono_ns();
+  t0 = time_mono_ns();
   for (int it = 0; it < r->o->iters; it++)
     if (launch(r, c, count) < 0)
       return -1;
   if (wait_all(r) < 0)
     return -1;
-  t1 = mono_ns();
+  t1 = time_mono_ns();
   time_us = (double)(t1 - t0) / 1000.0 / r->o->iters;
   /* bytes per microsecond / 1000 = GB/s (10^9 bytes/s). */
   algbw = time_us > 0 ? (double)bytes / time_us / 1000.0 : 0;

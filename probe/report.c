@@ -7,14 +7,13 @@
  * never into a message, a log line or the document.
  */
 #include <curl/curl.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "probe/probe.h"
 #include "util/buf.h"
+#include "util/timeutil.h"
 
 #define MAX_URL 2048
 #define MAX_TOKEN 4096
@@ -140,15 +139,6 @@ out:
   return rc;
 }
 
-static void
-sleep_ms(long ms)
-{
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-    ;
-}
-
 int
 probe_report(const char *base, const char *token, const char *doc,
              int attempts, long backoff_ms, struct err *e)
@@ -158,7 +148,7 @@ probe_report(const char *base, const char *token, const char *doc,
 
   for (int i = 0; i < attempts; i++) {
     if (i > 0) {
-      sleep_ms(backoff_ms);
+      time_sleep_ms(backoff_ms);
       backoff_ms *= 2;
     }
     rc = probe_http("POST", base, "/report", token, doc, 30, 4096, &status,

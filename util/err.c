@@ -106,6 +106,14 @@ err_prefix(struct err *e, const char *fmt, ...)
   return e->code;
 }
 
+int
+err_recode(struct err *e, int code)
+{
+  if (e != NULL)
+    e->code = code;
+  return code;
+}
+
 void
 err_clear(struct err *e)
 {

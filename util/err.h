@@ -78,6 +78,10 @@ int err_vset(struct err *e, int code, const char *fmt, va_list ap)
     PRINTF_LIKE(3, 0);
 /* Prefix e->msg with "prefix: " (for nested field names); returns e->code. */
 int err_prefix(struct err *e, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* Give e (which may be NULL) code, keeping its message, and return code:
+ * a field helper's ERR_INVALID becomes the ERR_CONFIG of the config file
+ * it was reading. */
+int err_recode(struct err *e, int code);
 /* Reset e to OK with an empty message. */
 void err_clear(struct err *e);
 /* e->msg, or the code's default message when e->msg is empty. */

@@ -4,6 +4,7 @@
 #include "timeutil.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -23,10 +24,26 @@ time_now_ms(void)
 int64_t
 time_mono_ms(void)
 {
+  return time_mono_ns() / 1000000;
+}
+
+int64_t
+time_mono_ns(void)
+{
   struct timespec ts;
 
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void
+time_sleep_ms(int64_t ms)
+{
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                        .tv_nsec = (long)(ms % 1000) * 1000000};
+
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
 }
 
 void

@@ -15,6 +15,10 @@
 int64_t time_now_ms(void);
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t time_mono_ms(void);
+/* Nanoseconds of CLOCK_MONOTONIC, for timing what takes microseconds. */
+int64_t time_mono_ns(void);
+/* Sleep ms milliseconds, the whole of them whatever signals come. */
+void time_sleep_ms(int64_t ms);
 /* Format ms since the epoch as "2026-11-21T14:00:00.123Z" into out. */
 void time_format_iso(int64_t ms, char *out, size_t outlen);
 /*

@@ -234,6 +234,19 @@ test_message_cut_inside_a_character_stays_valid_utf8(void **state)
   assert_string_equal(e.msg, "field '\xc3\xa9?': '\xc3\xa9\xc3\xa9?'");
 }
 
+static void
+test_err_recode_keeps_the_message_and_changes_the_code(void **state)
+{
+  struct err e = {0};
+
+  (void)state;
+  err_set(&e, ERR_INVALID, "field 'x': must be a string");
+  assert_int_equal(err_recode(&e, ERR_CONFIG), ERR_CONFIG);
+  assert_int_equal(e.code, ERR_CONFIG);
+  assert_string_equal(e.msg, "field 'x': must be a string");
+  assert_int_equal(err_recode(NULL, ERR_CONFIG), ERR_CONFIG);
+}
+
 int
 main(void)
 {
@@ -253,6 +266,7 @@ main(void)
     cmocka_unit_test(
         test_err_clear_resets_and_msg_falls_back_to_the_default),
     cmocka_unit_test(test_message_cut_inside_a_character_stays_valid_utf8),
+    cmocka_unit_test(test_err_recode_keeps_the_message_and_changes_the_code),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);
