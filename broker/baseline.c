@@ -431,9 +431,9 @@ node_differs(const struct baseline_probe *node0, const struct probe_doc *d)
     tmp[j] = (struct baseline_kv){kv[j].key, kv[j].value};
   other.kv = tmp;
   other.nkv = n;
-  nrows = baseline_diff(node0, &other, NULL, 0);
+  nrows = baseline_diff(NULL, node0, &other, NULL, 0);
   rows = xcalloc(nrows + 1, sizeof(*rows));
-  (void)baseline_diff(node0, &other, rows, nrows);
+  (void)baseline_diff(NULL, node0, &other, rows, nrows);
   for (j = 0; j < nrows && key == NULL; j++)
     if (rows[j].differs)
       key = rows[j].key;
@@ -1268,14 +1268,14 @@ static json_t *
 diff_json(const struct baseline_rules *r, const struct baseline_probe *ref,
           const struct baseline_probe *site)
 {
-  size_t n = baseline_diff(ref, site, NULL, 0);
+  size_t n = baseline_diff(r, ref, site, NULL, 0);
   struct baseline_row *rows = xcalloc(n + 1, sizeof(*rows));
   size_t nb = baseline_bw_diff(r, ref, site, NULL, 0);
   struct baseline_bw_row *bw = xcalloc(nb + 1, sizeof(*bw));
   json_t *a = json_array(), *bwa = json_array();
   size_t k;
 
-  (void)baseline_diff(ref, site, rows, n);
+  (void)baseline_diff(r, ref, site, rows, n);
   for (k = 0; k < n; k++) {
     json_t *row = json_object();
 

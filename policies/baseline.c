@@ -792,10 +792,9 @@ baseline_check(const struct baseline_rules *r,
 
 /* ---- the side-by-side views ---- */
 
-/* Which rule judges key (-1: none).  baseline_diff has no rules, so
- * env variables are judged unless the default rules ignore them. */
+/* Which rule would judge key, whatever the rules say (-1: none). */
 static int
-rule_of(const char *key)
+rule_of_key(const char *key)
 {
   if (strcmp(key, "gpu.model") == 0)
     return BASELINE_GPU_MODEL;
@@ -806,7 +805,7 @@ rule_of(const char *key)
   if (strcmp(key, "gpu.driver") == 0)
     return BASELINE_DRIVER;
   if (strncmp(key, "env.NCCL_", 9) == 0)
-    return env_ignored(default_ignore, key + 4) ? -1 : BASELINE_NCCL_ENV;
+    return BASELINE_NCCL_ENV;
   if (strcmp(key, "bundle.version") == 0)
     return BASELINE_BUNDLE;
   if (strncmp(key, "net.", 4) == 0 || strcmp(key, "interconnect") == 0 ||
@@ -815,17 +814,36 @@ rule_of(const char *key)
   return -1;
 }
 
+/* Which rule of r judges key (-1: none, or one switched off). */
+static int
+rule_of(const struct baseline_rules *r, const char *key)
+{
+  int rule = rule_of_key(key);
+
+  if (rule < 0 || (r->enabled & (1u << rule)) == 0)
+    return -1;
+  if (rule == BASELINE_NCCL_ENV && env_ignored(r->env_ignore, key + 4))
+    return -1;
+  return rule;
+}
+
 size_t
-baseline_diff(const struct baseline_probe *ref,
+baseline_diff(const struct baseline_rules *r,
+              const struct baseline_probe *ref,
               const struct baseline_probe *site, struct baseline_row *rows,
               size_t cap)
 {
+  struct baseline_rules dflt;
   struct merge m = {ref, site, 0, 0};
   const char *key;
   const char *a;
   const char *b;
   size_t n = 0;
 
+  if (r == NULL) {
+    baseline_rules_default(&dflt);
+    r = &dflt;
+  }
   while (merge_next(&m, &key, &a, &b)) {
     if (n < cap) {
       struct baseline_row *row = &rows[n];
@@ -834,7 +852,7 @@ baseline_diff(const struct baseline_probe *ref,
       row->ref = a;
       row->site = b;
       row->differs = a == NULL || b == NULL || strcmp(a, b) != 0;
-      row->rule = rule_of(key);
+      row->rule = rule_of(r, key);
     }
     n++;
   }

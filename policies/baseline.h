@@ -160,11 +160,14 @@ struct baseline_row {
 };
 
 /*
- * Merge the two sorted fingerprints into rows (sorted by key).  Writes
- * at most cap rows; returns the number there are (a larger return than
- * cap means rows were cut).
+ * Merge the two sorted fingerprints into rows (sorted by key), each
+ * with the rule of r (NULL: the defaults) that judges it: none for a
+ * rule switched off or an ignored variable.  Writes at most cap rows;
+ * returns the number there are (a larger return than cap means rows
+ * were cut).
  */
-size_t baseline_diff(const struct baseline_probe *ref,
+size_t baseline_diff(const struct baseline_rules *r,
+                     const struct baseline_probe *ref,
                      const struct baseline_probe *site,
                      struct baseline_row *rows, size_t cap);
 

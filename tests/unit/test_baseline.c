@@ -884,7 +884,7 @@ test_diff_rows_are_sorted_with_differs_and_rule(void **state)
   fx_set(&site, "nccl.version", "2.18.3");
   fx_set(&site, "env.NCCL_ALGO", "Ring");
   fx_set(&site, "env.NCCL_DEBUG", "INFO");
-  n = baseline_diff(&ref.p, &site.p, rows, 64);
+  n = baseline_diff(NULL, &ref.p, &site.p, rows, 64);
   assert_int_equal(n, NREF_KV + 1);
   for (i = 0; i < n; i++) {
     const struct baseline_row *row = &rows[i];
@@ -923,10 +923,10 @@ test_diff_rows_are_sorted_with_differs_and_rule(void **state)
   assert_int_equal(rows[1].rule, -1);                        /* cuda.driver */
   assert_int_equal(rows[2].rule, BASELINE_CUDA_RUNTIME);
   /* Cut rows: the count says how many there are. */
-  assert_int_equal(baseline_diff(&ref.p, &site.p, rows, 3), NREF_KV + 1);
-  assert_int_equal(baseline_diff(&ref.p, &site.p, NULL, 0), NREF_KV + 1);
+  assert_int_equal(baseline_diff(NULL, &ref.p, &site.p, rows, 3), NREF_KV + 1);
+  assert_int_equal(baseline_diff(NULL, &ref.p, &site.p, NULL, 0), NREF_KV + 1);
   /* A site never probed: every row absent at the site. */
-  n = baseline_diff(&ref.p, NULL, rows, 64);
+  n = baseline_diff(NULL, &ref.p, NULL, rows, 64);
   assert_int_equal(n, NREF_KV);
   for (i = 0; i < n; i++) {
     assert_null(rows[i].site);
@@ -940,6 +940,41 @@ test_diff_rows_are_sorted_with_differs_and_rule(void **state)
   assert_int_equal(rows[i + 2].rule, BASELINE_GPU_MODEL);
   assert_int_equal(rows[i + 3].rule, BASELINE_INTERCONNECT); /* interconnect */
   assert_int_equal(rows[i + 4].rule, -1);                    /* kernel */
+}
+
+/* The diff marks what the configured rules judge: a variable the rules
+ * ignore, and a rule switched off, judge nothing. */
+static void
+test_diff_rows_follow_the_configured_rules(void **state)
+{
+  struct baseline_rules r;
+  struct baseline_row rows[64];
+  struct fx ref, site;
+  size_t n;
+  int algo = -2, hca = -2, version = -2;
+
+  (void)state;
+  baseline_rules_default(&r);
+  r.env_ignore[0] = "NCCL_IB_HCA";
+  r.env_ignore[1] = NULL;
+  r.enabled &= ~(1u << BASELINE_NCCL_VERSION);
+  fx_ref(&ref);
+  fx_ref(&site);
+  fx_set(&site, "env.NCCL_ALGO", "Ring");
+  fx_set(&site, "env.NCCL_IB_HCA", "mlx5_9");
+  fx_set(&site, "nccl.version", "2.18.3");
+  n = baseline_diff(&r, &ref.p, &site.p, rows, 64);
+  for (size_t i = 0; i < n && i < 64; i++) {
+    if (strcmp(rows[i].key, "env.NCCL_ALGO") == 0)
+      algo = rows[i].rule;
+    else if (strcmp(rows[i].key, "env.NCCL_IB_HCA") == 0)
+      hca = rows[i].rule;
+    else if (strcmp(rows[i].key, "nccl.version") == 0)
+      version = rows[i].rule;
+  }
+  assert_int_equal(algo, BASELINE_NCCL_ENV);
+  assert_int_equal(hca, -1);
+  assert_int_equal(version, -1);
 }
 
 static void
@@ -1046,6 +1081,7 @@ main(void)
       cmocka_unit_test(test_rules_switched_off_are_not_judged),
       cmocka_unit_test(test_long_values_are_cut_to_whole_characters),
       cmocka_unit_test(test_diff_rows_are_sorted_with_differs_and_rule),
+      cmocka_unit_test(test_diff_rows_follow_the_configured_rules),
       cmocka_unit_test(test_bw_diff_merges_sizes_with_percentages),
       cmocka_unit_test(test_rule_and_match_names_round_trip),
   };
