@@ -504,13 +504,8 @@ function burnDown(bud, lines) {
     'day', counted);
   const today = new Date().getUTCDate();
   const xs = [], spent = [], limit = [], pace = [];
-  let acc = 0, fromApi = typeof bud.forecast_micro === 'number';
-  let forecast = bud.forecast_micro;
-  if (!fromApi) {
-    let s = 0;
-    for (const v of byDay.values()) s += v;
-    forecast = Math.round(s * ndays / Math.max(today, 1));
-  }
+  const forecast = bud.forecast_micro;
+  let acc = 0;
   for (let d = 1; d <= ndays; d++) {
     const key = bud.month + '-' + String(d).padStart(2, '0');
     acc += byDay.get(key) || 0;
@@ -523,8 +518,7 @@ function burnDown(bud, lines) {
     el('p', {}, bud.project + ': spent ' + dollars(bud.spent_micro) + ' of ' +
       dollars(bud.monthly_micro) + ' (' + (bud.hard ? 'hard' : 'soft') + ', counts ' +
       bud.counts + '); month-end forecast ' + dollars(forecast) +
-      (fromApi ? ' (tenbind\'s, at this month\'s pace)'
-        : ' (computed here, linear in this month\'s daily spend)')),
+      ' (tenbind\'s, at this month\'s pace)'),
     chart('Burn-down ' + bud.month, 'burn-' + bud.project.replace(/[^A-Za-z0-9_-]/g, '_'), xs,
       [{label: 'spent', data: spent}, {label: 'budget', data: limit},
         {label: 'forecast', data: pace}], {time: true, width: 640}));
