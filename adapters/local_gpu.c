@@ -4,32 +4,23 @@
  * assignment rule (a job's GPUs are of one type, lowest free indices
  * first, never more than exist).
  */
-#define _GNU_SOURCE /* pipe2 */
 #include "local_int.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "spec/jobspec.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/log.h"
-#include "util/timeutil.h"
+#include "util/proc.h"
 
 /* nvidia-smi hangs on some broken drivers; tenbind must still start. */
 #define SMI_TIMEOUT_MS 10000
 #define SMI_OUTPUT_MAX (256u << 10)
-
-extern char **environ;
 
 void
 adapter_local__inventory_init(struct local_inventory *inv)
@@ -198,133 +189,24 @@ adapter_local__inventory_parse_smi(struct local_inventory *inv,
   return 0;
 }
 
-/* Absolute path of prog on PATH (new), or NULL. */
-static char *
-find_on_path(const char *prog)
-{
-  const char *path = getenv("PATH");
-  const char *p;
-
-  if (path == NULL)
-    return NULL;
-  for (p = path;; p++) {
-    const char *colon = strchr(p, ':');
-    size_t n = colon != NULL ? (size_t)(colon - p) : strlen(p);
-
-    if (n > 0) {
-      char *dir = xstrndup(p, n);
-      char *cand = adapter_local__path(dir, prog);
-
-      free(dir);
-      if (access(cand, X_OK) == 0)
-        return cand;
-      free(cand);
-    }
-    if (colon == NULL)
-      return NULL;
-    p = colon;
-  }
-}
-
-/*
- * Run `nvidia-smi -L` and collect its stdout into *out (new).  Synchronous:
- * it runs once, when the site opens, before the loop serves anything.
- */
-static int
-run_smi(const char *exe, char **out, struct err *e)
-{
-  char *const argv[] = {(char *)exe, (char *)"-L", NULL};
-  posix_spawn_file_actions_t fa;
-  struct buf b;
-  int pipefd[2] = {-1, -1};
-  int64_t deadline = time_mono_ms() + SMI_TIMEOUT_MS;
-  pid_t pid = -1;
-  int status;
-  int rc = ERR_IO;
-
-  buf_init(&b, SMI_OUTPUT_MAX);
-  if (pipe2(pipefd, O_CLOEXEC) < 0)
-    return err_set(e, ERR_IO, "cannot create a pipe: %s", strerror(errno));
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY,
-                                   0);
-  rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(pipefd[1]);
-  if (rc != 0) {
-    pid = -1;
-    rc = err_set(e, ERR_IO, "cannot run '%s': %s", exe, strerror(rc));
-    goto out;
-  }
-  rc = ERR_IO;
-  for (;;) {
-    struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
-    char chunk[4096];
-    int64_t left = deadline - time_mono_ms();
-    ssize_t k;
-    int n;
-
-    if (left <= 0) {
-      err_set(e, ERR_TIMEOUT, "'%s -L' did not answer in %d s", exe,
-              SMI_TIMEOUT_MS / 1000);
-      kill(pid, SIGKILL);
-      goto out;
-    }
-    n = poll(&pfd, 1, (int)left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      err_set(e, ERR_IO, "cannot poll '%s': %s", exe, strerror(errno));
-      kill(pid, SIGKILL);
-      goto out;
-    }
-    if (n == 0)
-      continue;
-    k = read(pipefd[0], chunk, sizeof(chunk));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    if (buf_add(&b, chunk, (size_t)k) < 0) {
-      err_set(e, ERR_TOO_LARGE, "'%s -L' wrote more than %u bytes", exe,
-              SMI_OUTPUT_MAX);
-      kill(pid, SIGKILL);
-      goto out;
-    }
-  }
-  rc = 0;
-out:
-  if (pid > 0) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-      ;
-    if (rc == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
-      rc = err_set(e, ERR_IO, "'%s -L' failed with status %d", exe,
-                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  }
-  close(pipefd[0]);
-  if (rc == 0)
-    *out = buf_take(&b, NULL);
-  buf_release(&b);
-  return rc;
-}
-
 static int
 detect(struct local_inventory *inv, struct err *e)
 {
-  char *exe = find_on_path("nvidia-smi");
+  char *const argv[] = {(char *)"nvidia-smi", (char *)"-L", NULL};
+  char exe[PATH_MAX];
   char *text = NULL;
   struct err se = {0};
   int rc = 0;
 
-  if (exe == NULL) {
+  if (proc_find(getenv("PATH"), "nvidia-smi", exe, sizeof(exe)) < 0) {
     log_info("local site: nvidia-smi is not on PATH, no GPUs");
     snprintf(inv->none_why, sizeof(inv->none_why),
              "nvidia-smi is not on PATH");
     return 0;
   }
   /* A GPU host with a broken driver still runs CPU jobs: warn, go on. */
-  if (run_smi(exe, &text, &se) < 0) {
+  if (proc_capture(exe, argv, NULL, SMI_TIMEOUT_MS, SMI_OUTPUT_MAX, &text,
+                   &se) < 0) {
     log_warn("local site: no GPUs: %s", err_msg(&se));
     snprintf(inv->none_why, sizeof(inv->none_why), "%.127s",
              err_msg(&se));
@@ -336,7 +218,6 @@ detect(struct local_inventory *inv, struct err *e)
   log_info("local site: %zu GPUs found by %s", inv->ngpus, exe);
 out:
   free(text);
-  free(exe);
   return rc;
 }
 

@@ -8,25 +8,19 @@
  * work, nvidia-smi (found on the job's PATH) is run and its output
  * parsed; when neither works the document says why.
  */
-#define _GNU_SOURCE /* pipe2 */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "probe/probe.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/timeutil.h"
+#include "util/proc.h"
 
 /* nvidia-smi prints a few KiB; a wedged or odd one is cut here. */
 #define SMI_OUTPUT_MAX (256 * 1024)
@@ -337,28 +331,6 @@ out:
 
 /* ---- running nvidia-smi ---- */
 
-/* The path of nvidia-smi on envp's PATH into out; -1 when absent. */
-static int
-find_smi(char **envp, char *out, size_t outlen)
-{
-  const char *path = probe_getenv(envp, "PATH");
-  const char *p;
-
-  if (path == NULL)
-    path = "/usr/bin:/bin";
-  for (p = path; *p != '\0';) {
-    size_t len = strcspn(p, ":");
-    int n = snprintf(out, outlen, "%.*s/nvidia-smi", (int)len, p);
-
-    if (len > 0 && n > 0 && (size_t)n < outlen && access(out, X_OK) == 0)
-      return 0;
-    p += len;
-    if (*p == ':')
-      p++;
-  }
-  return -1;
-}
-
 /*
  * Run nvidia-smi with args (NULL-terminated, args[0] the name) and the
  * job's environment; its stdout (new string) into *out.  A message for
@@ -369,91 +341,19 @@ run_smi(char **envp, char *const args[], char **out, char *why,
         size_t whylen)
 {
   char path[PATH_MAX];
-  int fds[2] = {-1, -1};
-  struct buf b;
-  pid_t pid;
-  int status = 0, rc = -1, killed = 0;
-  int64_t deadline;
+  struct err e = {0};
 
-  buf_init(&b, SMI_OUTPUT_MAX);
-  if (find_smi(envp, path, sizeof(path)) < 0) {
+  if (proc_find(probe_getenv(envp, "PATH"), "nvidia-smi", path,
+                sizeof(path)) < 0) {
     snprintf(why, whylen, "nvidia-smi not on PATH");
     return -1;
   }
-  if (pipe2(fds, O_CLOEXEC) < 0) {
-    snprintf(why, whylen, "pipe: %s", strerror(errno));
+  if (proc_capture(path, args, envp, SMI_TIMEOUT_MS, SMI_OUTPUT_MAX, out,
+                   &e) < 0) {
+    snprintf(why, whylen, "%s", err_msg(&e));
     return -1;
   }
-  pid = fork();
-  if (pid < 0) {
-    snprintf(why, whylen, "fork: %s", strerror(errno));
-    goto out;
-  }
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_RDWR);
-
-    if (dup2(fds[1], 1) < 0)
-      _exit(127);
-    if (devnull >= 0) {
-      (void)dup2(devnull, 0);
-      (void)dup2(devnull, 2);
-    }
-    execve(path, args, envp);
-    _exit(127);
-  }
-  close(fds[1]);
-  fds[1] = -1;
-  deadline = time_mono_ms() + SMI_TIMEOUT_MS;
-  for (;;) {
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    char chunk[4096];
-    int64_t left = deadline - time_mono_ms();
-    ssize_t k;
-    int r;
-
-    if (left <= 0) {
-      kill(pid, SIGKILL);
-      killed = 1;
-      break;
-    }
-    r = poll(&pfd, 1, (int)left);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      continue; /* the deadline check above ends it */
-    k = read(fds[0], chunk, sizeof(chunk));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    if (buf_add(&b, chunk, (size_t)k) < 0) {
-      kill(pid, SIGKILL);
-      killed = 2;
-      break;
-    }
-  }
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  if (killed == 1)
-    snprintf(why, whylen, "%s timed out after %d s", args[1],
-             SMI_TIMEOUT_MS / 1000);
-  else if (killed == 2)
-    snprintf(why, whylen, "%s printed more than %d bytes", args[1],
-             SMI_OUTPUT_MAX);
-  else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    snprintf(why, whylen, "nvidia-smi %s failed (status %d)", args[1],
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  else {
-    *out = buf_take(&b, NULL);
-    rc = 0;
-  }
-out:
-  if (fds[0] >= 0)
-    close(fds[0]);
-  if (fds[1] >= 0)
-    close(fds[1]);
-  buf_release(&b);
-  return rc;
+  return 0;
 }
 
 static int
